@@ -1,0 +1,160 @@
+package io.tablecdc.e2e.stack;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.connect.cli.ConnectDistributed;
+import org.apache.kafka.connect.runtime.Connect;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A Kafka Connect worker in distributed mode whose {@code plugin.path} holds the unzipped Hub archives.
+ * It runs in this JVM ({@link #startInProcess}) or as a separate JVM ({@link #startProcess}) that crash
+ * tests can {@link #kill()} with SIGKILL. Several workers with the same {@code groupId} form one cluster.
+ * An external worker is used instead when {@code TABLECDC_CONNECT_URL} is set.
+ */
+public final class ConnectWorker implements AutoCloseable {
+    public static final String ENV_URL = "TABLECDC_CONNECT_URL";
+    private static final Logger log = LoggerFactory.getLogger(ConnectWorker.class);
+
+    private final URI restUrl;
+    private final Connect<?> inProcess;
+    private final Process process;
+
+    private ConnectWorker(URI restUrl, Connect<?> inProcess, Process process) {
+        this.restUrl = restUrl;
+        this.inProcess = inProcess;
+        this.process = process;
+    }
+
+    /** The worker properties for one member of the Connect cluster {@code groupId}. */
+    public static Map<String, String> workerProperties(String bootstrapServers, String groupId, Path pluginPath) {
+        Map<String, String> props = new HashMap<>();
+        props.put("bootstrap.servers", bootstrapServers);
+        props.put("group.id", groupId);
+        props.put("config.storage.topic", groupId + "-configs");
+        props.put("offset.storage.topic", groupId + "-offsets");
+        props.put("status.storage.topic", groupId + "-status");
+        props.put("config.storage.replication.factor", "1");
+        props.put("offset.storage.replication.factor", "1");
+        props.put("offset.storage.partitions", "5");
+        props.put("status.storage.replication.factor", "1");
+        props.put("status.storage.partitions", "1");
+        props.put("key.converter", "org.apache.kafka.connect.json.JsonConverter");
+        props.put("value.converter", "org.apache.kafka.connect.json.JsonConverter");
+        props.put("key.converter.schemas.enable", "true");
+        props.put("value.converter.schemas.enable", "true");
+        props.put("plugin.path", pluginPath.toAbsolutePath().toString());
+        props.put("plugin.discovery", "service_load");
+        props.put("listeners", "http://127.0.0.1:0");
+        props.put("rest.advertised.host.name", "127.0.0.1");
+        props.put("offset.flush.interval.ms", "1000");
+        // a killed worker's tasks move to the survivors after this delay (default 5 minutes)
+        props.put("scheduled.rebalance.max.delay.ms", "5000");
+        props.put("task.shutdown.graceful.timeout.ms", "10000");
+        props.put("connector.client.config.override.policy", "All");
+        return props;
+    }
+
+    public static ConnectWorker external() {
+        String url = StackPaths.env(ENV_URL);
+        return url == null ? null : new ConnectWorker(URI.create(url), null, null);
+    }
+
+    public static ConnectWorker startInProcess(Map<String, String> props) {
+        long started = System.nanoTime();
+        Connect<?> connect = new ConnectDistributed().startConnect(new HashMap<>(props));
+        URI url = connect.rest().serverUrl();
+        log.info("Connect worker up at {} in {} ms", url, (System.nanoTime() - started) / 1_000_000);
+        return new ConnectWorker(url, connect, null);
+    }
+
+    /** Starts the worker as its own JVM on this JVM's class path; its log goes to {@code workDir/worker.log}. */
+    public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout)
+            throws IOException, InterruptedException {
+        Files.createDirectories(workDir);
+        Path propsFile = workDir.resolve("worker.properties");
+        Path urlFile = workDir.resolve("rest.url");
+        Files.deleteIfExists(urlFile);
+        Properties properties = new Properties();
+        properties.putAll(props);
+        try (OutputStream out = Files.newOutputStream(propsFile)) {
+            properties.store(out, "tablecdc test worker");
+        }
+        List<String> command = new ArrayList<>();
+        command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
+        command.add("-Xmx768m");
+        command.add("--enable-native-access=ALL-UNNAMED");
+        command.add("-cp");
+        command.add(System.getProperty("java.class.path"));
+        command.add(ConnectWorkerMain.class.getName());
+        command.add(propsFile.toString());
+        command.add(urlFile.toString());
+        Process process = new ProcessBuilder(command)
+                .redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(workDir.resolve("worker.log").toFile()))
+                .start();
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!Files.exists(urlFile) || Files.size(urlFile) == 0) {
+            if (!process.isAlive()) {
+                throw new IllegalStateException("the Connect worker process exited with " + process.exitValue()
+                        + "; see " + workDir.resolve("worker.log"));
+            }
+            if (System.nanoTime() > deadline) {
+                process.destroyForcibly();
+                throw new IllegalStateException("the Connect worker process did not start within " + timeout
+                        + "; see " + workDir.resolve("worker.log"));
+            }
+            Thread.sleep(100);
+        }
+        URI url = URI.create(Files.readString(urlFile).trim());
+        log.info("Connect worker process {} up at {}", process.pid(), url);
+        return new ConnectWorker(url, null, process);
+    }
+
+    public URI restUrl() {
+        return restUrl;
+    }
+
+    public ConnectRestClient rest() {
+        return new ConnectRestClient(restUrl);
+    }
+
+    /** SIGKILL for a worker process: no shutdown hooks, no offset flush, no graceful task stop. */
+    public void kill() throws InterruptedException {
+        if (process == null) {
+            throw new IllegalStateException("only a worker started with startProcess can be killed");
+        }
+        process.destroyForcibly();
+        process.waitFor(30, TimeUnit.SECONDS);
+    }
+
+    public boolean alive() {
+        return process == null || process.isAlive();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+        if (inProcess != null) {
+            inProcess.stop();
+            inProcess.awaitStop();
+        }
+        if (process != null && process.isAlive()) {
+            process.destroy();
+            if (!process.waitFor(30, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+            }
+        }
+    }
+}

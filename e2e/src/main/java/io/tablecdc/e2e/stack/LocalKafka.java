@@ -1,0 +1,105 @@
+package io.tablecdc.e2e.stack;
+
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.utils.Time;
+import org.apache.kafka.metadata.storage.Formatter;
+import org.apache.kafka.server.common.MetadataVersion;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import kafka.server.KafkaConfig;
+import kafka.server.KafkaRaftServer;
+
+/**
+ * A single-node KRaft Kafka broker (broker and controller in one process) on 127.0.0.1, or an external
+ * cluster named by {@code TABLECDC_KAFKA_BOOTSTRAP}.
+ */
+public final class LocalKafka implements AutoCloseable {
+    public static final String ENV_BOOTSTRAP = "TABLECDC_KAFKA_BOOTSTRAP";
+    private static final Logger log = LoggerFactory.getLogger(LocalKafka.class);
+
+    private final String bootstrapServers;
+    private final KafkaRaftServer server;
+
+    private LocalKafka(String bootstrapServers, KafkaRaftServer server) {
+        this.bootstrapServers = bootstrapServers;
+        this.server = server;
+    }
+
+    public static LocalKafka start(Path workDir) throws Exception {
+        String external = StackPaths.env(ENV_BOOTSTRAP);
+        if (external != null) {
+            log.info("using the external Kafka cluster at {}", external);
+            return new LocalKafka(external, null);
+        }
+        long started = System.nanoTime();
+        int brokerPort = StackPaths.freePort();
+        int controllerPort = StackPaths.freePort();
+        String logDir = workDir.resolve("kraft").toString();
+
+        Map<String, String> props = new HashMap<>();
+        props.put("process.roles", "broker,controller");
+        props.put("node.id", "1");
+        props.put("controller.quorum.voters", "1@127.0.0.1:" + controllerPort);
+        props.put("controller.listener.names", "CONTROLLER");
+        props.put("listeners", "PLAINTEXT://127.0.0.1:" + brokerPort + ",CONTROLLER://127.0.0.1:" + controllerPort);
+        props.put("advertised.listeners", "PLAINTEXT://127.0.0.1:" + brokerPort);
+        props.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
+        props.put("inter.broker.listener.name", "PLAINTEXT");
+        props.put("log.dirs", logDir);
+        props.put("num.partitions", "1");
+        props.put("offsets.topic.replication.factor", "1");
+        props.put("offsets.topic.num.partitions", "5");
+        props.put("transaction.state.log.replication.factor", "1");
+        props.put("transaction.state.log.min.isr", "1");
+        props.put("share.coordinator.state.topic.replication.factor", "1");
+        props.put("share.coordinator.state.topic.min.isr", "1");
+        props.put("group.initial.rebalance.delay.ms", "0");
+        props.put("auto.create.topics.enable", "false");
+        // the cleaner's default 128 MiB dedupe buffer would dominate the heap of a test JVM
+        props.put("log.cleaner.dedupe.buffer.size", "2097152");
+        props.put("log.cleaner.threads", "1");
+        props.put("num.network.threads", "2");
+        props.put("num.io.threads", "2");
+
+        String clusterId = Uuid.randomUuid().toString();
+        new Formatter()
+                .setPrintStream(System.out)
+                .setClusterId(clusterId)
+                .setNodeId(1)
+                .setControllerListenerName("CONTROLLER")
+                .setMetadataLogDirectory(logDir)
+                .setDirectories(java.util.List.of(logDir))
+                .setReleaseVersion(MetadataVersion.LATEST_PRODUCTION)
+                .run();
+
+        Properties properties = new Properties();
+        properties.putAll(props);
+        KafkaRaftServer server = new KafkaRaftServer(new KafkaConfig(properties, false), Time.SYSTEM);
+        server.startup();
+        String bootstrap = "127.0.0.1:" + brokerPort;
+        log.info("Kafka broker up at {} in {} ms", bootstrap, (System.nanoTime() - started) / 1_000_000);
+        return new LocalKafka(bootstrap, server);
+    }
+
+    public String bootstrapServers() {
+        return bootstrapServers;
+    }
+
+    public boolean external() {
+        return server == null;
+    }
+
+    @Override
+    public void close() {
+        if (server != null) {
+            server.shutdown();
+            server.awaitShutdown();
+        }
+    }
+}

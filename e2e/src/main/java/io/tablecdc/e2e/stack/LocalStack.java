@@ -1,0 +1,101 @@
+package io.tablecdc.e2e.stack;
+
+import java.nio.file.Path;
+import java.util.ArrayDeque;
+import java.util.Deque;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The local stack of one JVM: every component starts on first use, once, on 127.0.0.1, and stops when the
+ * JVM exits (in reverse order). Tests share it and keep apart by flow, table, database and topic names;
+ * a fresh stack per test would cost seconds each. Each component can be replaced by an external service
+ * through its environment variable (see docs/test-stack.md).
+ */
+public final class LocalStack {
+    private static final Logger log = LoggerFactory.getLogger(LocalStack.class);
+    private static LocalStack instance;
+
+    private final Deque<AutoCloseable> started = new ArrayDeque<>();
+    private LocalKafka kafka;
+    private LocalPostgres postgres;
+    private ConnectWorker connect;
+    private Path pluginPath;
+
+    private LocalStack() {
+        Runtime.getRuntime().addShutdownHook(new Thread(this::stopAll, "tablecdc-stack-shutdown"));
+    }
+
+    public static synchronized LocalStack get() {
+        if (instance == null) {
+            instance = new LocalStack();
+        }
+        return instance;
+    }
+
+    public synchronized LocalKafka kafka() {
+        if (kafka == null) {
+            kafka = track(unchecked(() -> LocalKafka.start(StackPaths.workDir("kafka"))));
+        }
+        return kafka;
+    }
+
+    public synchronized LocalPostgres postgres() {
+        if (postgres == null) {
+            postgres = track(unchecked(() -> LocalPostgres.start(StackPaths.workDir("postgres"))));
+        }
+        return postgres;
+    }
+
+    /** The unzipped Hub archives, shared by every worker this stack starts. */
+    public synchronized Path pluginPath() {
+        if (pluginPath == null) {
+            pluginPath = unchecked(() -> PluginArchives.unzipInto(StackPaths.workDir("plugins")));
+        }
+        return pluginPath;
+    }
+
+    /** The stack's shared in-process Connect worker (or the external one named by TABLECDC_CONNECT_URL). */
+    public synchronized ConnectWorker connect() {
+        if (connect == null) {
+            ConnectWorker external = ConnectWorker.external();
+            connect = external != null ? external : track(ConnectWorker.startInProcess(
+                    ConnectWorker.workerProperties(kafka().bootstrapServers(), "tablecdc-connect", pluginPath())));
+        }
+        return connect;
+    }
+
+    /** Registers something this stack must stop at exit. */
+    public synchronized <T extends AutoCloseable> T track(T component) {
+        started.push(component);
+        return component;
+    }
+
+    private synchronized void stopAll() {
+        while (!started.isEmpty()) {
+            AutoCloseable component = started.pop();
+            try {
+                component.close();
+            } catch (Exception e) {
+                log.warn("stopping {} failed: {}", component.getClass().getSimpleName(), e.toString());
+            }
+        }
+    }
+
+    /** A step that may throw anything checked. */
+    @FunctionalInterface
+    public interface Step<T> {
+        T run() throws Exception;
+    }
+
+    static <T> T unchecked(Step<T> step) {
+        try {
+            return step.run();
+        } catch (RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IllegalStateException("starting a stack component failed: " + e, e);
+        }
+    }
+}
