@@ -1,0 +1,37 @@
+# Sourced by the other scripts: finds the project root, a JDK that can run the e2e module, and keeps the
+# Maven distribution in a cache under the project.
+set -euo pipefail
+
+TABLECDC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export TABLECDC_ROOT
+
+# The connector modules target Java 17, but the e2e module reaches the ClickHouse engine through the
+# foreign function API (Java 22+), so the build runs on a newer JDK when one is installed.
+java_major() {
+  "$1/bin/java" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}' | cut -d. -f1
+}
+
+find_jdk() {
+  local candidate
+  for candidate in "${TABLECDC_JAVA_HOME:-}" "${JAVA_HOME:-}" /usr/lib/jvm/temurin-25* /usr/lib/jvm/*; do
+    [ -n "$candidate" ] && [ -x "$candidate/bin/javac" ] || continue
+    if [ "$(java_major "$candidate")" -ge 22 ] 2>/dev/null; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  echo "tablecdc: no JDK 22 or newer found (looked at TABLECDC_JAVA_HOME, JAVA_HOME and /usr/lib/jvm);" \
+       "install one (e.g. Temurin 25) or set TABLECDC_JAVA_HOME" >&2
+  return 1
+}
+
+JAVA_HOME="$(find_jdk)"
+export JAVA_HOME
+export PATH="$JAVA_HOME/bin:$PATH"
+# the wrapper downloads Maven once into this cache
+export MAVEN_USER_HOME="$TABLECDC_ROOT/.cache/maven"
+mkdir -p "$MAVEN_USER_HOME"
+
+mvnw() {
+  "$TABLECDC_ROOT/mvnw" -B --no-transfer-progress "$@"
+}
