@@ -1,0 +1,78 @@
+package io.tablecdc.common;
+
+import org.apache.kafka.connect.header.Header;
+import org.apache.kafka.connect.header.Headers;
+
+/**
+ * The headers every tablecdc source puts on every record (see the record contract in docs/design.md), and
+ * typed reads of them for the sink.
+ */
+public final class RecordHeaders {
+    /** The flow (source connector name) that produced the record. */
+    public static final String FLOW = "tablecdc.flow";
+    /** The fully qualified source table name ({@code project.dataset.table}, {@code schema.table}). */
+    public static final String TABLE = "tablecdc.table";
+    /** One of {@link Op}: {@code r}, {@code c}, {@code u}, {@code d}, {@code t}. */
+    public static final String OP = "tablecdc.op";
+    /** The row version that orders every change of one row: a non-negative decimal integer. */
+    public static final String VERSION = "tablecdc.version";
+    /** The per-table batch id: starts at 1 and only grows. */
+    public static final String BATCH = "tablecdc.batch";
+    /** {@code true} on the last record of a batch. */
+    public static final String BATCH_LAST = "tablecdc.batch.last";
+
+    private RecordHeaders() {
+    }
+
+    /** The operation a record carries. */
+    public enum Op {
+        SNAPSHOT("r"), CREATE("c"), UPDATE("u"), DELETE("d"), TRUNCATE("t");
+
+        private final String code;
+
+        Op(String code) {
+            this.code = code;
+        }
+
+        public String code() {
+            return code;
+        }
+
+        public static Op of(String code) {
+            for (Op op : values()) {
+                if (op.code.equals(code)) {
+                    return op;
+                }
+            }
+            throw new IllegalArgumentException("unknown " + OP + " '" + code + "' (expected one of r, c, u, d, t)");
+        }
+    }
+
+    /** The header's value as text, or null when the record does not carry it. */
+    public static String text(Headers headers, String key) {
+        Header header = headers == null ? null : headers.lastWithName(key);
+        if (header == null || header.value() == null) {
+            return null;
+        }
+        Object value = header.value();
+        return value instanceof byte[] bytes ? new String(bytes, java.nio.charset.StandardCharsets.UTF_8) : value.toString();
+    }
+
+    /** Whether the record carries tablecdc headers at all (records of other producers do not). */
+    public static boolean present(Headers headers) {
+        return text(headers, TABLE) != null && text(headers, BATCH) != null;
+    }
+
+    /** The header's value as a long; fails naming the header when it is missing or not a number. */
+    public static long longValue(Headers headers, String key) {
+        String text = text(headers, key);
+        if (text == null) {
+            throw new IllegalArgumentException("the record has no " + key + " header");
+        }
+        try {
+            return Long.parseLong(text.trim());
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("header " + key + " is not an integer: '" + text + "'", e);
+        }
+    }
+}

@@ -1,0 +1,417 @@
+package io.tablecdc.clickhouse.schema;
+
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+import org.apache.avro.LogicalTypes;
+import org.apache.avro.SchemaBuilder;
+import org.apache.avro.generic.GenericData;
+import org.apache.avro.generic.GenericRecord;
+import org.apache.kafka.connect.data.Date;
+import org.apache.kafka.connect.data.Decimal;
+import org.apache.kafka.connect.data.Field;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.Struct;
+import org.apache.kafka.connect.data.Time;
+import org.apache.kafka.connect.data.Timestamp;
+
+import io.tablecdc.common.TablecdcTypes;
+
+/**
+ * The stage file layout of one table for one value schema: the Avro schema of its records (the row's
+ * columns plus {@code _tablecdc_version} and {@code _tablecdc_is_deleted}), the ClickHouse type of every
+ * column, and the conversion of a Connect value into an Avro record.
+ *
+ * <p>Logical types are chosen so that ClickHouse's Avro input reads each into its column type directly:
+ * decimal → {@code Decimal(P,S)}, date → {@code Date32}, timestamp-micros → {@code DateTime64(6,'UTC')},
+ * uuid → {@code UUID}. Optional fields are unions with null → {@code Nullable(T)}; arrays are never
+ * Nullable in ClickHouse, so a null array is staged as an empty one.
+ */
+public final class StageSchema {
+    public static final String VERSION_COLUMN = "_tablecdc_version";
+    public static final String IS_DELETED_COLUMN = "_tablecdc_is_deleted";
+    /** Precision of a Connect decimal that does not say its own (Connect's Decimal carries only a scale). */
+    public static final int DEFAULT_DECIMAL_PRECISION = 38;
+    public static final int MAX_DECIMAL_PRECISION = 76;
+    static final String PRECISION_PARAMETER = "connect.decimal.precision";
+    private static final Pattern AVRO_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
+
+    private final String table;
+    private final Schema valueSchema;
+    private final org.apache.avro.Schema avroSchema;
+    private final List<StageColumn> columns;
+    private final List<Field> fields;
+
+    private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema,
+                        List<StageColumn> columns, List<Field> fields) {
+        this.table = table;
+        this.valueSchema = valueSchema;
+        this.avroSchema = avroSchema;
+        this.columns = columns;
+        this.fields = fields;
+    }
+
+    /**
+     * Builds the layout for {@code valueSchema} (a STRUCT) of {@code table}, with {@code keyColumns} as the
+     * table's key. Fails naming the table and the column when a field's type cannot be staged.
+     */
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns) {
+        if (valueSchema == null || valueSchema.type() != Schema.Type.STRUCT) {
+            throw new TypeMappingException("table " + table + ": the record value has no STRUCT schema ("
+                    + (valueSchema == null ? "no schema" : valueSchema.type())
+                    + "); use a converter that keeps schemas, e.g. JsonConverter with schemas.enable=true");
+        }
+        SchemaBuilder.FieldAssembler<org.apache.avro.Schema> record =
+                SchemaBuilder.record(avroRecordName(table)).namespace("io.tablecdc.stage").fields();
+        List<StageColumn> columns = new ArrayList<>();
+        Set<String> usedNames = new HashSet<>();
+        for (Field field : valueSchema.fields()) {
+            if (field.name().startsWith("_tablecdc_")) {
+                throw new TypeMappingException("table " + table + ", column " + field.name()
+                        + ": names starting with _tablecdc_ are reserved for the sink's own columns");
+            }
+            String avroName = avroName(field, usedNames);
+            boolean key = keyColumns.contains(field.name());
+            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), field.schema());
+            if (field.schema().isOptional() && field.schema().type() != Schema.Type.ARRAY) {
+                fieldSchema = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), fieldSchema);
+                record = record.name(avroName).type(fieldSchema).withDefault(null);
+            } else {
+                record = record.name(avroName).type(fieldSchema).noDefault();
+            }
+            String type = ClickHouseTypes.columnType(table, field.name(), field.schema());
+            if (key && type.startsWith("Nullable(")) {
+                // ORDER BY columns cannot be Nullable without allow_nullable_key; keys are never null anyway
+                type = type.substring("Nullable(".length(), type.length() - 1);
+            }
+            columns.add(new StageColumn(avroName, field.name(), type, key));
+        }
+        record = record.name(VERSION_COLUMN).type(ClickHouseTypes.versionAvroType()).noDefault();
+        record = record.name(IS_DELETED_COLUMN).type().intType().noDefault();
+        columns.add(new StageColumn(VERSION_COLUMN, VERSION_COLUMN, ClickHouseTypes.VERSION_TYPE, false));
+        columns.add(new StageColumn(IS_DELETED_COLUMN, IS_DELETED_COLUMN, "UInt8", false));
+        for (String keyColumn : keyColumns) {
+            if (valueSchema.field(keyColumn) == null) {
+                throw new TypeMappingException("table " + table + ": key column " + keyColumn + " is not in the record value");
+            }
+        }
+        return new StageSchema(table, valueSchema, record.endRecord(), List.copyOf(columns), valueSchema.fields());
+    }
+
+    public String table() {
+        return table;
+    }
+
+    public Schema valueSchema() {
+        return valueSchema;
+    }
+
+    public org.apache.avro.Schema avroSchema() {
+        return avroSchema;
+    }
+
+    /** The row's columns in field order, then the version and delete columns. */
+    public List<StageColumn> columns() {
+        return columns;
+    }
+
+    /**
+     * The Avro record of one row. Deletes may carry only the key columns: the other columns are written as
+     * null when optional, or as their type's zero value otherwise (the row is deleted; they are never read).
+     */
+    public GenericRecord toAvro(Struct value, long version, boolean deleted) {
+        GenericData.Record out = new GenericData.Record(avroSchema);
+        for (int i = 0; i < fields.size(); i++) {
+            Field field = fields.get(i);
+            Object raw = value == null ? null : value.get(field.name());
+            out.put(i, avroValue(field.name(), field.schema(), raw, deleted));
+        }
+        out.put(fields.size(), ClickHouseTypes.versionAvroValue(version));
+        out.put(fields.size() + 1, deleted ? 1 : 0);
+        return out;
+    }
+
+    private Object avroValue(String column, Schema schema, Object raw, boolean deleted) {
+        if (raw == null) {
+            if (schema.type() == Schema.Type.ARRAY) {
+                return List.of();
+            }
+            if (schema.isOptional()) {
+                return null;
+            }
+            if (deleted) {
+                return zeroValue(column, schema);
+            }
+            throw new TypeMappingException("table " + table + ", column " + column + ": null in a required column");
+        }
+        try {
+            return convert(column, schema, raw);
+        } catch (TypeMappingException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            throw new TypeMappingException("table " + table + ", column " + column + ": cannot stage value of "
+                    + raw.getClass().getSimpleName() + " as " + describe(schema) + ": " + e.getMessage(), e);
+        }
+    }
+
+    private Object convert(String column, Schema schema, Object raw) {
+        String name = schema.name();
+        if (Decimal.LOGICAL_NAME.equals(name)) {
+            int scale = Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD));
+            BigDecimal decimal = ((BigDecimal) raw).setScale(scale, RoundingMode.UNNECESSARY);
+            int precision = precision(schema);
+            if (decimal.precision() > precision) {
+                throw new TypeMappingException("table " + table + ", column " + column + ": " + decimal
+                        + " has more than " + precision + " digits");
+            }
+            return ByteBuffer.wrap(decimal.unscaledValue().toByteArray());
+        }
+        if (Date.LOGICAL_NAME.equals(name)) {
+            return (int) Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
+        }
+        if (Time.LOGICAL_NAME.equals(name)) {
+            return ((java.util.Date) raw).getTime() * 1000L;
+        }
+        if (Timestamp.LOGICAL_NAME.equals(name)) {
+            return Math.multiplyExact(((java.util.Date) raw).getTime(), 1000L);
+        }
+        switch (schema.type()) {
+            case INT8:
+            case INT16:
+                return ((Number) raw).intValue();
+            case INT32:
+                return (Integer) raw;
+            case INT64:
+                return (Long) raw;
+            case FLOAT32:
+                return (Float) raw;
+            case FLOAT64:
+                return (Double) raw;
+            case BOOLEAN:
+                return (Boolean) raw;
+            case STRING:
+                if (TablecdcTypes.is(schema, TablecdcTypes.UUID)) {
+                    return java.util.UUID.fromString((String) raw).toString();
+                }
+                return (String) raw;
+            case BYTES:
+                return raw instanceof byte[] bytes ? ByteBuffer.wrap(bytes) : (ByteBuffer) raw;
+            case ARRAY: {
+                List<?> items = (List<?>) raw;
+                List<Object> out = new ArrayList<>(items.size());
+                for (Object item : items) {
+                    out.add(item == null ? null : convert(column, schema.valueSchema(), item));
+                }
+                return out;
+            }
+            case MAP:
+            case STRUCT:
+                return JsonText.of(schema, raw);
+            default:
+                throw new TypeMappingException("table " + table + ", column " + column + ": unsupported type " + describe(schema));
+        }
+    }
+
+    private Object zeroValue(String column, Schema schema) {
+        if (Decimal.LOGICAL_NAME.equals(schema.name())) {
+            return ByteBuffer.wrap(new byte[] {0});
+        }
+        return switch (schema.type()) {
+            case INT8, INT16, INT32 -> 0;
+            case INT64 -> 0L;
+            case FLOAT32 -> 0f;
+            case FLOAT64 -> 0d;
+            case BOOLEAN -> false;
+            case STRING -> TablecdcTypes.is(schema, TablecdcTypes.UUID) ? new java.util.UUID(0, 0).toString() : "";
+            case BYTES -> ByteBuffer.allocate(0);
+            case ARRAY -> List.of();
+            case MAP, STRUCT -> "{}";
+            default -> throw new TypeMappingException("table " + table + ", column " + column + ": unsupported type " + describe(schema));
+        };
+    }
+
+    static int precision(Schema decimalSchema) {
+        Map<String, String> parameters = decimalSchema.parameters();
+        String precision = parameters == null ? null : parameters.get(PRECISION_PARAMETER);
+        return precision == null ? DEFAULT_DECIMAL_PRECISION : Integer.parseInt(precision);
+    }
+
+    static org.apache.avro.Schema avroType(String table, String column, Schema schema) {
+        String name = schema.name();
+        if (Decimal.LOGICAL_NAME.equals(name)) {
+            int scale = Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD));
+            int precision = precision(schema);
+            if (precision > MAX_DECIMAL_PRECISION || scale > precision || scale < 0) {
+                throw new TypeMappingException("table " + table + ", column " + column + ": decimal(" + precision + ","
+                        + scale + ") does not fit ClickHouse's Decimal (precision up to " + MAX_DECIMAL_PRECISION + ")");
+            }
+            return LogicalTypes.decimal(precision, scale).addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.BYTES));
+        }
+        if (Date.LOGICAL_NAME.equals(name)) {
+            return LogicalTypes.date().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT));
+        }
+        if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
+            return LogicalTypes.timestampMicros().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG));
+        }
+        if (Time.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIME)) {
+            return org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG);
+        }
+        if (TablecdcTypes.is(schema, TablecdcTypes.UUID)) {
+            return LogicalTypes.uuid().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.STRING));
+        }
+        return switch (schema.type()) {
+            case INT8, INT16, INT32 -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT);
+            case INT64 -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG);
+            case FLOAT32 -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.FLOAT);
+            case FLOAT64 -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.DOUBLE);
+            case BOOLEAN -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.BOOLEAN);
+            case STRING, MAP, STRUCT -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.STRING);
+            case BYTES -> org.apache.avro.Schema.create(org.apache.avro.Schema.Type.BYTES);
+            case ARRAY -> {
+                Schema element = schema.valueSchema();
+                if (element.type() == Schema.Type.ARRAY) {
+                    throw new TypeMappingException("table " + table + ", column " + column + ": arrays of arrays are not supported");
+                }
+                org.apache.avro.Schema item = avroType(table, column, element);
+                if (element.isOptional()) {
+                    item = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), item);
+                }
+                yield org.apache.avro.Schema.createArray(item);
+            }
+        };
+    }
+
+    private static String avroName(Field field, Set<String> used) {
+        String name = field.name();
+        if (!AVRO_NAME.matcher(name).matches() || used.contains(name)) {
+            name = "_c" + field.index() + "_" + name.replaceAll("[^A-Za-z0-9_]", "_");
+        }
+        used.add(name);
+        return name;
+    }
+
+    private static String avroRecordName(String table) {
+        String name = table.replaceAll("[^A-Za-z0-9_]", "_");
+        return AVRO_NAME.matcher(name).matches() ? name : "_" + name;
+    }
+
+    static String describe(Schema schema) {
+        return schema.name() == null ? schema.type().toString() : schema.type() + " (" + schema.name() + ")";
+    }
+
+    /** MAP and STRUCT values become JSON text; bytes inside them are base64. */
+    static final class JsonText {
+        private JsonText() {
+        }
+
+        static String of(Schema schema, Object value) {
+            StringBuilder out = new StringBuilder();
+            write(out, schema, value);
+            return out.toString();
+        }
+
+        private static void write(StringBuilder out, Schema schema, Object value) {
+            if (value == null) {
+                out.append("null");
+                return;
+            }
+            if (value instanceof BigDecimal decimal) {
+                out.append(decimal.toPlainString());
+                return;
+            }
+            switch (schema.type()) {
+                case STRUCT -> {
+                    Struct struct = (Struct) value;
+                    out.append('{');
+                    boolean first = true;
+                    for (Field f : schema.fields()) {
+                        if (!first) {
+                            out.append(',');
+                        }
+                        first = false;
+                        quote(out, f.name());
+                        out.append(':');
+                        write(out, f.schema(), struct.get(f));
+                    }
+                    out.append('}');
+                }
+                case MAP -> {
+                    out.append('{');
+                    boolean first = true;
+                    for (Map.Entry<?, ?> e : ((Map<?, ?>) value).entrySet()) {
+                        if (!first) {
+                            out.append(',');
+                        }
+                        first = false;
+                        quote(out, String.valueOf(e.getKey()));
+                        out.append(':');
+                        write(out, schema.valueSchema(), e.getValue());
+                    }
+                    out.append('}');
+                }
+                case ARRAY -> {
+                    out.append('[');
+                    boolean first = true;
+                    for (Object item : (List<?>) value) {
+                        if (!first) {
+                            out.append(',');
+                        }
+                        first = false;
+                        write(out, schema.valueSchema(), item);
+                    }
+                    out.append(']');
+                }
+                case BYTES -> quote(out, Base64.getEncoder().encodeToString(
+                        value instanceof byte[] b ? b : toArray((ByteBuffer) value)));
+                case STRING -> quote(out, value.toString());
+                case BOOLEAN, INT8, INT16, INT32, INT64, FLOAT32, FLOAT64 -> {
+                    if (value instanceof java.util.Date d) {
+                        quote(out, d.toInstant().toString());
+                    } else if (value instanceof Double d && (d.isNaN() || d.isInfinite())
+                            || value instanceof Float f && (f.isNaN() || f.isInfinite())) {
+                        quote(out, value.toString());
+                    } else {
+                        out.append(value);
+                    }
+                }
+                default -> quote(out, value.toString());
+            }
+        }
+
+        private static byte[] toArray(ByteBuffer buffer) {
+            byte[] bytes = new byte[buffer.remaining()];
+            buffer.duplicate().get(bytes);
+            return bytes;
+        }
+
+        private static void quote(StringBuilder out, String text) {
+            out.append('"');
+            for (int i = 0; i < text.length(); i++) {
+                char c = text.charAt(i);
+                switch (c) {
+                    case '"' -> out.append("\\\"");
+                    case '\\' -> out.append("\\\\");
+                    case '\n' -> out.append("\\n");
+                    case '\r' -> out.append("\\r");
+                    case '\t' -> out.append("\\t");
+                    default -> {
+                        if (c < 0x20) {
+                            out.append(String.format("\\u%04x", (int) c));
+                        } else {
+                            out.append(c);
+                        }
+                    }
+                }
+            }
+            out.append('"');
+        }
+    }
+}
