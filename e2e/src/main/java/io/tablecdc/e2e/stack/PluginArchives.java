@@ -31,7 +31,7 @@ public final class PluginArchives {
             Path packages = root.resolve(module).resolve("target/components/packages");
             Path zip = null;
             if (Files.isDirectory(packages)) {
-                try (DirectoryStream<Path> zips = Files.newDirectoryStream(packages, "*.zip")) {
+                try (DirectoryStream<Path> zips = Files.newDirectoryStream(packages, "tablecdc-" + module + "-*.zip")) {
                     for (Path candidate : zips) {
                         zip = candidate;
                     }

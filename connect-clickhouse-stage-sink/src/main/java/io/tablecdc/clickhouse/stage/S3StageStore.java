@@ -1,0 +1,134 @@
+package io.tablecdc.clickhouse.stage;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.URI;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+
+import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
+import software.amazon.awssdk.auth.credentials.AwsCredentialsProvider;
+import software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider;
+import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
+import software.amazon.awssdk.core.exception.SdkException;
+import software.amazon.awssdk.core.sync.RequestBody;
+import software.amazon.awssdk.http.urlconnection.UrlConnectionHttpClient;
+import software.amazon.awssdk.regions.Region;
+import software.amazon.awssdk.services.s3.S3Client;
+import software.amazon.awssdk.services.s3.model.NoSuchKeyException;
+
+/**
+ * A stage store in an S3 bucket ({@code s3://bucket/prefix}) on AWS or any S3-compatible endpoint.
+ * ClickHouse reads it in pull mode through {@code s3()} at the same endpoint.
+ */
+public final class S3StageStore implements StageStore {
+    private final S3Client s3;
+    private final String bucket;
+    private final String prefix;
+    private final String endpoint;
+    private final String accessKey;
+    private final String secretKey;
+
+    /**
+     * @param uri       {@code s3://bucket/prefix}
+     * @param endpoint  an S3-compatible endpoint ({@code http://host:port}), or null for AWS
+     * @param region    the bucket's region
+     * @param accessKey null to use the default AWS credential chain (then ClickHouse needs its own access)
+     */
+    public S3StageStore(URI uri, String endpoint, String region, String accessKey, String secretKey) {
+        this.bucket = uri.getHost();
+        String path = uri.getPath() == null ? "" : uri.getPath();
+        this.prefix = path.replaceAll("^/+", "").replaceAll("/+$", "");
+        this.endpoint = endpoint == null || endpoint.isBlank() ? null : endpoint.replaceAll("/+$", "");
+        this.accessKey = accessKey;
+        this.secretKey = secretKey;
+        AwsCredentialsProvider credentials = accessKey == null || accessKey.isBlank()
+                ? DefaultCredentialsProvider.builder().build()
+                : StaticCredentialsProvider.create(AwsBasicCredentials.create(accessKey, secretKey));
+        var builder = S3Client.builder()
+                .httpClientBuilder(UrlConnectionHttpClient.builder())
+                .region(Region.of(region))
+                .credentialsProvider(credentials);
+        if (this.endpoint != null) {
+            builder.endpointOverride(URI.create(this.endpoint)).forcePathStyle(true);
+        }
+        this.s3 = builder.build();
+    }
+
+    @Override
+    public String upload(Path localFile, String key) throws IOException {
+        String objectKey = objectKey(key);
+        try {
+            s3.putObject(b -> b.bucket(bucket).key(objectKey), RequestBody.fromFile(localFile));
+        } catch (SdkException e) {
+            throw new IOException("uploading s3://" + bucket + "/" + objectKey + " failed: " + e.getMessage(), e);
+        }
+        return "s3://" + bucket + "/" + objectKey;
+    }
+
+    @Override
+    public InputStream open(String uri) throws IOException {
+        try {
+            return s3.getObject(b -> b.bucket(bucket).key(keyOf(uri)));
+        } catch (SdkException e) {
+            throw new IOException("reading " + uri + " failed: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public boolean exists(String uri) throws IOException {
+        try {
+            s3.headObject(b -> b.bucket(bucket).key(keyOf(uri)));
+            return true;
+        } catch (NoSuchKeyException e) {
+            return false;
+        } catch (software.amazon.awssdk.services.s3.model.S3Exception e) {
+            if (e.statusCode() == 404) {
+                return false;
+            }
+            throw new IOException("checking " + uri + " failed: " + e.getMessage(), e);
+        } catch (SdkException e) {
+            throw new IOException("checking " + uri + " failed: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public void delete(String uri) throws IOException {
+        try {
+            s3.deleteObject(b -> b.bucket(bucket).key(keyOf(uri)));
+        } catch (SdkException e) {
+            throw new IOException("deleting " + uri + " failed: " + e.getMessage(), e);
+        }
+    }
+
+    @Override
+    public PullSource pullSource(String uri) {
+        String url = (endpoint != null ? endpoint + "/" + bucket : "https://" + bucket + ".s3.amazonaws.com") + "/" + keyOf(uri);
+        Map<String, Object> params = new HashMap<>();
+        params.put("stage_url", url);
+        if (accessKey == null || accessKey.isBlank()) {
+            return new PullSource("s3({stage_url:String}, 'Avro')", params);
+        }
+        params.put("stage_access_key", accessKey);
+        params.put("stage_secret_key", secretKey);
+        return new PullSource("s3({stage_url:String}, {stage_access_key:String}, {stage_secret_key:String}, 'Avro')", params);
+    }
+
+    private String objectKey(String key) {
+        return prefix.isEmpty() ? key : prefix + "/" + key;
+    }
+
+    private String keyOf(String uri) {
+        String expected = "s3://" + bucket + "/";
+        if (!uri.startsWith(expected)) {
+            throw new IllegalArgumentException(uri + " is not in the stage bucket " + bucket);
+        }
+        return uri.substring(expected.length());
+    }
+
+    @Override
+    public void close() {
+        s3.close();
+    }
+}
