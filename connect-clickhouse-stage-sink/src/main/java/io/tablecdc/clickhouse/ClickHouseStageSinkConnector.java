@@ -1,6 +1,7 @@
 package io.tablecdc.clickhouse;
 
-import java.util.Collection;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -8,19 +9,21 @@ import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.sink.SinkConnector;
-import org.apache.kafka.connect.sink.SinkRecord;
-import org.apache.kafka.connect.sink.SinkTask;
 
+import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.common.Version;
+import io.tablecdc.common.catalog.Catalog;
 
 /**
- * Stages each table's batches as typed Avro files and normalizes them per table into ClickHouse.
- *
- * <p>This build only packages the plugin: starting it fails with a clear message until issue #4 lands.
+ * Stages each table's batches as typed Avro files in an object store and normalizes them per table into
+ * ReplacingMergeTree tables in ClickHouse. Tasks share the topics by partition; a table (one partition per
+ * tablecdc topic) belongs to one task at a time.
  */
 public class ClickHouseStageSinkConnector extends SinkConnector {
-    static final String NOT_YET = "ClickHouseStageSinkConnector does not replicate yet in tablecdc " + Version.get()
-            + " (it is packaged so that the plugin installs and loads; issue #4 builds it)";
+    /** The connector's name, passed to its tasks: the flow of records that carry no tablecdc headers. */
+    static final String CONNECTOR_NAME_PROP = "tablecdc.connector.name";
+
+    private Map<String, String> props;
 
     @Override
     public String version() {
@@ -29,7 +32,17 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
 
     @Override
     public void start(Map<String, String> props) {
-        throw new ConnectException(NOT_YET);
+        this.props = new HashMap<>(props);
+        this.props.put(CONNECTOR_NAME_PROP, props.getOrDefault("name", "clickhouse-stage-sink"));
+        ClickHouseStageSinkConfig config = new ClickHouseStageSinkConfig(props);
+        if (config.catalog().migrate()) {
+            // apply catalog migrations once here rather than racing them from every task
+            try (Catalog catalog = Catalog.open(config.catalog(), "sink " + this.props.get(CONNECTOR_NAME_PROP))) {
+                catalog.listFlows();
+            } catch (RuntimeException e) {
+                throw new ConnectException("sink " + this.props.get(CONNECTOR_NAME_PROP) + ": the catalog is not usable: " + e.getMessage(), e);
+            }
+        }
     }
 
     @Override
@@ -39,7 +52,11 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
 
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        throw new ConnectException(NOT_YET);
+        List<Map<String, String>> configs = new ArrayList<>();
+        for (int i = 0; i < maxTasks; i++) {
+            configs.add(props);
+        }
+        return configs;
     }
 
     @Override
@@ -48,28 +65,6 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
 
     @Override
     public ConfigDef config() {
-        return new ConfigDef();
-    }
-
-    /** The task of {@link ClickHouseStageSinkConnector}. */
-    public static class ClickHouseStageSinkTask extends SinkTask {
-        @Override
-        public String version() {
-            return Version.get();
-        }
-
-        @Override
-        public void start(Map<String, String> props) {
-            throw new ConnectException(NOT_YET);
-        }
-
-    @Override
-    public void put(Collection<SinkRecord> records) {
-        throw new ConnectException(NOT_YET);
-    }
-
-        @Override
-        public void stop() {
-        }
+        return ClickHouseStageSinkConfig.CONFIG_DEF;
     }
 }

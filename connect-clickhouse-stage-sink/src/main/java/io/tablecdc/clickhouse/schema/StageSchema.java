@@ -42,6 +42,9 @@ public final class StageSchema {
     public static final int DEFAULT_DECIMAL_PRECISION = 38;
     public static final int MAX_DECIMAL_PRECISION = 76;
     static final String PRECISION_PARAMETER = "connect.decimal.precision";
+    static final String COLUMN_PROPERTY = "tablecdc.column";
+    static final String TYPE_PROPERTY = "tablecdc.type";
+    static final String KEY_PROPERTY = "tablecdc.key";
     private static final Pattern AVRO_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
     private final String table;
@@ -103,7 +106,33 @@ public final class StageSchema {
                 throw new TypeMappingException("table " + table + ": key column " + keyColumn + " is not in the record value");
             }
         }
-        return new StageSchema(table, valueSchema, record.endRecord(), List.copyOf(columns), valueSchema.fields());
+        org.apache.avro.Schema avro = record.endRecord();
+        for (StageColumn column : columns) {
+            org.apache.avro.Schema.Field field = avro.getField(column.avroName());
+            field.addProp(COLUMN_PROPERTY, column.column());
+            field.addProp(TYPE_PROPERTY, column.type());
+            field.addProp(KEY_PROPERTY, column.key());
+        }
+        return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields());
+    }
+
+    /**
+     * The columns a stage file loads into, read back from its Avro schema (each field carries its column
+     * name, ClickHouse type and key flag), so that a batch staged before a restart can be normalized from
+     * its file alone.
+     */
+    public static List<StageColumn> columnsOf(org.apache.avro.Schema fileSchema) {
+        List<StageColumn> columns = new ArrayList<>();
+        for (org.apache.avro.Schema.Field field : fileSchema.getFields()) {
+            Object column = field.getObjectProp(COLUMN_PROPERTY);
+            Object type = field.getObjectProp(TYPE_PROPERTY);
+            if (column == null || type == null) {
+                throw new TypeMappingException("stage file field " + field.name() + " has no " + COLUMN_PROPERTY + "/" + TYPE_PROPERTY
+                        + " property: the file was not written by this sink");
+            }
+            columns.add(new StageColumn(field.name(), column.toString(), type.toString(), Boolean.TRUE.equals(field.getObjectProp(KEY_PROPERTY))));
+        }
+        return columns;
     }
 
     public String table() {

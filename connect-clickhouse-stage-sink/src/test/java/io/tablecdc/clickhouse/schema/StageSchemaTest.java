@@ -138,6 +138,14 @@ class StageSchemaTest {
     }
 
     @Test
+    void columnsCanBeReadBackFromTheFileSchemaAlone() {
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("a b", Schema.OPTIONAL_STRING_SCHEMA).build();
+        StageSchema stage = StageSchema.of("t", valueSchema, Set.of("id"));
+        org.apache.avro.Schema reparsed = new org.apache.avro.Schema.Parser().parse(stage.avroSchema().toString());
+        assertEquals(stage.columns(), StageSchema.columnsOf(reparsed));
+    }
+
+    @Test
     void reservedColumnNamesAreRefused() {
         Schema valueSchema = SchemaBuilder.struct().field("_tablecdc_version", Schema.INT64_SCHEMA).build();
         assertThrows(TypeMappingException.class, () -> StageSchema.of("t", valueSchema, Set.of()));

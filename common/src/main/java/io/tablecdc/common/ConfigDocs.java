@@ -1,0 +1,61 @@
+package io.tablecdc.common;
+
+import java.util.List;
+
+import org.apache.kafka.common.config.ConfigDef;
+
+/** Renders a connector's {@link ConfigDef} as the Markdown configuration reference in {@code docs/}. */
+public final class ConfigDocs {
+    private ConfigDocs() {
+    }
+
+    /** A Markdown section per group, a row per key: name, type, default, valid values, importance, meaning. */
+    public static String markdown(String title, String intro, ConfigDef def) {
+        StringBuilder out = new StringBuilder();
+        out.append("# ").append(title).append("\n\n");
+        out.append("<!-- generated from the connector's ConfigDef by ConfigDocsTest; do not edit by hand -->\n\n");
+        out.append(intro).append("\n");
+        String group = null;
+        List<ConfigDef.ConfigKey> keys = def.configKeys().values().stream()
+                .sorted((a, b) -> {
+                    int g = Integer.compare(def.groups().indexOf(a.group), def.groups().indexOf(b.group));
+                    return g != 0 ? g : Integer.compare(a.orderInGroup, b.orderInGroup);
+                })
+                .toList();
+        for (ConfigDef.ConfigKey key : keys) {
+            String keyGroup = key.group == null ? "Other" : key.group;
+            if (!keyGroup.equals(group)) {
+                group = keyGroup;
+                out.append("\n## ").append(group).append("\n\n");
+                out.append("| key | type | default | valid values | importance | description |\n");
+                out.append("|---|---|---|---|---|---|\n");
+            }
+            out.append("| `").append(key.name).append("` | ").append(key.type.name().toLowerCase())
+                    .append(" | ").append(defaultText(key))
+                    .append(" | ").append(key.validator == null ? "" : cell(key.validator.toString()))
+                    .append(" | ").append(key.importance.name().toLowerCase())
+                    .append(" | ").append(cell(key.documentation))
+                    .append(" |\n");
+        }
+        return out.toString();
+    }
+
+    private static String defaultText(ConfigDef.ConfigKey key) {
+        if (!key.hasDefault()) {
+            return "(required)";
+        }
+        if (key.type == ConfigDef.Type.PASSWORD) {
+            return "(secret)";
+        }
+        Object value = key.defaultValue;
+        if (value == null) {
+            return "null";
+        }
+        String text = value instanceof List<?> list ? String.join(",", list.stream().map(String::valueOf).toList()) : value.toString();
+        return text.isEmpty() ? "\"\"" : "`" + cell(text) + "`";
+    }
+
+    private static String cell(String text) {
+        return text == null ? "" : text.replace("|", "\\|").replace("\n", " ");
+    }
+}

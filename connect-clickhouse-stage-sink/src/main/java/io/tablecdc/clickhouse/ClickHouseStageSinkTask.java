@@ -1,0 +1,459 @@
+package io.tablecdc.clickhouse;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.errors.RetriableException;
+import org.apache.kafka.connect.sink.ErrantRecordReporter;
+import org.apache.kafka.connect.sink.SinkRecord;
+import org.apache.kafka.connect.sink.SinkTask;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
+import io.tablecdc.clickhouse.destination.ClickHouseDestination;
+import io.tablecdc.clickhouse.schema.TypeMappingException;
+import io.tablecdc.clickhouse.stage.FileStageStore;
+import io.tablecdc.clickhouse.stage.S3StageStore;
+import io.tablecdc.clickhouse.stage.StagePart;
+import io.tablecdc.clickhouse.stage.StageStore;
+import io.tablecdc.common.Backoff;
+import io.tablecdc.common.ErrorEpisode;
+import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.Version;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.Stage;
+import io.tablecdc.common.catalog.StageFile;
+
+/**
+ * Stages each table's batches as Avro files and normalizes them per table into ClickHouse.
+ *
+ * <p>{@link #put} only stages: records of a (table, batch) stream into local Avro files; when the batch is
+ * complete its files are uploaded and recorded in the catalog, and the table's normalize loop is woken.
+ * {@link #preCommit} returns, per partition, only offsets whose batches are durably staged. A table whose
+ * upload fails, or whose staged batches reach {@code normalize.buffer.batches}, has its partitions paused;
+ * every other table keeps flowing.
+ */
+public class ClickHouseStageSinkTask extends SinkTask {
+    private static final Logger log = LoggerFactory.getLogger(ClickHouseStageSinkTask.class);
+
+    private ClickHouseStageSinkConfig config;
+    private String connectorName;
+    private Catalog catalog;
+    private StageStore store;
+    private ClickHouseDestination destination;
+    private ScheduledExecutorService normalizePool;
+    private ErrantRecordReporter reporter;
+    private Path localDir;
+
+    private final Map<TableKey, TableStager> stagers = new HashMap<>();
+    private final Map<TableKey, TableNormalizer> normalizers = new ConcurrentHashMap<>();
+    /** Complete batches whose upload or catalog write failed; retried with backoff, their table paused. */
+    private final Map<TableKey, PendingUpload> pendingUploads = new HashMap<>();
+    private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
+    private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
+    private final Set<TableKey> pausedForBuffer = new HashSet<>();
+    private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
+
+    private static final class PendingUpload {
+        final TableStager.ClosedBatch batch;
+        final Backoff backoff = new Backoff(1_000, 60_000);
+        final ErrorEpisode episode;
+        long retryAtMs;
+
+        PendingUpload(TableStager.ClosedBatch batch) {
+            this.batch = batch;
+            this.episode = new ErrorEpisode(log, "staging of flow " + batch.key().flow() + ", table " + batch.key().table());
+        }
+    }
+
+    @Override
+    public String version() {
+        return Version.get();
+    }
+
+    @Override
+    public void start(Map<String, String> props) {
+        config = new ClickHouseStageSinkConfig(props);
+        connectorName = props.getOrDefault(ClickHouseStageSinkConnector.CONNECTOR_NAME_PROP, "clickhouse-stage-sink");
+        catalog = Catalog.open(config.catalog(), "sink " + connectorName);
+        store = openStore(config);
+        destination = new ClickHouseDestination(client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
+                config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs());
+        normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
+            Thread t = new Thread(r, "tablecdc-normalize-" + connectorName);
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            localDir = config.stageLocalDir().isBlank()
+                    ? Files.createTempDirectory("tablecdc-stage-")
+                    : Files.createDirectories(Path.of(config.stageLocalDir()));
+        } catch (IOException e) {
+            throw new ConnectException("sink " + connectorName + ": cannot create the local stage folder: " + e.getMessage(), e);
+        }
+        try {
+            reporter = context.errantRecordReporter();
+        } catch (NoSuchMethodError | NoClassDefFoundError e) {
+            reporter = null;
+        }
+        log.info("sink {} started: ClickHouse {} database {}, stage {}, normalize {} with {} threads", connectorName,
+                config.clickHouseUrl(), config.clickHouseDatabase(), config.stageUri(), config.pushMode() ? "push" : "pull",
+                config.normalizeParallelism());
+    }
+
+    static StageStore openStore(ClickHouseStageSinkConfig config) {
+        if ("s3".equals(config.stageUri().getScheme())) {
+            return new S3StageStore(config.stageUri(), config.s3Endpoint(), config.s3Region(), config.s3AccessKey(),
+                    config.s3SecretKey().value());
+        }
+        return new FileStageStore(config.stageUri());
+    }
+
+    static Client client(ClickHouseStageSinkConfig config) {
+        return new Client.Builder()
+                .addEndpoint(config.clickHouseUrl())
+                .setUsername(config.clickHouseUser())
+                .setPassword(config.clickHousePassword().value())
+                .setDefaultDatabase(config.clickHouseDatabase())
+                .compressServerResponse(false)
+                .build();
+    }
+
+    @Override
+    public void put(Collection<SinkRecord> records) {
+        long now = System.currentTimeMillis();
+        retryPendingUploads(now);
+        for (SinkRecord record : records) {
+            TopicPartition tp = new TopicPartition(record.topic(), record.kafkaPartition());
+            try {
+                stageRecord(record, tp, now);
+            } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
+                report(record, e);
+            } catch (IOException e) {
+                throw new ConnectException("sink " + connectorName + ": writing a local stage file failed: " + e.getMessage(), e);
+            }
+            nextOffsets.put(tp, record.kafkaOffset() + 1);
+        }
+        closeDueSelfCutBatches(now);
+        applyBackPressure();
+    }
+
+    private void stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
+        boolean tablecdc = RecordHeaders.present(record.headers());
+        String table = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.TABLE) : record.topic();
+        String flow = tablecdc && RecordHeaders.text(record.headers(), RecordHeaders.FLOW) != null
+                ? RecordHeaders.text(record.headers(), RecordHeaders.FLOW) : connectorName;
+        TableKey key = new TableKey(flow, table, config.clickHouseTable(table, record.topic()));
+        tableOfPartition.put(tp, key);
+        TableStager stager = stagers.get(key);
+        if (stager == null) {
+            try {
+                catalog.initTable(key.flow(), key.table());
+            } catch (RuntimeException e) {
+                throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
+                        + " in the catalog failed: " + e.getMessage(), e);
+            }
+            stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
+            stagers.put(key, stager);
+        }
+        normalizerOf(key);
+        long batch;
+        long version;
+        RecordHeaders.Op op;
+        if (tablecdc) {
+            batch = RecordHeaders.longValue(record.headers(), RecordHeaders.BATCH);
+            version = RecordHeaders.longValue(record.headers(), RecordHeaders.VERSION);
+            String opText = RecordHeaders.text(record.headers(), RecordHeaders.OP);
+            op = opText == null ? RecordHeaders.Op.CREATE : RecordHeaders.Op.of(opText);
+            if (op == RecordHeaders.Op.TRUNCATE) {
+                throw new IllegalArgumentException("table " + table + ": truncate records are not supported by this sink yet");
+            }
+            if (stager.open() && stager.batchId() != batch) {
+                // the previous batch lost its last record (its source restarted): stage what arrived
+                closeBatch(stager);
+            }
+        } else {
+            // records of other producers: upserts, batches cut by size and time, versions from offsets
+            batch = stager.open() ? stager.batchId() : nextSelfCutBatchId(key);
+            version = record.kafkaOffset();
+            op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
+        }
+        stager.append(record, batch, version, op, now);
+        if (tablecdc && "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST))) {
+            closeBatch(stager);
+        } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
+            closeBatch(stager);
+        }
+    }
+
+    private long nextSelfCutBatchId(TableKey key) {
+        long next = selfCutBatchIds.computeIfAbsent(key, k -> catalog.getTable(k.flow(), k.table())
+                .map(s -> Math.max(s.syncedBatchId(), s.normalizedBatchId())).orElse(0L)) + 1;
+        selfCutBatchIds.put(key, next);
+        return next;
+    }
+
+    private void closeDueSelfCutBatches(long now) {
+        for (TableStager stager : stagers.values()) {
+            if (stager.open() && selfCutBatchIds.containsKey(stager.key) && now - stager.openedAtMs() >= config.batchMaxMs()) {
+                try {
+                    closeBatch(stager);
+                } catch (IOException e) {
+                    throw new ConnectException("sink " + connectorName + ": closing a stage file of " + stager.key + " failed: " + e.getMessage(), e);
+                }
+            }
+        }
+    }
+
+    private void closeBatch(TableStager stager) throws IOException {
+        TableStager.ClosedBatch batch = stager.close();
+        PendingUpload pending = new PendingUpload(batch);
+        if (!tryUpload(pending, System.currentTimeMillis())) {
+            pendingUploads.put(batch.key(), pending);
+            pause(batch.key());
+        }
+    }
+
+    private void retryPendingUploads(long now) {
+        for (var it = pendingUploads.entrySet().iterator(); it.hasNext(); ) {
+            var entry = it.next();
+            if (now >= entry.getValue().retryAtMs && tryUpload(entry.getValue(), now)) {
+                it.remove();
+                if (!pausedForBuffer.contains(entry.getKey())) {
+                    resume(entry.getKey());
+                }
+            }
+        }
+    }
+
+    /** Uploads a complete batch and records its stage row; false (and a retry time) when that failed. */
+    private boolean tryUpload(PendingUpload pending, long now) {
+        TableStager.ClosedBatch batch = pending.batch;
+        TableKey key = batch.key();
+        try {
+            List<StageFile> files = new ArrayList<>();
+            String attempt = Long.toHexString(System.nanoTime());
+            for (int i = 0; i < batch.parts().size(); i++) {
+                StagePart part = batch.parts().get(i);
+                String objectKey = key.fileName() + "/" + batch.batchId() + "/" + attempt + "-" + i + ".avro";
+                files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
+            }
+            List<StageFile> previous = catalog.getStage(key.flow(), key.table(), batch.batchId()).map(Stage::files).orElse(List.of());
+            boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts()));
+            // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
+            for (StageFile file : stored ? previous : files) {
+                if (!files.contains(file) || !stored) {
+                    store.delete(file.uri());
+                }
+            }
+            for (StagePart part : batch.parts()) {
+                Files.deleteIfExists(part.file());
+            }
+            if (pending.episode.succeeded()) {
+                catalog.clearError(key.flow(), key.table());
+            }
+            if (stored) {
+                TableNormalizer normalizer = normalizerOf(key);
+                normalizer.notePending(normalizer.pendingBatches() + 1);
+                normalizer.wake();
+            }
+            return true;
+        } catch (Exception e) {
+            long delay = pending.backoff.failed();
+            pending.retryAtMs = now + delay;
+            pending.episode.failed(e.getMessage(), delay);
+            try {
+                catalog.recordError(key.flow(), key.table(), "stage: " + e.getMessage(), Instant.now(), Instant.now().plusMillis(delay));
+            } catch (RuntimeException catalogDown) {
+                log.debug("recording the staging error of {} failed: {}", key, catalogDown.toString());
+            }
+            return false;
+        }
+    }
+
+    private TableNormalizer normalizerOf(TableKey key) {
+        return normalizers.computeIfAbsent(key, k -> {
+            TableNormalizer normalizer = new TableNormalizer(k, catalog, store, destination, config.pushMode(), normalizePool,
+                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs());
+            // batches staged before a restart are loaded first
+            normalizer.wake();
+            return normalizer;
+        });
+    }
+
+    private void applyBackPressure() {
+        for (TableNormalizer normalizer : normalizers.values()) {
+            TableKey key = keyOf(normalizer);
+            if (key == null) {
+                continue;
+            }
+            boolean full = normalizer.pendingBatches() >= config.normalizeBufferBatches();
+            if (full && pausedForBuffer.add(key)) {
+                log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
+                        key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+                catalog.setPause(key.flow(), key.table(), "sink_normalize_buffer_full", Instant.now());
+                pause(key);
+            } else if (!full && pausedForBuffer.remove(key)) {
+                log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
+                catalog.clearPause(key.flow(), key.table());
+                if (!pendingUploads.containsKey(key)) {
+                    resume(key);
+                }
+            }
+        }
+    }
+
+    private TableKey keyOf(TableNormalizer normalizer) {
+        for (Map.Entry<TableKey, TableNormalizer> e : normalizers.entrySet()) {
+            if (e.getValue() == normalizer) {
+                return e.getKey();
+            }
+        }
+        return null;
+    }
+
+    private void pause(TableKey key) {
+        TopicPartition[] partitions = partitionsOf(key);
+        if (partitions.length > 0) {
+            context.pause(partitions);
+        }
+    }
+
+    private void resume(TableKey key) {
+        TopicPartition[] partitions = partitionsOf(key);
+        if (partitions.length > 0) {
+            context.resume(partitions);
+        }
+    }
+
+    private TopicPartition[] partitionsOf(TableKey key) {
+        return tableOfPartition.entrySet().stream().filter(e -> e.getValue().equals(key)).map(Map.Entry::getKey)
+                .toArray(TopicPartition[]::new);
+    }
+
+    private void report(SinkRecord record, Exception error) {
+        String message = "sink " + connectorName + ": record " + record.topic() + "-" + record.kafkaPartition() + "@"
+                + record.kafkaOffset() + " cannot be staged: " + error.getMessage();
+        if (reporter == null) {
+            throw new ConnectException(message, error);
+        }
+        try {
+            reporter.report(record, new ConnectException(message, error)).get(60, TimeUnit.SECONDS);
+        } catch (ConnectException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new ConnectException(message + " (and reporting it failed: " + e.getMessage() + ")", error);
+        }
+    }
+
+    /**
+     * Offsets only up to the last durably staged batch: for a partition with an open batch or a batch waiting
+     * for its upload, the first offset of that batch; otherwise everything this task has seen (staged, or
+     * reported as errant).
+     */
+    @Override
+    public Map<TopicPartition, OffsetAndMetadata> preCommit(Map<TopicPartition, OffsetAndMetadata> currentOffsets) {
+        Map<TopicPartition, OffsetAndMetadata> safe = new HashMap<>();
+        for (TopicPartition tp : currentOffsets.keySet()) {
+            Long next = nextOffsets.get(tp);
+            if (next == null) {
+                continue;
+            }
+            long committable = next;
+            for (TableStager stager : stagers.values()) {
+                Long first = stager.open() ? stager.firstOffset(tp) : null;
+                if (first != null) {
+                    committable = Math.min(committable, first);
+                }
+            }
+            for (PendingUpload pending : pendingUploads.values()) {
+                Long first = pending.batch.firstOffsets().get(tp);
+                if (first != null) {
+                    committable = Math.min(committable, first);
+                }
+            }
+            safe.put(tp, new OffsetAndMetadata(committable));
+        }
+        return safe;
+    }
+
+    @Override
+    public void close(Collection<TopicPartition> partitions) {
+        // open batches of revoked partitions are dropped; their records come back to the next owner
+        Set<TableKey> affected = new HashSet<>();
+        for (TopicPartition tp : partitions) {
+            TableKey key = tableOfPartition.remove(tp);
+            if (key != null) {
+                affected.add(key);
+            }
+            nextOffsets.remove(tp);
+        }
+        for (TableKey key : affected) {
+            TableStager stager = stagers.remove(key);
+            try {
+                if (stager != null) {
+                    stager.abandon();
+                }
+            } catch (IOException e) {
+                log.warn("dropping the open batch of {} left local files behind: {}", key, e.toString());
+            }
+            pendingUploads.remove(key);
+            pausedForBuffer.remove(key);
+        }
+    }
+
+    @Override
+    public void stop() {
+        for (TableNormalizer normalizer : normalizers.values()) {
+            normalizer.stop();
+        }
+        if (normalizePool != null) {
+            normalizePool.shutdownNow();
+            try {
+                normalizePool.awaitTermination(30, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        for (TableStager stager : stagers.values()) {
+            try {
+                stager.abandon();
+            } catch (IOException e) {
+                log.debug("dropping an open batch on stop: {}", e.toString());
+            }
+        }
+        closeQuietly(destination);
+        closeQuietly(store);
+        closeQuietly(catalog);
+    }
+
+    private static void closeQuietly(AutoCloseable closeable) {
+        if (closeable == null) {
+            return;
+        }
+        try {
+            closeable.close();
+        } catch (Exception e) {
+            log.debug("closing {} failed: {}", closeable.getClass().getSimpleName(), e.toString());
+        }
+    }
+}

@@ -1,0 +1,180 @@
+package io.tablecdc.clickhouse;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.time.Instant;
+import java.util.List;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.avro.file.DataFileStream;
+import org.apache.avro.generic.GenericDatumReader;
+import org.apache.avro.generic.GenericRecord;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import io.tablecdc.clickhouse.destination.ClickHouseDestination;
+import io.tablecdc.clickhouse.schema.StageColumn;
+import io.tablecdc.clickhouse.schema.StageSchema;
+import io.tablecdc.clickhouse.stage.StageStore;
+import io.tablecdc.common.Backoff;
+import io.tablecdc.common.ErrorEpisode;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.Stage;
+import io.tablecdc.common.catalog.StageFile;
+
+/**
+ * The normalize loop of one table: loads its staged batches into the final ClickHouse table in batch order,
+ * one at a time, on the task's normalize pool (its own concurrency limit). A failure backs off this table
+ * only; other tables keep normalizing.
+ *
+ * <p>For each batch: every file is loaded with {@code insert_deduplication_token =
+ * <flow>/<table>/<batch>/<file uri>}, then the normalized batch id is raised with the batch's counts, and only
+ * then are the files and the stage row deleted. A crash anywhere repeats at most the load of files that
+ * ClickHouse then deduplicates.
+ */
+final class TableNormalizer {
+    private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
+
+    private final TableKey key;
+    private final Catalog catalog;
+    private final StageStore store;
+    private final ClickHouseDestination destination;
+    private final boolean push;
+    private final ScheduledExecutorService pool;
+    private final Backoff backoff;
+    private final ErrorEpisode episode;
+    private final AtomicBoolean scheduled = new AtomicBoolean();
+    private final AtomicBoolean rerun = new AtomicBoolean();
+    private final AtomicLong pendingBatches = new AtomicLong();
+    private volatile boolean stopped;
+
+    TableNormalizer(TableKey key, Catalog catalog, StageStore store, ClickHouseDestination destination, boolean push,
+                    ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs) {
+        this.key = key;
+        this.catalog = catalog;
+        this.store = store;
+        this.destination = destination;
+        this.push = push;
+        this.pool = pool;
+        this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
+        this.episode = new ErrorEpisode(log, "normalize of flow " + key.flow() + ", table " + key.table());
+    }
+
+    /** Asks for a run soon (a batch was staged). Runs of one table never overlap. */
+    void wake() {
+        if (backoff.failures() > 0) {
+            return; // the scheduled retry will pick the new batch up
+        }
+        schedule(0);
+    }
+
+    /** Staged batches not yet normalized, as of the last run (for the sink's own back-pressure). */
+    long pendingBatches() {
+        return pendingBatches.get();
+    }
+
+    void notePending(long batches) {
+        pendingBatches.set(batches);
+    }
+
+    void stop() {
+        stopped = true;
+    }
+
+    private void schedule(long delayMs) {
+        if (stopped) {
+            return;
+        }
+        if (!scheduled.compareAndSet(false, true)) {
+            rerun.set(true);
+            return;
+        }
+        pool.schedule(this::run, delayMs, TimeUnit.MILLISECONDS);
+    }
+
+    private void run() {
+        long retryIn = -1;
+        try {
+            rerun.set(false);
+            normalizeAll();
+            backoff.succeeded();
+            if (episode.succeeded()) {
+                catalog.clearError(key.flow(), key.table());
+            }
+        } catch (Exception e) {
+            retryIn = backoff.failed();
+            String message = describe(e);
+            episode.failed(message, retryIn);
+            try {
+                Instant now = Instant.now();
+                catalog.recordError(key.flow(), key.table(), "normalize: " + message, now, now.plusMillis(retryIn));
+            } catch (RuntimeException catalogDown) {
+                log.debug("recording the normalize error of {} in the catalog failed: {}", key, catalogDown.toString());
+            }
+        } finally {
+            scheduled.set(false);
+        }
+        if (retryIn >= 0) {
+            schedule(retryIn);
+        } else if (rerun.get()) {
+            schedule(0);
+        }
+    }
+
+    private void normalizeAll() throws Exception {
+        List<Stage> stages = catalog.listStages(key.flow(), key.table());
+        pendingBatches.set(stages.size());
+        for (Stage stage : stages) {
+            if (stopped) {
+                return;
+            }
+            for (StageFile file : stage.files()) {
+                load(stage, file);
+            }
+            catalog.recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
+            for (StageFile file : stage.files()) {
+                store.delete(file.uri());
+            }
+            catalog.deleteStage(key.flow(), key.table(), stage.batchId());
+            pendingBatches.decrementAndGet();
+            log.debug("normalized batch {} of {} ({} rows) into {}", stage.batchId(), key, stage.rows(), key.clickHouseTable());
+        }
+    }
+
+    private void load(Stage stage, StageFile file) throws Exception {
+        if (!store.exists(file.uri())) {
+            throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
+        }
+        List<StageColumn> columns = readColumns(file.uri());
+        destination.ensureTable(key.table(), key.clickHouseTable(), columns);
+        String token = key.flow() + "/" + key.table() + "/" + stage.batchId() + "/" + file.uri();
+        if (push) {
+            try (InputStream in = store.open(file.uri())) {
+                destination.loadPush(key.clickHouseTable(), columns, in, token);
+            }
+        } else {
+            destination.loadPull(key.clickHouseTable(), columns, store.pullSource(file.uri()), token);
+        }
+    }
+
+    private List<StageColumn> readColumns(String uri) throws IOException {
+        try (InputStream in = store.open(uri);
+             DataFileStream<GenericRecord> avro = new DataFileStream<>(in, new GenericDatumReader<>())) {
+            return StageSchema.columnsOf(avro.getSchema());
+        } catch (IOException e) {
+            throw new IOException("stage file " + uri + " is not a readable Avro file: " + e.getMessage(), e);
+        }
+    }
+
+    private static String describe(Throwable e) {
+        Throwable root = e;
+        while (root.getCause() != null && root.getCause() != root && root.getMessage() == null) {
+            root = root.getCause();
+        }
+        String message = root.getMessage() == null ? root.getClass().getSimpleName() : root.getMessage();
+        return message.length() > 2000 ? message.substring(0, 2000) + "…" : message;
+    }
+}

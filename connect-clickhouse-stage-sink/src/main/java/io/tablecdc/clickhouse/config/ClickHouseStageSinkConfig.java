@@ -1,0 +1,343 @@
+package io.tablecdc.clickhouse.config;
+
+import java.net.URI;
+import java.util.Map;
+
+import org.apache.kafka.common.config.AbstractConfig;
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigDef.Importance;
+import org.apache.kafka.common.config.ConfigDef.Type;
+import org.apache.kafka.common.config.ConfigDef.Width;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.config.types.Password;
+
+import io.tablecdc.common.catalog.CatalogConfig;
+
+/** The configuration of the ClickHouse stage sink: one {@link ConfigDef}, read only through typed getters. */
+public final class ClickHouseStageSinkConfig extends AbstractConfig {
+    private static final String CLICKHOUSE_GROUP = "ClickHouse";
+    private static final String STAGE_GROUP = "Stage";
+    private static final String NORMALIZE_GROUP = "Normalize";
+    private static final String TABLES_GROUP = "Tables";
+
+    public static final String CLICKHOUSE_URL_CONFIG = "clickhouse.url";
+    private static final String CLICKHOUSE_URL_DOC = "ClickHouse HTTP interface, e.g. http://clickhouse:8123 or https://host:8443.";
+
+    public static final String CLICKHOUSE_USER_CONFIG = "clickhouse.user";
+    private static final String CLICKHOUSE_USER_DOC = "ClickHouse user.";
+    private static final String CLICKHOUSE_USER_DEFAULT = "default";
+
+    public static final String CLICKHOUSE_PASSWORD_CONFIG = "clickhouse.password";
+    private static final String CLICKHOUSE_PASSWORD_DOC = "Password of clickhouse.user. Never logged; use a config provider (${file:…}, ${env:…}).";
+
+    public static final String CLICKHOUSE_DATABASE_CONFIG = "clickhouse.database";
+    private static final String CLICKHOUSE_DATABASE_DOC = "Database of the final tables; it must exist.";
+    private static final String CLICKHOUSE_DATABASE_DEFAULT = "default";
+
+    public static final String CLICKHOUSE_TIMEOUT_MS_CONFIG = "clickhouse.timeout.ms";
+    private static final String CLICKHOUSE_TIMEOUT_MS_DOC = "How long one ClickHouse statement (DDL or a batch load) may take before it counts as failed and is retried.";
+    private static final long CLICKHOUSE_TIMEOUT_MS_DEFAULT = 300_000L;
+
+    public static final String STAGE_URI_CONFIG = "stage.uri";
+    private static final String STAGE_URI_DOC = "Where stage files wait to be normalized: file:///dir (ClickHouse must see the same path"
+            + " in pull mode), s3://bucket/prefix (AWS or any S3-compatible store).";
+
+    public static final String STAGE_S3_ENDPOINT_CONFIG = "stage.s3.endpoint";
+    private static final String STAGE_S3_ENDPOINT_DOC = "Endpoint of an S3-compatible store (http://host:port); empty for AWS. ClickHouse must reach the same endpoint in pull mode.";
+
+    public static final String STAGE_S3_REGION_CONFIG = "stage.s3.region";
+    private static final String STAGE_S3_REGION_DOC = "Region of the stage bucket.";
+
+    public static final String STAGE_S3_ACCESS_KEY_CONFIG = "stage.s3.access.key";
+    private static final String STAGE_S3_ACCESS_KEY_DOC = "Access key for the stage bucket; empty to use the default AWS credential chain"
+            + " (then ClickHouse needs its own access to the bucket in pull mode).";
+
+    public static final String STAGE_S3_SECRET_KEY_CONFIG = "stage.s3.secret.key";
+    private static final String STAGE_S3_SECRET_KEY_DOC = "Secret key for the stage bucket. Never logged; passed to ClickHouse as a query parameter, never in SQL text.";
+
+    public static final String STAGE_LOCAL_DIR_CONFIG = "stage.local.dir";
+    private static final String STAGE_LOCAL_DIR_DOC = "Local folder where stage files are written before upload; empty for a folder under java.io.tmpdir.";
+
+    public static final String STAGE_MAX_FILE_BYTES_CONFIG = "stage.max.file.bytes";
+    private static final String STAGE_MAX_FILE_BYTES_DOC = "A batch's stage is split into files of about this size.";
+    private static final long STAGE_MAX_FILE_BYTES_DEFAULT = 128L * 1024 * 1024;
+
+    public static final String AVRO_CODEC_CONFIG = "avro.codec";
+    private static final String AVRO_CODEC_DOC = "Compression of stage files.";
+    private static final String AVRO_CODEC_DEFAULT = "zstandard";
+
+    public static final String NORMALIZE_MODE_CONFIG = "normalize.mode";
+    private static final String NORMALIZE_MODE_DOC = "pull: ClickHouse reads each stage file itself (INSERT … SELECT FROM s3()/file());"
+            + " push: the sink streams the file as INSERT … FORMAT Avro.";
+    private static final String NORMALIZE_MODE_DEFAULT = "pull";
+
+    public static final String NORMALIZE_PARALLELISM_CONFIG = "normalize.parallelism";
+    private static final String NORMALIZE_PARALLELISM_DOC = "How many tables one task normalizes at once. Separate from staging, so a slow"
+            + " ClickHouse never stops records from being staged.";
+    private static final int NORMALIZE_PARALLELISM_DEFAULT = 4;
+
+    public static final String NORMALIZE_BUFFER_BATCHES_CONFIG = "normalize.buffer.batches";
+    private static final String NORMALIZE_BUFFER_BATCHES_DOC = "How many staged batches a table may wait with before the sink pauses that table's"
+            + " partitions (other tables keep flowing); resumed when its normalize catches up.";
+    private static final int NORMALIZE_BUFFER_BATCHES_DEFAULT = 24;
+
+    public static final String NORMALIZE_BACKOFF_INITIAL_MS_CONFIG = "normalize.backoff.initial.ms";
+    private static final String NORMALIZE_BACKOFF_INITIAL_MS_DOC = "First wait after a table's normalize failed; doubles per failure.";
+    private static final long NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT = 60_000L;
+
+    public static final String NORMALIZE_BACKOFF_MAX_MS_CONFIG = "normalize.backoff.max.ms";
+    private static final String NORMALIZE_BACKOFF_MAX_MS_DOC = "Longest wait between a table's normalize retries.";
+    private static final long NORMALIZE_BACKOFF_MAX_MS_DEFAULT = 300_000L;
+
+    public static final String BATCH_MAX_ROWS_CONFIG = "batch.max.rows";
+    private static final String BATCH_MAX_ROWS_DOC = "For records without tablecdc headers (other producers): a batch closes at this many rows.";
+    private static final int BATCH_MAX_ROWS_DEFAULT = 100_000;
+
+    public static final String BATCH_MAX_MS_CONFIG = "batch.max.ms";
+    private static final String BATCH_MAX_MS_DOC = "For records without tablecdc headers: a batch closes this long after its first record.";
+    private static final long BATCH_MAX_MS_DEFAULT = 10_000L;
+
+    public static final String TABLE_NAME_FORMAT_CONFIG = "table.name.format";
+    private static final String TABLE_NAME_FORMAT_DOC = "Name of a table's ClickHouse table; ${table} is the source table name with every"
+            + " character other than letters, digits and _ replaced by _, ${topic} the Kafka topic likewise.";
+    private static final String TABLE_NAME_FORMAT_DEFAULT = "${table}";
+
+    public static final String TABLE_AUTO_CREATE_CONFIG = "table.auto.create";
+    private static final String TABLE_AUTO_CREATE_DOC = "Create missing final tables (ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted)"
+            + " ordered by the key) and their <table>_current views.";
+
+    public static final String SCHEMA_EVOLUTION_CONFIG = "schema.evolution";
+    private static final String SCHEMA_EVOLUTION_DOC = "add_columns: new optional columns are added to the final table; none: a new"
+            + " column stops that table with an error. Other changes always stop only that table.";
+    private static final String SCHEMA_EVOLUTION_DEFAULT = "add_columns";
+
+    public static final String DEDUPLICATION_WINDOW_CONFIG = "clickhouse.deduplication.window";
+    private static final String DEDUPLICATION_WINDOW_DOC = "non_replicated_deduplication_window of created tables: how many recent loads"
+            + " ClickHouse remembers, so that re-loading a stage file after a crash inserts nothing.";
+    private static final int DEDUPLICATION_WINDOW_DEFAULT = 1000;
+
+    public static final ConfigDef CONFIG_DEF = configDef();
+
+    public ClickHouseStageSinkConfig(Map<String, String> props) {
+        super(CONFIG_DEF, props);
+        URI stage = stageUri();
+        if (!"file".equals(stage.getScheme()) && !"s3".equals(stage.getScheme())) {
+            throw new ConfigException(STAGE_URI_CONFIG, stage.toString(), "the scheme must be file:// or s3://");
+        }
+    }
+
+    private static ConfigDef configDef() {
+        ConfigDef def = new ConfigDef();
+        int order = 0;
+        def.define(CLICKHOUSE_URL_CONFIG, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new HttpUrl(), Importance.HIGH, CLICKHOUSE_URL_DOC,
+                CLICKHOUSE_GROUP, ++order, Width.LONG, "ClickHouse URL");
+        def.define(CLICKHOUSE_USER_CONFIG, Type.STRING, CLICKHOUSE_USER_DEFAULT, Importance.HIGH, CLICKHOUSE_USER_DOC,
+                CLICKHOUSE_GROUP, ++order, Width.SHORT, "ClickHouse user");
+        def.define(CLICKHOUSE_PASSWORD_CONFIG, Type.PASSWORD, "", Importance.HIGH, CLICKHOUSE_PASSWORD_DOC,
+                CLICKHOUSE_GROUP, ++order, Width.SHORT, "ClickHouse password");
+        def.define(CLICKHOUSE_DATABASE_CONFIG, Type.STRING, CLICKHOUSE_DATABASE_DEFAULT, new ConfigDef.NonEmptyString(), Importance.HIGH,
+                CLICKHOUSE_DATABASE_DOC, CLICKHOUSE_GROUP, ++order, Width.SHORT, "ClickHouse database");
+        def.define(CLICKHOUSE_TIMEOUT_MS_CONFIG, Type.LONG, CLICKHOUSE_TIMEOUT_MS_DEFAULT, ConfigDef.Range.atLeast(1000), Importance.LOW,
+                CLICKHOUSE_TIMEOUT_MS_DOC, CLICKHOUSE_GROUP, ++order, Width.SHORT, "ClickHouse timeout");
+        def.define(DEDUPLICATION_WINDOW_CONFIG, Type.INT, DEDUPLICATION_WINDOW_DEFAULT, ConfigDef.Range.atLeast(1), Importance.LOW,
+                DEDUPLICATION_WINDOW_DOC, CLICKHOUSE_GROUP, ++order, Width.SHORT, "Deduplication window");
+
+        order = 0;
+        def.define(STAGE_URI_CONFIG, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new StageUri(), Importance.HIGH, STAGE_URI_DOC,
+                STAGE_GROUP, ++order, Width.LONG, "Stage URI");
+        def.define(STAGE_S3_ENDPOINT_CONFIG, Type.STRING, "", Importance.MEDIUM, STAGE_S3_ENDPOINT_DOC,
+                STAGE_GROUP, ++order, Width.LONG, "S3 endpoint");
+        def.define(STAGE_S3_REGION_CONFIG, Type.STRING, "us-east-1", new ConfigDef.NonEmptyString(), Importance.MEDIUM, STAGE_S3_REGION_DOC,
+                STAGE_GROUP, ++order, Width.SHORT, "S3 region");
+        def.define(STAGE_S3_ACCESS_KEY_CONFIG, Type.STRING, "", Importance.MEDIUM, STAGE_S3_ACCESS_KEY_DOC,
+                STAGE_GROUP, ++order, Width.MEDIUM, "S3 access key");
+        def.define(STAGE_S3_SECRET_KEY_CONFIG, Type.PASSWORD, "", Importance.MEDIUM, STAGE_S3_SECRET_KEY_DOC,
+                STAGE_GROUP, ++order, Width.MEDIUM, "S3 secret key");
+        def.define(STAGE_LOCAL_DIR_CONFIG, Type.STRING, "", Importance.LOW, STAGE_LOCAL_DIR_DOC,
+                STAGE_GROUP, ++order, Width.LONG, "Local stage folder");
+        def.define(STAGE_MAX_FILE_BYTES_CONFIG, Type.LONG, STAGE_MAX_FILE_BYTES_DEFAULT, ConfigDef.Range.atLeast(64 * 1024), Importance.LOW,
+                STAGE_MAX_FILE_BYTES_DOC, STAGE_GROUP, ++order, Width.SHORT, "Stage file size");
+        def.define(AVRO_CODEC_CONFIG, Type.STRING, AVRO_CODEC_DEFAULT, ConfigDef.ValidString.in("zstandard", "snappy", "deflate", "null"),
+                Importance.LOW, AVRO_CODEC_DOC, STAGE_GROUP, ++order, Width.SHORT, "Avro codec");
+        def.define(BATCH_MAX_ROWS_CONFIG, Type.INT, BATCH_MAX_ROWS_DEFAULT, ConfigDef.Range.atLeast(1), Importance.LOW,
+                BATCH_MAX_ROWS_DOC, STAGE_GROUP, ++order, Width.SHORT, "Batch rows (other producers)");
+        def.define(BATCH_MAX_MS_CONFIG, Type.LONG, BATCH_MAX_MS_DEFAULT, ConfigDef.Range.atLeast(1), Importance.LOW,
+                BATCH_MAX_MS_DOC, STAGE_GROUP, ++order, Width.SHORT, "Batch time (other producers)");
+
+        order = 0;
+        def.define(NORMALIZE_MODE_CONFIG, Type.STRING, NORMALIZE_MODE_DEFAULT, ConfigDef.ValidString.in("pull", "push"), Importance.MEDIUM,
+                NORMALIZE_MODE_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Normalize mode");
+        def.define(NORMALIZE_PARALLELISM_CONFIG, Type.INT, NORMALIZE_PARALLELISM_DEFAULT, ConfigDef.Range.between(1, 256), Importance.MEDIUM,
+                NORMALIZE_PARALLELISM_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Normalize parallelism");
+        def.define(NORMALIZE_BUFFER_BATCHES_CONFIG, Type.INT, NORMALIZE_BUFFER_BATCHES_DEFAULT, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
+                NORMALIZE_BUFFER_BATCHES_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Normalize buffer");
+        def.define(NORMALIZE_BACKOFF_INITIAL_MS_CONFIG, Type.LONG, NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT, ConfigDef.Range.atLeast(10),
+                Importance.LOW, NORMALIZE_BACKOFF_INITIAL_MS_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "First backoff");
+        def.define(NORMALIZE_BACKOFF_MAX_MS_CONFIG, Type.LONG, NORMALIZE_BACKOFF_MAX_MS_DEFAULT, ConfigDef.Range.atLeast(10),
+                Importance.LOW, NORMALIZE_BACKOFF_MAX_MS_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Longest backoff");
+
+        order = 0;
+        def.define(TABLE_NAME_FORMAT_CONFIG, Type.STRING, TABLE_NAME_FORMAT_DEFAULT, new ConfigDef.NonEmptyString(), Importance.MEDIUM,
+                TABLE_NAME_FORMAT_DOC, TABLES_GROUP, ++order, Width.MEDIUM, "Table name format");
+        def.define(TABLE_AUTO_CREATE_CONFIG, Type.BOOLEAN, true, Importance.MEDIUM, TABLE_AUTO_CREATE_DOC,
+                TABLES_GROUP, ++order, Width.SHORT, "Create tables");
+        def.define(SCHEMA_EVOLUTION_CONFIG, Type.STRING, SCHEMA_EVOLUTION_DEFAULT, ConfigDef.ValidString.in("add_columns", "none"),
+                Importance.MEDIUM, SCHEMA_EVOLUTION_DOC, TABLES_GROUP, ++order, Width.SHORT, "Schema evolution");
+        return CatalogConfig.addTo(def);
+    }
+
+    public String clickHouseUrl() {
+        return getString(CLICKHOUSE_URL_CONFIG);
+    }
+
+    public String clickHouseUser() {
+        return getString(CLICKHOUSE_USER_CONFIG);
+    }
+
+    public Password clickHousePassword() {
+        return getPassword(CLICKHOUSE_PASSWORD_CONFIG);
+    }
+
+    public String clickHouseDatabase() {
+        return getString(CLICKHOUSE_DATABASE_CONFIG);
+    }
+
+    public long clickHouseTimeoutMs() {
+        return getLong(CLICKHOUSE_TIMEOUT_MS_CONFIG);
+    }
+
+    public int deduplicationWindow() {
+        return getInt(DEDUPLICATION_WINDOW_CONFIG);
+    }
+
+    public URI stageUri() {
+        return URI.create(getString(STAGE_URI_CONFIG));
+    }
+
+    public String s3Endpoint() {
+        return getString(STAGE_S3_ENDPOINT_CONFIG);
+    }
+
+    public String s3Region() {
+        return getString(STAGE_S3_REGION_CONFIG);
+    }
+
+    public String s3AccessKey() {
+        return getString(STAGE_S3_ACCESS_KEY_CONFIG);
+    }
+
+    public Password s3SecretKey() {
+        return getPassword(STAGE_S3_SECRET_KEY_CONFIG);
+    }
+
+    public String stageLocalDir() {
+        return getString(STAGE_LOCAL_DIR_CONFIG);
+    }
+
+    public long stageMaxFileBytes() {
+        return getLong(STAGE_MAX_FILE_BYTES_CONFIG);
+    }
+
+    public String avroCodec() {
+        return getString(AVRO_CODEC_CONFIG);
+    }
+
+    public boolean pushMode() {
+        return "push".equals(getString(NORMALIZE_MODE_CONFIG));
+    }
+
+    public int normalizeParallelism() {
+        return getInt(NORMALIZE_PARALLELISM_CONFIG);
+    }
+
+    public int normalizeBufferBatches() {
+        return getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
+    }
+
+    public long normalizeBackoffInitialMs() {
+        return getLong(NORMALIZE_BACKOFF_INITIAL_MS_CONFIG);
+    }
+
+    public long normalizeBackoffMaxMs() {
+        return getLong(NORMALIZE_BACKOFF_MAX_MS_CONFIG);
+    }
+
+    public int batchMaxRows() {
+        return getInt(BATCH_MAX_ROWS_CONFIG);
+    }
+
+    public long batchMaxMs() {
+        return getLong(BATCH_MAX_MS_CONFIG);
+    }
+
+    public String tableNameFormat() {
+        return getString(TABLE_NAME_FORMAT_CONFIG);
+    }
+
+    public boolean tableAutoCreate() {
+        return getBoolean(TABLE_AUTO_CREATE_CONFIG);
+    }
+
+    public boolean addColumns() {
+        return "add_columns".equals(getString(SCHEMA_EVOLUTION_CONFIG));
+    }
+
+    public CatalogConfig.CatalogSettings catalog() {
+        return CatalogConfig.settings(this);
+    }
+
+    /** The ClickHouse table of a source table (and topic), from {@code table.name.format}. */
+    public String clickHouseTable(String sourceTable, String topic) {
+        return tableNameFormat().replace("${table}", plain(sourceTable)).replace("${topic}", plain(topic));
+    }
+
+    private static String plain(String name) {
+        return name == null ? "" : name.replaceAll("[^A-Za-z0-9_]", "_");
+    }
+
+    /** Accepts http:// and https:// URLs. */
+    static final class HttpUrl implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = (String) value;
+            try {
+                URI uri = URI.create(text);
+                if (!"http".equals(uri.getScheme()) && !"https".equals(uri.getScheme()) || uri.getHost() == null) {
+                    throw new ConfigException(name, value, "must be an http:// or https:// URL with a host");
+                }
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException(name, value, "is not a URL: " + e.getMessage());
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "an http:// or https:// URL";
+        }
+    }
+
+    /** Accepts file:///dir and s3://bucket[/prefix]. */
+    static final class StageUri implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = (String) value;
+            try {
+                URI uri = URI.create(text);
+                if ("file".equals(uri.getScheme()) && uri.getPath() != null && uri.getPath().startsWith("/")) {
+                    return;
+                }
+                if ("s3".equals(uri.getScheme()) && uri.getHost() != null) {
+                    return;
+                }
+            } catch (IllegalArgumentException e) {
+                throw new ConfigException(name, value, "is not a URI: " + e.getMessage());
+            }
+            throw new ConfigException(name, value, "must be file:///absolute/dir or s3://bucket[/prefix]");
+        }
+
+        @Override
+        public String toString() {
+            return "file:///absolute/dir or s3://bucket[/prefix]";
+        }
+    }
+}

@@ -1,0 +1,170 @@
+package io.tablecdc.clickhouse.destination;
+
+import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.command.CommandSettings;
+import com.clickhouse.client.api.insert.InsertSettings;
+import com.clickhouse.client.api.query.GenericRecord;
+import com.clickhouse.data.ClickHouseFormat;
+
+import io.tablecdc.clickhouse.schema.StageColumn;
+import io.tablecdc.clickhouse.stage.StageStore;
+
+/**
+ * The final tables in one ClickHouse database, reached over HTTP with client-v2: creates and evolves them
+ * and loads stage files into them. Every method may be called again with the same arguments after a crash.
+ */
+public final class ClickHouseDestination implements AutoCloseable {
+    private final Client client;
+    private final String database;
+    private final boolean autoCreate;
+    private final boolean addColumns;
+    private final int deduplicationWindow;
+    private final long timeoutMs;
+    /** Columns of tables this destination created or checked, so that most loads skip the system.columns query. */
+    private final Map<String, Map<String, String>> known = new java.util.concurrent.ConcurrentHashMap<>();
+
+    public ClickHouseDestination(Client client, String database, boolean autoCreate, boolean addColumns,
+                                 int deduplicationWindow, long timeoutMs) {
+        this.client = client;
+        this.database = database;
+        this.autoCreate = autoCreate;
+        this.addColumns = addColumns;
+        this.deduplicationWindow = deduplicationWindow;
+        this.timeoutMs = timeoutMs;
+    }
+
+    /** A final table's schema problem that retrying cannot fix: it stops only that table. */
+    public static final class IncompatibleSchemaException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        IncompatibleSchemaException(String message) {
+            super(message);
+        }
+    }
+
+    /** Column name → ClickHouse type of an existing table, in order; empty when the table does not exist. */
+    public Map<String, String> columns(String table) throws Exception {
+        Map<String, Object> params = new HashMap<>();
+        params.put("db", database);
+        params.put("tbl", table);
+        Map<String, String> columns = new LinkedHashMap<>();
+        for (GenericRecord row : client.queryAll(
+                "SELECT name, type FROM system.columns WHERE database = {db:String} AND table = {tbl:String} ORDER BY position", params)) {
+            columns.put(row.getString("name"), row.getString("type"));
+        }
+        return columns;
+    }
+
+    /**
+     * Makes {@code table} able to take rows of {@code schema}: creates it (and its {@code _current} view)
+     * when missing and auto-create is on, adds new nullable columns when schema evolution is on, and fails
+     * with {@link IncompatibleSchemaException} naming the column for anything else.
+     */
+    public void ensureTable(String sourceTable, String table, List<StageColumn> stageColumns) throws Exception {
+        Map<String, String> cached = known.get(table);
+        if (cached != null && stageColumns.stream().allMatch(c -> cached.containsKey(c.column())
+                && compatible(cached.get(c.column()), c.type()))) {
+            return;
+        }
+        known.remove(table);
+        Map<String, String> existing = columns(table);
+        if (existing.isEmpty()) {
+            if (!autoCreate) {
+                throw new IncompatibleSchemaException("table " + sourceTable + ": ClickHouse table " + database + "." + table
+                        + " does not exist and table.auto.create=false");
+            }
+            execute(FinalTableDdl.createTable(database, table, stageColumns, deduplicationWindow), Map.of());
+            execute(FinalTableDdl.createCurrentView(database, table), Map.of());
+            known.put(table, columns(table));
+            return;
+        }
+        List<StageColumn> missing = new ArrayList<>();
+        for (StageColumn column : stageColumns) {
+            String present = existing.get(column.column());
+            if (present == null) {
+                missing.add(column);
+            } else if (!compatible(present, column.type())) {
+                throw new IncompatibleSchemaException("table " + sourceTable + ", column " + column.column() + ": ClickHouse has "
+                        + present + " in " + database + "." + table + " but the records need " + column.type());
+            }
+        }
+        for (StageColumn column : missing) {
+            boolean nullable = column.type().startsWith("Nullable(") || column.type().startsWith("Array(");
+            if (!addColumns || !nullable) {
+                throw new IncompatibleSchemaException("table " + sourceTable + ", column " + column.column() + ": not in "
+                        + database + "." + table + (addColumns ? " and a new column must be optional (it is " + column.type() + ")"
+                        : " and schema.evolution=none"));
+            }
+            execute(FinalTableDdl.addColumn(database, table, column), Map.of());
+        }
+        known.put(table, missing.isEmpty() ? existing : columns(table));
+    }
+
+    static boolean compatible(String present, String needed) {
+        return present.equals(needed) || present.equals("Nullable(" + needed + ")");
+    }
+
+    /**
+     * Pull mode: ClickHouse reads the stage file itself. {@code deduplicationToken} makes a second load of
+     * the same file a no-op within the table's deduplication window.
+     */
+    public void loadPull(String table, List<StageColumn> columns, StageStore.PullSource source, String deduplicationToken)
+            throws Exception {
+        CommandSettings settings = new CommandSettings();
+        settings.serverSetting("insert_deduplicate", "1");
+        settings.serverSetting("insert_deduplication_token", deduplicationToken);
+        Map<String, Object> params = new HashMap<>(source.parameters());
+        await(client.execute(FinalTableDdl.insertSelect(database, table, columns, source.tableFunction()), params, settings), "load into " + table);
+    }
+
+    /** Push mode: streams the stage file as {@code INSERT … FORMAT Avro}. */
+    public void loadPush(String table, List<StageColumn> columns, InputStream avroFile, String deduplicationToken) throws Exception {
+        List<String> names = new ArrayList<>();
+        for (StageColumn column : columns) {
+            if (!column.avroName().equals(column.column())) {
+                throw new IncompatibleSchemaException("column " + column.column() + " is not a valid Avro field name;"
+                        + " normalize.mode=push needs Avro names equal to column names, use normalize.mode=pull");
+            }
+            names.add(column.column());
+        }
+        InsertSettings settings = new InsertSettings();
+        settings.setDatabase(database);
+        settings.serverSetting("insert_deduplicate", "1");
+        settings.serverSetting("insert_deduplication_token", deduplicationToken);
+        await(client.insert(table, names, avroFile, ClickHouseFormat.Avro, settings), "load into " + table);
+    }
+
+    private void execute(String sql, Map<String, Object> params) throws Exception {
+        await(client.execute(sql, params), sql);
+    }
+
+    private void await(java.util.concurrent.CompletableFuture<? extends AutoCloseable> response, String what) throws Exception {
+        try {
+            response.get(timeoutMs, TimeUnit.MILLISECONDS).close();
+        } catch (ExecutionException e) {
+            throw e.getCause() instanceof Exception cause ? cause : e;
+        } catch (TimeoutException e) {
+            response.cancel(true);
+            throw new TimeoutException("ClickHouse did not answer within " + timeoutMs + " ms: " + what);
+        }
+    }
+
+    public String database() {
+        return database;
+    }
+
+    @Override
+    public void close() {
+        client.close();
+    }
+}

@@ -1,0 +1,24 @@
+package io.tablecdc.clickhouse.destination;
+
+import java.util.List;
+import java.util.stream.Collectors;
+
+/** ClickHouse SQL text helpers: identifiers are always quoted; values never pass through here. */
+public final class Sql {
+    private Sql() {
+    }
+
+    /** A quoted identifier: {@code `name`} with backticks and backslashes escaped. */
+    public static String id(String name) {
+        return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`";
+    }
+
+    /** {@code `db`.`table`}. */
+    public static String table(String database, String table) {
+        return id(database) + "." + id(table);
+    }
+
+    public static String idList(List<String> names) {
+        return names.stream().map(Sql::id).collect(Collectors.joining(", "));
+    }
+}

@@ -1,0 +1,87 @@
+package io.tablecdc.clickhouse.config;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigException;
+import org.junit.jupiter.api.Test;
+
+import io.tablecdc.common.ConfigDocs;
+
+class ConfigDocsTest {
+    private static final Path DOC = Path.of("../docs/config/clickhouse-stage-sink.md");
+
+    @Test
+    void everyKeyIsDocumentedAndGrouped() {
+        for (ConfigDef.ConfigKey key : ClickHouseStageSinkConfig.CONFIG_DEF.configKeys().values()) {
+            assertNotNull(key.documentation, key.name);
+            assertFalse(key.documentation.isBlank(), key.name + " has no documentation");
+            assertNotNull(key.group, key.name + " has no group");
+        }
+    }
+
+    @Test
+    void secretsArePasswords() {
+        for (String name : new String[] {"clickhouse.password", "stage.s3.secret.key", "catalog.password"}) {
+            assertEquals(ConfigDef.Type.PASSWORD, ClickHouseStageSinkConfig.CONFIG_DEF.configKeys().get(name).type, name);
+        }
+    }
+
+    /** Regenerates the reference when it differs, then fails so that the change gets committed. */
+    @Test
+    void configurationReferenceIsUpToDate() throws Exception {
+        String generated = ConfigDocs.markdown("ClickHouse stage sink configuration",
+                "Connector class: `io.tablecdc.clickhouse.ClickHouseStageSinkConnector`.\n", ClickHouseStageSinkConfig.CONFIG_DEF);
+        String committed = Files.exists(DOC) ? Files.readString(DOC) : "";
+        if (!generated.equals(committed)) {
+            Files.createDirectories(DOC.getParent());
+            Files.writeString(DOC, generated);
+        }
+        assertEquals(generated, committed, DOC + " was out of date and has been regenerated; commit it");
+    }
+
+    @Test
+    void badValuesAreRejectedNamingTheKey() {
+        Map<String, String> props = minimal();
+        props.put("stage.uri", "ftp://host/dir");
+        ConfigException e = assertThrows(ConfigException.class, () -> new ClickHouseStageSinkConfig(props));
+        assertTrue(e.getMessage().contains("stage.uri"), e.getMessage());
+
+        Map<String, String> badUrl = minimal();
+        badUrl.put("clickhouse.url", "clickhouse:8123");
+        e = assertThrows(ConfigException.class, () -> new ClickHouseStageSinkConfig(badUrl));
+        assertTrue(e.getMessage().contains("clickhouse.url"), e.getMessage());
+    }
+
+    @Test
+    void tableNamesAreMadePlain() {
+        ClickHouseStageSinkConfig config = new ClickHouseStageSinkConfig(minimal());
+        assertEquals("public_orders", config.clickHouseTable("public.orders", "pg.public.orders"));
+    }
+
+    @Test
+    void passwordsNeverShowInToString() {
+        Map<String, String> props = minimal();
+        props.put("clickhouse.password", "s3cr3t-value");
+        props.put("catalog.password", "an0ther-secret");
+        String text = new ClickHouseStageSinkConfig(props).values().toString();
+        assertFalse(text.contains("s3cr3t-value") || text.contains("an0ther-secret"), text);
+    }
+
+    private static Map<String, String> minimal() {
+        Map<String, String> props = new HashMap<>();
+        props.put("clickhouse.url", "http://127.0.0.1:8123");
+        props.put("stage.uri", "file:///tmp/stage");
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:5432/catalog");
+        return props;
+    }
+}
