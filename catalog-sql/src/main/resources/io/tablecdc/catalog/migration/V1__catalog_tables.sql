@@ -69,3 +69,33 @@ CREATE TABLE cdc_table_avro_stage (
 -- Copy tasks look for claimable tables of one flow by phase.
 CREATE INDEX cdc_table_replication_state_flow_phase_idx
     ON cdc_table_replication_state (flow_name, phase);
+
+-- Writes are idempotent: an UPDATE (or ON CONFLICT DO UPDATE) that would leave a row exactly as it is
+-- is skipped, so re-running a write after a crash changes nothing, not even updated_at, and the
+-- statement reports 0 rows (which the client reads as "nothing new").
+CREATE FUNCTION cdc_skip_unchanged_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE FUNCTION cdc_touch_updated_at() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.updated_at := OLD.updated_at;
+    IF NEW IS NOT DISTINCT FROM OLD THEN
+        RETURN NULL;
+    END IF;
+    NEW.updated_at := now();
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER cdc_flow_touch BEFORE UPDATE ON cdc_flow
+    FOR EACH ROW EXECUTE FUNCTION cdc_touch_updated_at();
+CREATE TRIGGER cdc_table_replication_state_touch BEFORE UPDATE ON cdc_table_replication_state
+    FOR EACH ROW EXECUTE FUNCTION cdc_touch_updated_at();
+CREATE TRIGGER cdc_table_avro_stage_skip_unchanged BEFORE UPDATE ON cdc_table_avro_stage
+    FOR EACH ROW EXECUTE FUNCTION cdc_skip_unchanged_update();
