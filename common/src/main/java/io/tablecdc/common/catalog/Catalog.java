@@ -1,0 +1,1068 @@
+package io.tablecdc.common.catalog;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import io.tablecdc.catalog.CatalogMigrations;
+import io.tablecdc.catalog.CatalogSchemaException;
+import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.SQLRecoverableException;
+import java.sql.SQLTransientException;
+import java.sql.Timestamp;
+import java.sql.Types;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.regex.Pattern;
+import javax.sql.DataSource;
+
+/**
+ * The catalog client: one method per step the connectors take, over a small connection pool.
+ *
+ * <p>Every write is idempotent unless its javadoc says otherwise: calling it again with the same
+ * arguments, for instance after a crash, leaves the catalog as the first call left it (ids only rise,
+ * counts are added only when an id advances, rows are upserted, and an update that would change nothing
+ * is skipped by the schema's triggers, {@code updated_at} included). Methods that report whether they
+ * changed something return {@code false} on such a repeat, so a caller can log once per episode.
+ *
+ * <p>Timestamps passed in ({@code at}, {@code nextRetryAt}) are the caller's; copy leases use the
+ * catalog's clock so that every worker agrees on when a lease expires.
+ *
+ * <p>Failures: {@link CatalogUnavailableException} (retriable) when the catalog cannot be reached,
+ * {@link CatalogException} otherwise. Both name the operation, the flow and the table, and never carry
+ * connection settings. All SQL uses bound parameters; only table and column names are literal.
+ */
+public final class Catalog implements AutoCloseable {
+
+    private static final Pattern LSN = Pattern.compile("[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}");
+    private static final int MAX_ERROR_CHARS = 4000;
+
+    private static final String STATE = "cdc_table_replication_state";
+    private static final String STAGE = "cdc_table_avro_stage";
+    private static final String FLOW = "cdc_flow";
+
+    private static final String STATE_COLUMNS = "flow_name, source_table_identifier, cursor_text,"
+            + " last_attempt_at, last_synced_at, last_normalized_at, synced_batch_id, normalized_batch_id,"
+            + " synced_rows_count, phase, phase_lsn, copy_attempt, copy_lease_owner, copy_lease_until,"
+            + " paused_reason, paused_at, last_error, last_error_at, error_count, next_retry_at, inserts_count,"
+            + " updates_count, deletes_count, first_row_received_at, first_row_commit_time, updated_at";
+
+    private static final String FLOW_COLUMNS = "flow_name, source_kind, source_system_identifier, source_timeline,"
+            + " source_slot, source_publication, destination_identity, config_hash, created_at, updated_at";
+
+    private final DataSource dataSource;
+    private final AutoCloseable pool;
+
+    /**
+     * Wraps an existing data source (the caller owns it; {@link #close()} leaves it open). Applies no
+     * migrations.
+     */
+    public Catalog(DataSource dataSource) {
+        this(dataSource, null);
+    }
+
+    private Catalog(DataSource dataSource, AutoCloseable pool) {
+        this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+        this.pool = pool;
+    }
+
+    /**
+     * Opens a pool on the catalog and, with {@code catalog.migrate=true}, applies pending migrations;
+     * otherwise checks that the schema is the one this release needs. Connectors call it from
+     * {@code start()}. May be called again after a crash (migrations are applied once).
+     *
+     * @param settings   from {@link CatalogConfig#settings}
+     * @param clientName who opens it (connector or task name), shown in {@code pg_stat_activity}
+     * @throws CatalogUnavailableException if the catalog cannot be reached
+     * @throws CatalogException if its schema is newer than this release knows, or older while migrations
+     *         are off, naming both versions
+     */
+    public static Catalog open(CatalogSettings settings, String clientName) {
+        HikariConfig config = new HikariConfig();
+        config.setJdbcUrl(settings.jdbcUrl());
+        if (settings.user() != null && !settings.user().isEmpty()) {
+            config.setUsername(settings.user());
+        }
+        if (settings.password() != null && settings.password().value() != null) {
+            config.setPassword(settings.password().value());
+        }
+        config.setMaximumPoolSize(settings.poolSize());
+        config.setMinimumIdle(0);
+        config.setConnectionTimeout(settings.connectionTimeoutMs());
+        config.setInitializationFailTimeout(settings.connectionTimeoutMs());
+        config.setPoolName("tablecdc-catalog-" + clientName);
+        config.addDataSourceProperty("ApplicationName", truncate("tablecdc " + clientName, 63));
+        HikariDataSource pool;
+        try {
+            pool = new HikariDataSource(config);
+        } catch (RuntimeException e) {
+            throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started"
+                    + " (check catalog.jdbc.url, catalog.user and catalog.password): " + causeText(e), e);
+        }
+        try {
+            if (settings.migrate()) {
+                CatalogMigrations.migrate(pool);
+            } else {
+                CatalogMigrations.verify(pool);
+            }
+        } catch (CatalogSchemaException e) {
+            pool.close();
+            throw new CatalogException("catalog schema check failed when " + clientName + " started: "
+                    + e.getMessage(), e);
+        } catch (RuntimeException e) {
+            pool.close();
+            throw e;
+        }
+        return new Catalog(pool, pool);
+    }
+
+    /** Closes the pool if this catalog opened it. */
+    @Override
+    public void close() {
+        if (pool != null) {
+            try {
+                pool.close();
+            } catch (Exception e) {
+                // nothing left to do with a pool that failed to close
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- tables: progress
+
+    /**
+     * Creates the table's row if it does not exist; never touches an existing row (its cursor, ids,
+     * counts and phase stay). May be called again after a crash.
+     *
+     * @param initialPhase the phase of a new row ({@link Phase#PENDING} for Postgres tables), or null
+     * @return true if the row was created now
+     */
+    public boolean initTable(String flow, String table, Phase initialPhase) {
+        return onTable("initTable", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE
+                    + " (flow_name, source_table_identifier, phase) VALUES (?, ?, ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO NOTHING")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, initialPhase == null ? null : initialPhase.sqlName());
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /** {@link #initTable(String, String, Phase)} without a phase (query CDC). */
+    public boolean initTable(String flow, String table) {
+        return initTable(flow, table, null);
+    }
+
+    /**
+     * Records a poll attempt at {@code at}. {@code last_attempt_at} only moves forward, so a late or
+     * repeated call cannot rewind it. May be called again after a crash.
+     */
+    public void recordAttempt(String flow, String table, Instant at) {
+        Objects.requireNonNull(at, "at");
+        onTable("recordAttempt", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
+                    + " (flow_name, source_table_identifier, last_attempt_at) VALUES (?, ?, ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE"
+                    + " SET last_attempt_at = GREATEST(s.last_attempt_at, EXCLUDED.last_attempt_at)")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setTimestamp(3, ts(at));
+                return ps.executeUpdate();
+            }
+        });
+    }
+
+    /**
+     * Records that a batch (or a cursor move without rows) is durably in Kafka. When
+     * {@code batch.batchId()} is above the stored synced batch id, the id, the cursor and
+     * {@code last_synced_at} move and the batch's rows are added; the oldest-unnormalized-row times are
+     * set if none are pending. When it equals the stored id, only the cursor and {@code last_synced_at}
+     * move (an empty window walked forward). A lower id is stale and changes nothing. May be called
+     * again after a crash: the repeat adds nothing.
+     *
+     * @return true if the row changed
+     */
+    public boolean recordSync(String flow, String table, SyncedBatch batch, Instant at) {
+        Objects.requireNonNull(batch, "batch");
+        Objects.requireNonNull(at, "at");
+        return onTable("recordSync", flow, table, c -> {
+            String advanced = "EXCLUDED.synced_batch_id > s.synced_batch_id";
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
+                    + " (flow_name, source_table_identifier, cursor_text, synced_batch_id, synced_rows_count,"
+                    + " last_synced_at, first_row_received_at, first_row_commit_time)"
+                    + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
+                    + " cursor_text = EXCLUDED.cursor_text,"
+                    + " synced_rows_count = s.synced_rows_count"
+                    + "   + CASE WHEN " + advanced + " THEN EXCLUDED.synced_rows_count ELSE 0 END,"
+                    + " first_row_received_at = CASE WHEN " + advanced
+                    + "   THEN COALESCE(s.first_row_received_at, EXCLUDED.first_row_received_at)"
+                    + "   ELSE s.first_row_received_at END,"
+                    + " first_row_commit_time = CASE WHEN " + advanced
+                    + "   THEN COALESCE(s.first_row_commit_time, EXCLUDED.first_row_commit_time)"
+                    + "   ELSE s.first_row_commit_time END,"
+                    + " last_synced_at = GREATEST(s.last_synced_at, EXCLUDED.last_synced_at),"
+                    + " synced_batch_id = EXCLUDED.synced_batch_id"
+                    + " WHERE EXCLUDED.synced_batch_id >= s.synced_batch_id")) {
+                boolean hasRows = batch.rows() > 0;
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, batch.cursor());
+                ps.setLong(4, batch.batchId());
+                ps.setLong(5, batch.rows());
+                ps.setTimestamp(6, ts(at));
+                ps.setTimestamp(7, hasRows ? ts(batch.firstRowReceivedAt()) : null);
+                ps.setTimestamp(8, hasRows ? ts(batch.firstRowCommitTime()) : null);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Records that the table's batches up to {@code batchId} are loaded into ClickHouse. Only when
+     * {@code batchId} is above the stored normalized batch id: the id rises, {@code counts} (the
+     * inserts, updates and deletes of the batches in {@code (previous id, batchId]}) are added, and the
+     * oldest-unnormalized-row times are cleared once nothing synced is left. While batches remain they keep
+     * their value, so the lag they give is an upper bound. May be called again after a crash: the
+     * repeat adds nothing.
+     *
+     * @return true if the normalized batch id advanced
+     */
+    public boolean recordNormalize(String flow, String table, long batchId, RowCounts counts, Instant at) {
+        Objects.requireNonNull(counts, "counts");
+        Objects.requireNonNull(at, "at");
+        requireBatchId(batchId);
+        return onTable("recordNormalize", flow, table, c -> {
+            String caughtUp = "EXCLUDED.normalized_batch_id >= s.synced_batch_id";
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
+                    + " (flow_name, source_table_identifier, normalized_batch_id, inserts_count, updates_count,"
+                    + " deletes_count, last_normalized_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
+                    + " normalized_batch_id = EXCLUDED.normalized_batch_id,"
+                    + " inserts_count = s.inserts_count + EXCLUDED.inserts_count,"
+                    + " updates_count = s.updates_count + EXCLUDED.updates_count,"
+                    + " deletes_count = s.deletes_count + EXCLUDED.deletes_count,"
+                    + " last_normalized_at = GREATEST(s.last_normalized_at, EXCLUDED.last_normalized_at),"
+                    + " first_row_received_at = CASE WHEN " + caughtUp + " THEN NULL"
+                    + "   ELSE s.first_row_received_at END,"
+                    + " first_row_commit_time = CASE WHEN " + caughtUp + " THEN NULL"
+                    + "   ELSE s.first_row_commit_time END"
+                    + " WHERE EXCLUDED.normalized_batch_id > s.normalized_batch_id")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setLong(3, batchId);
+                ps.setLong(4, counts.inserts());
+                ps.setLong(5, counts.updates());
+                ps.setLong(6, counts.deletes());
+                ps.setTimestamp(7, ts(at));
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------- tables: pause and errors
+
+    /**
+     * Pauses the table for {@code reason} (e.g. {@code normalize_buffer_full}, {@code manual}).
+     * {@code paused_at} is set when the pause begins or its reason changes, and kept when the same pause
+     * is recorded again. May be called again after a crash.
+     *
+     * @return true if this call began a pause or changed its reason (log it), false if it was already so
+     */
+    public boolean setPause(String flow, String table, String reason, Instant at) {
+        Objects.requireNonNull(reason, "reason");
+        Objects.requireNonNull(at, "at");
+        return onTable("setPause", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
+                    + " (flow_name, source_table_identifier, paused_reason, paused_at) VALUES (?, ?, ?, ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
+                    + " paused_reason = EXCLUDED.paused_reason,"
+                    + " paused_at = CASE WHEN s.paused_reason IS NOT DISTINCT FROM EXCLUDED.paused_reason"
+                    + "   THEN s.paused_at ELSE EXCLUDED.paused_at END")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, reason);
+                ps.setTimestamp(4, ts(at));
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Ends the table's pause. May be called again after a crash.
+     *
+     * @return true if the table was paused
+     */
+    public boolean clearPause(String flow, String table) {
+        return onTable("clearPause", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET paused_reason = NULL, paused_at = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Opens the table's error episode or records one more error in it: {@code last_error},
+     * {@code last_error_at} and {@code next_retry_at} are replaced and {@code error_count} grows by one,
+     * but only for an error newer than the one stored, so a repeat with the same {@code at} changes
+     * nothing. The error text is cut to 4000 characters. May be called again after a crash.
+     *
+     * @param nextRetryAt when the table is retried, or null if it is not
+     * @return true if this call opened the episode (log it once), false if one was open or it is a repeat
+     */
+    public boolean recordError(String flow, String table, String error, Instant at, Instant nextRetryAt) {
+        Objects.requireNonNull(error, "error");
+        Objects.requireNonNull(at, "at");
+        return onTable("recordError", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
+                    + " (flow_name, source_table_identifier, last_error, last_error_at, error_count, next_retry_at)"
+                    + " VALUES (?, ?, ?, ?, 1, ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
+                    + " last_error = EXCLUDED.last_error, last_error_at = EXCLUDED.last_error_at,"
+                    + " next_retry_at = EXCLUDED.next_retry_at, error_count = s.error_count + 1"
+                    + " WHERE s.last_error_at IS NULL OR EXCLUDED.last_error_at > s.last_error_at"
+                    + " RETURNING error_count")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, truncate(error, MAX_ERROR_CHARS));
+                ps.setTimestamp(4, ts(at));
+                ps.setTimestamp(5, ts(nextRetryAt));
+                try (ResultSet rs = ps.executeQuery()) {
+                    return rs.next() && rs.getInt(1) == 1;
+                }
+            }
+        });
+    }
+
+    /**
+     * Closes the table's error episode after a success: clears the error, its time, count and next retry.
+     * May be called again after a crash.
+     *
+     * @return true if an episode was open
+     */
+    public boolean clearError(String flow, String table) {
+        return onTable("clearError", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------- tables: Postgres phases
+
+    /**
+     * Puts the table (back) in {@code pending}, dropping its phase LSN and any copy lease, e.g. when a
+     * new table appears in the publication or the main slot is recreated. Creates the row if needed.
+     * May be called again after a crash.
+     *
+     * @return true if the row changed
+     */
+    public boolean setPending(String flow, String table) {
+        return onTable("setPending", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
+                    + " (flow_name, source_table_identifier, phase) VALUES (?, ?, 'pending')"
+                    + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET phase = 'pending',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Claims one table of the flow for copying: a {@code pending} table, a {@code copying} table whose
+     * lease expired (its task died), or an {@code errored} table whose {@code next_retry_at} has come.
+     * The claimed table becomes {@code copying}, leased to {@code owner} for {@code lease} by the
+     * catalog's clock, and its copy attempt grows by one. Concurrent claims never return the same table
+     * ({@code FOR UPDATE SKIP LOCKED} on the row, then the lease).
+     *
+     * <p>Not idempotent by nature: each call claims another table. After a crash the lease expires and
+     * the table is claimed again.
+     *
+     * @return the claimed table, or empty if none is claimable now
+     */
+    public Optional<CopyClaim> claimCopy(String flow, String owner, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        requirePositive(lease);
+        return onFlow("claimCopy", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " AS s SET phase = 'copying',"
+                    + " phase_lsn = NULL, copy_lease_owner = ?,"
+                    + " copy_lease_until = now() + make_interval(secs => ?),"
+                    + " copy_attempt = s.copy_attempt + 1, next_retry_at = NULL"
+                    + " WHERE (s.flow_name, s.source_table_identifier) = ("
+                    + "   SELECT c.flow_name, c.source_table_identifier FROM " + STATE + " c"
+                    + "   WHERE c.flow_name = ? AND (c.phase = 'pending'"
+                    + "     OR (c.phase = 'copying' AND c.copy_lease_until < now())"
+                    + "     OR (c.phase = 'errored' AND c.next_retry_at <= now()))"
+                    + "   ORDER BY c.phase <> 'pending', c.copy_attempt, c.source_table_identifier"
+                    + "   LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                    + " RETURNING s.source_table_identifier, s.copy_attempt, s.copy_lease_until")) {
+                ps.setString(1, owner);
+                ps.setDouble(2, seconds(lease));
+                ps.setString(3, flow);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (!rs.next()) {
+                        return Optional.<CopyClaim>empty();
+                    }
+                    return Optional.of(new CopyClaim(rs.getString(1), rs.getInt(2), instant(rs.getTimestamp(3))));
+                }
+            }
+        });
+    }
+
+    /**
+     * Extends the copy lease of {@code owner} on the table to {@code lease} from now (catalog clock).
+     * May be repeated; a crash in between only lets the lease run out sooner.
+     *
+     * @return false if {@code owner} no longer holds the table (its copy must stop)
+     */
+    public boolean renewCopyLease(String flow, String table, String owner, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        requirePositive(lease);
+        return onTable("renewCopyLease", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET copy_lease_until = now() + make_interval(secs => ?)"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
+                    + " AND copy_lease_owner = ?")) {
+                ps.setDouble(1, seconds(lease));
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, owner);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Moves the table from {@code copying} (held by {@code owner}) to {@code catchup(lsn)} and releases
+     * the lease. May be called again after a crash: true again when the table already is in
+     * {@code catchup} at {@code lsn}.
+     *
+     * @return false if {@code owner} does not hold the table and it is not already in catchup at lsn
+     */
+    public boolean markCatchup(String flow, String table, String owner, String lsn) {
+        Objects.requireNonNull(owner, "owner");
+        requireLsn(lsn);
+        return onTable("markCatchup", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'catchup',"
+                    + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
+                    + " AND copy_lease_owner = ?")) {
+                ps.setString(1, lsn);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, owner);
+                return ps.executeUpdate() == 1 || inPhase(c, flow, table, Phase.CATCHUP, lsn);
+            }
+        });
+    }
+
+    /**
+     * Moves the table to {@code ready(lsn)}: from {@code catchup(lsn)} once the apply task's durable
+     * position passed {@code lsn}, or straight from {@code pending} for a table that is not copied and
+     * streams from {@code lsn}. May be called again after a crash: true again when already ready at
+     * {@code lsn}.
+     *
+     * @return false if the table is in another phase (e.g. a copy task claimed it meanwhile)
+     */
+    public boolean markReady(String flow, String table, String lsn) {
+        requireLsn(lsn);
+        return onTable("markReady", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'ready',"
+                    + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND (phase = 'pending' OR (phase = 'catchup' AND phase_lsn = ?))")) {
+                ps.setString(1, lsn);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, lsn);
+                return ps.executeUpdate() == 1 || inPhase(c, flow, table, Phase.READY, lsn);
+            }
+        });
+    }
+
+    /**
+     * Moves every table of the flow in {@code catchup(c)} with {@code c <= durableLsn} to
+     * {@code ready(c)}. The apply task calls it when its durable position advances. May be called again
+     * after a crash.
+     *
+     * @return the tables that became ready now
+     */
+    public List<String> markCaughtUpReady(String flow, String durableLsn) {
+        requireLsn(durableLsn);
+        return onFlow("markCaughtUpReady", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'ready'"
+                    + " WHERE flow_name = ? AND phase = 'catchup' AND phase_lsn::pg_lsn <= ?::pg_lsn"
+                    + " RETURNING source_table_identifier")) {
+                ps.setString(1, flow);
+                ps.setString(2, durableLsn);
+                List<String> ready = new ArrayList<>();
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        ready.add(rs.getString(1));
+                    }
+                }
+                ready.sort(null);
+                return ready;
+            }
+        });
+    }
+
+    /**
+     * Marks the table {@code errored} and records the error as {@link #recordError} does. With an
+     * {@code owner} (a copy task) only while that owner holds the table, so a task whose lease was taken
+     * over cannot overwrite the new copy; with a null owner (the apply task) in any phase. With a
+     * {@code nextRetryAt} a copy task claims it again from then; with null it stays errored. May be
+     * called again after a crash: the repeat changes nothing.
+     *
+     * @return true if the row changed now
+     */
+    public boolean markErrored(String flow, String table, String owner, String error, Instant at,
+                               Instant nextRetryAt) {
+        Objects.requireNonNull(error, "error");
+        Objects.requireNonNull(at, "at");
+        return onTable("markErrored", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'errored',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL,"
+                    + " last_error = ?, last_error_at = ?, next_retry_at = ?,"
+                    + " error_count = error_count + CASE WHEN last_error_at IS NULL OR last_error_at < ?"
+                    + "   THEN 1 ELSE 0 END"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND (last_error_at IS NULL OR last_error_at <= ?)"
+                    + " AND (CAST(? AS text) IS NULL OR (phase = 'copying' AND copy_lease_owner = ?))")) {
+                Timestamp atTs = ts(at);
+                ps.setString(1, truncate(error, MAX_ERROR_CHARS));
+                ps.setTimestamp(2, atTs);
+                ps.setTimestamp(3, ts(nextRetryAt));
+                ps.setTimestamp(4, atTs);
+                ps.setString(5, flow);
+                ps.setString(6, table);
+                ps.setTimestamp(7, atTs);
+                ps.setString(8, owner);
+                ps.setString(9, owner);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------- stages
+
+    /**
+     * Stores the stage row of one batch, replacing the manifest and counts of an existing row for the same
+     * batch (its {@code created_at} stays). A batch at or below the table's normalized batch id is already
+     * loaded, so nothing is stored for it. May be called again after a crash.
+     *
+     * @return true if the stage row exists after the call, false if the batch was already normalized
+     */
+    public boolean upsertStage(String flow, String table, Stage stage) {
+        Objects.requireNonNull(stage, "stage");
+        return onTable("upsertStage", flow, table, c -> {
+            int n = stage.files().size();
+            String[] uris = new String[n];
+            Long[] rows = new Long[n];
+            Long[] bytes = new Long[n];
+            for (int i = 0; i < n; i++) {
+                StageFile f = stage.files().get(i);
+                uris[i] = f.uri();
+                rows[i] = f.rows();
+                bytes[i] = f.bytes();
+            }
+            Array uriArray = c.createArrayOf("text", uris);
+            Array rowArray = c.createArrayOf("int8", rows);
+            Array byteArray = c.createArrayOf("int8", bytes);
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STAGE + " AS st"
+                    + " (flow_name, source_table_identifier, batch_id, avro_files, rows, inserts, updates, deletes)"
+                    + " SELECT ?, ?, ?, COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
+                    + "   'bytes', f.bytes) ORDER BY f.ord)"
+                    + "   FROM unnest(?::text[], ?::int8[], ?::int8[]) WITH ORDINALITY AS f(uri, rows, bytes, ord)),"
+                    + "   '[]'::jsonb), ?, ?, ?, ?"
+                    + " WHERE NOT EXISTS (SELECT 1 FROM " + STATE + " s WHERE s.flow_name = ?"
+                    + "   AND s.source_table_identifier = ? AND s.normalized_batch_id >= ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier, batch_id) DO UPDATE SET"
+                    + " avro_files = EXCLUDED.avro_files, rows = EXCLUDED.rows, inserts = EXCLUDED.inserts,"
+                    + " updates = EXCLUDED.updates, deletes = EXCLUDED.deletes")) {
+                int i = 0;
+                ps.setString(++i, flow);
+                ps.setString(++i, table);
+                ps.setLong(++i, stage.batchId());
+                ps.setArray(++i, uriArray);
+                ps.setArray(++i, rowArray);
+                ps.setArray(++i, byteArray);
+                ps.setLong(++i, stage.rows());
+                ps.setLong(++i, stage.counts().inserts());
+                ps.setLong(++i, stage.counts().updates());
+                ps.setLong(++i, stage.counts().deletes());
+                ps.setString(++i, flow);
+                ps.setString(++i, table);
+                ps.setLong(++i, stage.batchId());
+                if (ps.executeUpdate() == 1) {
+                    return true;
+                }
+            } finally {
+                uriArray.free();
+                rowArray.free();
+                byteArray.free();
+            }
+            // nothing written: either the same row is already there, or the batch is already normalized
+            return readStages(c, flow, table, stage.batchId(), stage.batchId()).size() == 1;
+        });
+    }
+
+    /** The stage of one batch, if it is staged and not yet normalized. Read-only. */
+    public Optional<Stage> getStage(String flow, String table, long batchId) {
+        requireBatchId(batchId);
+        return onTable("getStage", flow, table, c -> {
+            List<Stage> stages = readStages(c, flow, table, batchId, batchId);
+            return stages.isEmpty() ? Optional.<Stage>empty() : Optional.of(stages.get(0));
+        });
+    }
+
+    /** The table's stages with a batch id above {@code afterBatchId}, by batch id. Read-only. */
+    public List<Stage> listStages(String flow, String table, long afterBatchId) {
+        return onTable("listStages", flow, table,
+                c -> readStages(c, flow, table, afterBatchId + 1, Long.MAX_VALUE));
+    }
+
+    /** All the table's stages, by batch id. Read-only. */
+    public List<Stage> listStages(String flow, String table) {
+        return listStages(flow, table, 0);
+    }
+
+    /**
+     * Deletes the stage row of one batch (after its files were loaded and removed). May be called again
+     * after a crash.
+     *
+     * @return true if a row was deleted now
+     */
+    public boolean deleteStage(String flow, String table, long batchId) {
+        requireBatchId(batchId);
+        return onTable("deleteStage", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STAGE
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setLong(3, batchId);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /** The table's row. Read-only. */
+    public Optional<TableState> getTable(String flow, String table) {
+        return onTable("getTable", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT " + STATE_COLUMNS + " FROM " + STATE
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    return rs.next() ? Optional.of(tableState(rs)) : Optional.<TableState>empty();
+                }
+            }
+        });
+    }
+
+    /** The rows of every table of the flow, by table name. Read-only. */
+    public List<TableState> listTables(String flow) {
+        return onFlow("listTables", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT " + STATE_COLUMNS + " FROM " + STATE
+                    + " WHERE flow_name = ? ORDER BY source_table_identifier")) {
+                ps.setString(1, flow);
+                List<TableState> tables = new ArrayList<>();
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        tables.add(tableState(rs));
+                    }
+                }
+                return tables;
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------- flows
+
+    /**
+     * Registers the flow on its first start and checks its identity on every later one. Fields of
+     * {@code identity} that are null are not checked; recorded fields that are null are filled in. A
+     * recorded non-null field that differs from the given one refuses the resume, except the timeline
+     * when {@code acceptTimelineChange} (failover recovery on), which is then updated. The config hash
+     * is replaced when given. May be called again after a crash.
+     *
+     * @return the flow's row after the call
+     * @throws FlowIdentityMismatchException naming every recorded value and the value now seen
+     */
+    public FlowRecord registerFlow(String flow, FlowIdentity identity, String configHash,
+                                   boolean acceptTimelineChange) {
+        Objects.requireNonNull(identity, "identity");
+        return inTransaction("registerFlow", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + FLOW + " (flow_name, source_kind,"
+                    + " source_system_identifier, source_timeline, source_slot, source_publication,"
+                    + " destination_identity, config_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    + " ON CONFLICT (flow_name) DO NOTHING")) {
+                ps.setString(1, flow);
+                bindIdentity(ps, 2, identity);
+                ps.setString(8, configHash);
+                ps.executeUpdate();
+            }
+            FlowRecord stored;
+            try (PreparedStatement ps = c.prepareStatement("SELECT " + FLOW_COLUMNS + " FROM " + FLOW
+                    + " WHERE flow_name = ? FOR UPDATE")) {
+                ps.setString(1, flow);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    stored = flowRecord(rs);
+                }
+            }
+            FlowIdentity recorded = stored.identity();
+            List<String> mismatches = new ArrayList<>();
+            compare(mismatches, "source kind", recorded.sourceKind(), identity.sourceKind());
+            compare(mismatches, "source system identifier", recorded.systemIdentifier(), identity.systemIdentifier());
+            compare(mismatches, "slot", recorded.slot(), identity.slot());
+            compare(mismatches, "publication", recorded.publication(), identity.publication());
+            compare(mismatches, "destination", recorded.destination(), identity.destination());
+            if (!acceptTimelineChange) {
+                compare(mismatches, "timeline", recorded.timeline(), identity.timeline());
+            }
+            if (!mismatches.isEmpty()) {
+                throw new FlowIdentityMismatchException("flow '" + flow + "' refuses to resume: "
+                        + String.join("; ", mismatches) + ". The catalog and the source offsets belong to"
+                        + " another source or destination; start a new flow (another connector name) or"
+                        + " delete this flow's catalog rows and offsets to start over.");
+            }
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + FLOW + " SET"
+                    + " source_kind = COALESCE(source_kind, ?),"
+                    + " source_system_identifier = COALESCE(source_system_identifier, ?),"
+                    + " source_timeline = COALESCE(?, source_timeline),"
+                    + " source_slot = COALESCE(source_slot, ?),"
+                    + " source_publication = COALESCE(source_publication, ?),"
+                    + " destination_identity = COALESCE(destination_identity, ?),"
+                    + " config_hash = COALESCE(?, config_hash)"
+                    + " WHERE flow_name = ?")) {
+                bindIdentity(ps, 1, identity);
+                ps.setString(7, configHash);
+                ps.setString(8, flow);
+                ps.executeUpdate();
+            }
+            return readFlow(c, flow).orElseThrow();
+        });
+    }
+
+    /** {@link #registerFlow(String, FlowIdentity, String, boolean)} refusing a timeline change. */
+    public FlowRecord registerFlow(String flow, FlowIdentity identity, String configHash) {
+        return registerFlow(flow, identity, configHash, false);
+    }
+
+    /** The flow's row. Read-only. */
+    public Optional<FlowRecord> getFlow(String flow) {
+        return onFlow("getFlow", flow, c -> readFlow(c, flow));
+    }
+
+    /** Every flow, by name. Read-only. */
+    public List<FlowRecord> listFlows() {
+        return onCatalog("listFlows", c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT " + FLOW_COLUMNS + " FROM " + FLOW
+                    + " ORDER BY flow_name");
+                 ResultSet rs = ps.executeQuery()) {
+                List<FlowRecord> flows = new ArrayList<>();
+                while (rs.next()) {
+                    flows.add(flowRecord(rs));
+                }
+                return flows;
+            }
+        });
+    }
+
+    /**
+     * Deletes the state and stage rows of the flow's tables that are not in {@code tablesInFlow} (tables
+     * removed from the flow's config); other flows are never touched. The stage files of pruned tables
+     * are left in the object store. May be called again after a crash.
+     *
+     * @param tablesInFlow the flow's tables now; must not be empty (an empty list is most likely a
+     *                     configuration mistake, and would erase the whole flow)
+     * @return the pruned tables, by name
+     */
+    public List<String> pruneTables(String flow, Collection<String> tablesInFlow) {
+        Objects.requireNonNull(tablesInFlow, "tablesInFlow");
+        if (tablesInFlow.isEmpty()) {
+            throw new IllegalArgumentException("pruneTables for flow '" + flow + "' needs the flow's tables;"
+                    + " refusing to prune every table");
+        }
+        return inTransaction("pruneTables", flow, c -> {
+            Array keep = c.createArrayOf("text", tablesInFlow.toArray(new String[0]));
+            try {
+                try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STAGE
+                        + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))")) {
+                    ps.setString(1, flow);
+                    ps.setArray(2, keep);
+                    ps.executeUpdate();
+                }
+                List<String> pruned = new ArrayList<>();
+                try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STATE
+                        + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))"
+                        + " RETURNING source_table_identifier")) {
+                    ps.setString(1, flow);
+                    ps.setArray(2, keep);
+                    try (ResultSet rs = ps.executeQuery()) {
+                        while (rs.next()) {
+                            pruned.add(rs.getString(1));
+                        }
+                    }
+                }
+                pruned.sort(null);
+                return pruned;
+            } finally {
+                keep.free();
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------- plumbing
+
+    @FunctionalInterface
+    private interface Work<T> {
+        T run(Connection c) throws SQLException;
+    }
+
+    private <T> T onTable(String operation, String flow, String table, Work<T> work) {
+        requireName(operation, "flow", flow);
+        requireName(operation, "table", table);
+        return run(operation, flow, table, work);
+    }
+
+    private <T> T onFlow(String operation, String flow, Work<T> work) {
+        requireName(operation, "flow", flow);
+        return run(operation, flow, null, work);
+    }
+
+    private <T> T onCatalog(String operation, Work<T> work) {
+        return run(operation, null, null, work);
+    }
+
+    private <T> T run(String operation, String flow, String table, Work<T> work) {
+        try (Connection c = dataSource.getConnection()) {
+            if (!c.getAutoCommit()) {
+                c.setAutoCommit(true);
+            }
+            return work.run(c);
+        } catch (SQLException e) {
+            throw translate(operation, flow, table, e);
+        }
+    }
+
+    private <T> T inTransaction(String operation, String flow, Work<T> work) {
+        requireName(operation, "flow", flow);
+        try (Connection c = dataSource.getConnection()) {
+            c.setAutoCommit(false);
+            try {
+                T result = work.run(c);
+                c.commit();
+                return result;
+            } catch (SQLException | RuntimeException e) {
+                try {
+                    c.rollback();
+                } catch (SQLException suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+                throw e;
+            } finally {
+                c.setAutoCommit(true);
+            }
+        } catch (SQLException e) {
+            throw translate(operation, flow, null, e);
+        }
+    }
+
+    private static void requireName(String operation, String what, String value) {
+        if (value == null || value.isEmpty()) {
+            throw new IllegalArgumentException(operation + " needs a " + what + " name");
+        }
+    }
+
+    static RuntimeException translate(String operation, String flow, String table, SQLException e) {
+        String where = operation + (flow == null ? "" : " for flow '" + flow + "'")
+                + (table == null ? "" : " table '" + table + "'");
+        if (isTransient(e)) {
+            return new CatalogUnavailableException("catalog unavailable during " + where + ", will retry: "
+                    + causeText(e), e);
+        }
+        return new CatalogException("catalog " + where + " failed: " + causeText(e), e);
+    }
+
+    private static boolean isTransient(SQLException e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLTransientException || t instanceof SQLRecoverableException) {
+                return true;
+            }
+            if (t instanceof SQLException sql && sql.getSQLState() != null) {
+                String state = sql.getSQLState();
+                if (state.startsWith("08") || state.startsWith("53") || state.startsWith("57P")
+                        || state.equals("40001") || state.equals("40P01")) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The cause's message without anything that looks like a credential. */
+    private static String causeText(Throwable e) {
+        String text = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+        return text.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****");
+    }
+
+    private static boolean inPhase(Connection c, String flow, String table, Phase phase, String lsn)
+            throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT 1 FROM " + STATE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = ? AND phase_lsn = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            ps.setString(3, phase.sqlName());
+            ps.setString(4, lsn);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next();
+            }
+        }
+    }
+
+    private static List<Stage> readStages(Connection c, String flow, String table, long fromBatch, long toBatch)
+            throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT st.batch_id, st.rows, st.inserts, st.updates,"
+                + " st.deletes, st.created_at, f.value ->> 'uri', (f.value ->> 'rows')::int8,"
+                + " (f.value ->> 'bytes')::int8"
+                + " FROM " + STAGE + " st"
+                + " LEFT JOIN LATERAL jsonb_array_elements(st.avro_files) WITH ORDINALITY AS f(value, ord) ON true"
+                + " WHERE st.flow_name = ? AND st.source_table_identifier = ? AND st.batch_id BETWEEN ? AND ?"
+                + " ORDER BY st.batch_id, f.ord")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            ps.setLong(3, fromBatch);
+            ps.setLong(4, toBatch);
+            Map<Long, Stage> stages = new LinkedHashMap<>();
+            Map<Long, List<StageFile>> files = new LinkedHashMap<>();
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    long batchId = rs.getLong(1);
+                    if (!stages.containsKey(batchId)) {
+                        stages.put(batchId, new Stage(batchId, List.of(), rs.getLong(2),
+                                new RowCounts(rs.getLong(3), rs.getLong(4), rs.getLong(5)),
+                                instant(rs.getTimestamp(6))));
+                        files.put(batchId, new ArrayList<>());
+                    }
+                    String uri = rs.getString(7);
+                    if (uri != null) {
+                        files.get(batchId).add(new StageFile(uri, rs.getLong(8), rs.getLong(9)));
+                    }
+                }
+            }
+            List<Stage> result = new ArrayList<>(stages.size());
+            for (Stage s : stages.values()) {
+                result.add(new Stage(s.batchId(), files.get(s.batchId()), s.rows(), s.counts(), s.createdAt()));
+            }
+            return result;
+        }
+    }
+
+    private static Optional<FlowRecord> readFlow(Connection c, String flow) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT " + FLOW_COLUMNS + " FROM " + FLOW
+                + " WHERE flow_name = ?")) {
+            ps.setString(1, flow);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? Optional.of(flowRecord(rs)) : Optional.empty();
+            }
+        }
+    }
+
+    private static void bindIdentity(PreparedStatement ps, int first, FlowIdentity id) throws SQLException {
+        ps.setString(first, id.sourceKind());
+        ps.setString(first + 1, id.systemIdentifier());
+        if (id.timeline() == null) {
+            ps.setNull(first + 2, Types.BIGINT);
+        } else {
+            ps.setLong(first + 2, id.timeline());
+        }
+        ps.setString(first + 3, id.slot());
+        ps.setString(first + 4, id.publication());
+        ps.setString(first + 5, id.destination());
+    }
+
+    private static void compare(List<String> mismatches, String what, Object recorded, Object seen) {
+        if (recorded != null && seen != null && !recorded.equals(seen)) {
+            mismatches.add(what + " was '" + recorded + "' when the flow was created but is '" + seen + "' now");
+        }
+    }
+
+    private static FlowRecord flowRecord(ResultSet rs) throws SQLException {
+        long timeline = rs.getLong(4);
+        Long timelineOrNull = rs.wasNull() ? null : timeline;
+        return new FlowRecord(rs.getString(1),
+                new FlowIdentity(rs.getString(2), rs.getString(3), timelineOrNull, rs.getString(5),
+                        rs.getString(6), rs.getString(7)),
+                rs.getString(8), instant(rs.getTimestamp(9)), instant(rs.getTimestamp(10)));
+    }
+
+    private static TableState tableState(ResultSet rs) throws SQLException {
+        return new TableState(rs.getString(1), rs.getString(2), rs.getString(3), instant(rs.getTimestamp(4)),
+                instant(rs.getTimestamp(5)), instant(rs.getTimestamp(6)), rs.getLong(7), rs.getLong(8),
+                rs.getLong(9), Phase.fromSqlName(rs.getString(10)), rs.getString(11), rs.getInt(12),
+                rs.getString(13), instant(rs.getTimestamp(14)), rs.getString(15), instant(rs.getTimestamp(16)),
+                rs.getString(17), instant(rs.getTimestamp(18)), rs.getInt(19), instant(rs.getTimestamp(20)),
+                new RowCounts(rs.getLong(21), rs.getLong(22), rs.getLong(23)), instant(rs.getTimestamp(24)),
+                instant(rs.getTimestamp(25)), instant(rs.getTimestamp(26)));
+    }
+
+    private static Timestamp ts(Instant instant) {
+        return instant == null ? null : Timestamp.from(instant);
+    }
+
+    private static Instant instant(Timestamp ts) {
+        return ts == null ? null : ts.toInstant();
+    }
+
+    private static double seconds(Duration d) {
+        return d.toNanos() / 1e9;
+    }
+
+    private static void requirePositive(Duration lease) {
+        if (lease == null || lease.isNegative() || lease.isZero()) {
+            throw new IllegalArgumentException("a copy lease must be positive: " + lease);
+        }
+    }
+
+    private static void requireBatchId(long batchId) {
+        if (batchId < 1) {
+            throw new IllegalArgumentException("batch ids start at 1: " + batchId);
+        }
+    }
+
+    private static void requireLsn(String lsn) {
+        if (lsn == null || !LSN.matcher(lsn).matches()) {
+            throw new IllegalArgumentException("not an LSN (expected like 16/B374D848): " + lsn);
+        }
+    }
+
+    private static String truncate(String s, int max) {
+        return s.length() <= max ? s : s.substring(0, max);
+    }
+}

@@ -1,0 +1,547 @@
+package io.tablecdc.common.catalog;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+import java.io.File;
+import java.net.ServerSocket;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.function.Consumer;
+import javax.sql.DataSource;
+import org.apache.kafka.common.config.types.Password;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** The catalog client against a real Postgres. Each test uses its own flow names. */
+class CatalogTest {
+
+    private static final Instant T0 = Instant.parse("2026-01-01T00:00:00Z");
+
+    private static EmbeddedPostgres postgres;
+    private static Catalog catalog;
+    private static DataSource raw;
+
+    @BeforeAll
+    static void start() throws Exception {
+        File dir = new File("target/embedded-pg/" + CatalogTest.class.getSimpleName());
+        postgres = EmbeddedPostgres.builder()
+                .setOverrideWorkingDirectory(dir)
+                .setDataDirectory(new File(dir, "data"))
+                .setCleanDataDirectory(true)
+                .start();
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE catalog");
+            s.execute("ALTER USER postgres PASSWORD 's3cret-pw'");
+        }
+        catalog = Catalog.open(settings("catalog", true), "CatalogTest");
+        raw = postgres.getDatabase("postgres", "catalog");
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (catalog != null) {
+            catalog.close();
+        }
+        if (postgres != null) {
+            postgres.close();
+        }
+    }
+
+    private static CatalogSettings settings(String database, boolean migrate) {
+        return new CatalogSettings(postgres.getJdbcUrl("postgres", database), "postgres",
+                new Password("s3cret-pw"), migrate, 4, 5_000);
+    }
+
+    private static Instant t(int seconds) {
+        return T0.plusSeconds(seconds);
+    }
+
+    /** Every catalog row of a flow, all columns, as text: the state an operation leaves behind. */
+    private static String snapshot(String flow) throws SQLException {
+        StringBuilder sb = new StringBuilder();
+        try (Connection c = raw.getConnection()) {
+        for (String query : List.of(
+                "SELECT * FROM cdc_flow WHERE flow_name = ?",
+                "SELECT * FROM cdc_table_replication_state WHERE flow_name = ? ORDER BY source_table_identifier",
+                "SELECT * FROM cdc_table_avro_stage WHERE flow_name = ? ORDER BY source_table_identifier, batch_id")) {
+            try (PreparedStatement ps = c.prepareStatement(query)) {
+                ps.setString(1, flow);
+                try (ResultSet rs = ps.executeQuery()) {
+                    int columns = rs.getMetaData().getColumnCount();
+                    while (rs.next()) {
+                        for (int i = 1; i <= columns; i++) {
+                            sb.append(rs.getMetaData().getColumnName(i)).append('=').append(rs.getString(i)).append(' ');
+                        }
+                        sb.append('\n');
+                    }
+                }
+            }
+            sb.append("--\n");
+        }
+        }
+        return sb.toString();
+    }
+
+    private static TableState table(String flow, String table) {
+        return catalog.getTable(flow, table).orElseThrow();
+    }
+
+    private record Step(String name, Consumer<Catalog> op, boolean changes) {
+    }
+
+    @Test
+    void everyOperationCalledTwiceWithTheSameArgumentsLeavesTheSameState() throws Exception {
+        String f = "idempotent";
+        String q = "ds.orders";
+        String p = "public.items";
+        Stage stage = new Stage(1, List.of(new StageFile("file:///s/1-a.avro", 6, 600),
+                new StageFile("file:///s/1-b.avro", 4, 400)), 10, new RowCounts(7, 2, 1));
+        Stage restaged = new Stage(1, List.of(new StageFile("file:///s/1-c.avro", 10, 900)), 10,
+                new RowCounts(7, 2, 1));
+        List<Step> steps = List.of(
+                new Step("registerFlow", c -> c.registerFlow(f, new FlowIdentity("pg_pipeline", "7001", 1L,
+                        "tablecdc_abc", "pub", null), "hash-1"), true),
+                new Step("registerFlow (destination learnt)", c -> c.registerFlow(f, new FlowIdentity(null, null,
+                        null, null, null, "clickhouse:default"), null), true),
+                new Step("initTable", c -> c.initTable(f, q), true),
+                new Step("recordAttempt", c -> c.recordAttempt(f, q, t(1)), true),
+                new Step("recordSync", c -> c.recordSync(f, q,
+                        new SyncedBatch("2026-01-01T00:00:01.000000001Z", 1, 10, t(1), t(0)), t(2)), true),
+                new Step("recordSync (cursor only)", c -> c.recordSync(f, q,
+                        SyncedBatch.cursorOnly("2026-01-01T00:00:03.000000000Z", 1), t(3)), true),
+                new Step("upsertStage", c -> c.upsertStage(f, q, stage), true),
+                new Step("upsertStage (replace)", c -> c.upsertStage(f, q, restaged), true),
+                new Step("setPause", c -> c.setPause(f, q, "normalize_buffer_full", t(4)), true),
+                new Step("clearPause", c -> c.clearPause(f, q), true),
+                new Step("recordError", c -> c.recordError(f, q, "boom", t(5), t(10)), true),
+                new Step("recordError (again later)", c -> c.recordError(f, q, "boom 2", t(6), t(16)), true),
+                new Step("clearError", c -> c.clearError(f, q), true),
+                new Step("recordNormalize", c -> c.recordNormalize(f, q, 1, new RowCounts(7, 2, 1), t(7)), true),
+                new Step("deleteStage", c -> c.deleteStage(f, q, 1), true),
+                new Step("initTable (pending)", c -> c.initTable(f, p, Phase.PENDING), true),
+                new Step("markReady (from pending)", c -> c.markReady(f, p, "0/16B3748"), true),
+                new Step("setPending", c -> c.setPending(f, p), true),
+                new Step("markErrored", c -> c.markErrored(f, p, null, "decode failed", t(8), t(9)), true),
+                new Step("getTable", c -> c.getTable(f, q), false),
+                new Step("listTables", c -> c.listTables(f), false),
+                new Step("listStages", c -> c.listStages(f, q), false),
+                new Step("markCaughtUpReady", c -> c.markCaughtUpReady(f, "FFFFFFFF/FFFFFFFF"), false),
+                new Step("pruneTables", c -> c.pruneTables(f, List.of(q)), true));
+
+        for (Step step : steps) {
+            String before = snapshot(f);
+            step.op().accept(catalog);
+            String once = snapshot(f);
+            if (step.changes()) {
+                assertNotEquals(before, once, step.name() + " should change the catalog the first time");
+            }
+            step.op().accept(catalog);
+            assertEquals(once, snapshot(f), step.name() + " called twice left another state than once");
+        }
+    }
+
+    @Test
+    void initTableNeverOverwritesProgress() {
+        String f = "init";
+        assertTrue(catalog.initTable(f, "ds.t", Phase.PENDING));
+        catalog.recordSync(f, "ds.t", new SyncedBatch("c5", 5, 50, t(1), t(0)), t(2));
+        catalog.markReady(f, "ds.t", "0/10");
+        TableState before = table(f, "ds.t");
+
+        assertFalse(catalog.initTable(f, "ds.t", Phase.PENDING));
+        assertFalse(catalog.initTable(f, "ds.t"));
+        assertEquals(before, table(f, "ds.t"));
+        assertEquals(5, before.syncedBatchId());
+        assertEquals("c5", before.cursor());
+        assertEquals(Phase.READY, before.phase());
+    }
+
+    @Test
+    void syncAddsRowsOnlyWhenTheBatchAdvancesAndIgnoresStaleBatches() {
+        String f = "sync";
+        String tb = "ds.t";
+        catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 10, t(1), t(0)), t(2));
+        catalog.recordSync(f, tb, new SyncedBatch("c2", 2, 5, t(3), t(2)), t(4));
+        TableState s = table(f, tb);
+        assertEquals(2, s.syncedBatchId());
+        assertEquals(15, s.syncedRows());
+        assertEquals("c2", s.cursor());
+        assertEquals(t(1), s.firstRowReceivedAt(), "the oldest unnormalized row is batch 1's");
+        assertEquals(t(0), s.firstRowCommitTime());
+
+        // a late acknowledgement of batch 1 must not rewind the cursor or count again
+        assertFalse(catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 10, t(1), t(0)), t(5)));
+        assertEquals(s, table(f, tb));
+
+        // an empty window walked forward: cursor moves, id and rows stay
+        assertTrue(catalog.recordSync(f, tb, SyncedBatch.cursorOnly("c3", 2), t(6)));
+        TableState moved = table(f, tb);
+        assertEquals("c3", moved.cursor());
+        assertEquals(2, moved.syncedBatchId());
+        assertEquals(15, moved.syncedRows());
+        assertEquals(t(6), moved.lastSyncedAt());
+    }
+
+    @Test
+    void normalizeAddsCountsOnlyWhenTheIdAdvances() {
+        String f = "normalize";
+        String tb = "ds.t";
+        catalog.recordSync(f, tb, new SyncedBatch("c3", 3, 30, t(1), t(0)), t(2));
+
+        assertTrue(catalog.recordNormalize(f, tb, 2, new RowCounts(10, 5, 1), t(3)));
+        TableState partly = table(f, tb);
+        assertEquals(2, partly.normalizedBatchId());
+        assertEquals(new RowCounts(10, 5, 1), partly.normalizedCounts());
+        assertEquals(t(1), partly.firstRowReceivedAt(), "batch 3 is still waiting");
+        assertEquals(1, partly.unnormalizedBatches());
+
+        assertFalse(catalog.recordNormalize(f, tb, 2, new RowCounts(10, 5, 1), t(4)), "repeat");
+        assertFalse(catalog.recordNormalize(f, tb, 1, new RowCounts(3, 0, 0), t(5)), "stale");
+        assertEquals(partly, table(f, tb));
+
+        assertTrue(catalog.recordNormalize(f, tb, 3, new RowCounts(4, 0, 0), t(6)));
+        TableState done = table(f, tb);
+        assertEquals(new RowCounts(14, 5, 1), done.normalizedCounts());
+        assertNull(done.firstRowReceivedAt(), "nothing left to normalize");
+        assertNull(done.firstRowCommitTime());
+        assertEquals(t(6), done.lastNormalizedAt());
+        assertEquals(0, done.unnormalizedBatches());
+    }
+
+    @Test
+    void stagesRoundTripInOrderAndAreNotStoredForNormalizedBatches() {
+        String f = "stages";
+        String tb = "ds.t";
+        Stage one = new Stage(1, List.of(new StageFile("s3://b/t/1-0.avro", 2, 20),
+                new StageFile("s3://b/t/1-1.avro", 1, 10)), 3, new RowCounts(1, 1, 1));
+        Stage two = new Stage(2, List.of(), 0, RowCounts.ZERO);
+        Stage three = new Stage(3, List.of(new StageFile("s3://b/t/3-0.avro", 5, 50)), 5, new RowCounts(5, 0, 0));
+        assertTrue(catalog.upsertStage(f, tb, three));
+        assertTrue(catalog.upsertStage(f, tb, one));
+        assertTrue(catalog.upsertStage(f, tb, two));
+
+        List<Stage> all = catalog.listStages(f, tb);
+        assertEquals(List.of(1L, 2L, 3L), all.stream().map(Stage::batchId).toList());
+        Stage read = all.get(0);
+        assertEquals(one.files(), read.files());
+        assertEquals(one.counts(), read.counts());
+        assertEquals(3, read.rows());
+        assertTrue(all.get(1).files().isEmpty());
+        assertEquals(List.of(3L), catalog.listStages(f, tb, 2).stream().map(Stage::batchId).toList());
+        assertEquals(three.files(), catalog.getStage(f, tb, 3).orElseThrow().files());
+        assertEquals(Optional.empty(), catalog.getStage(f, tb, 4));
+        assertEquals(List.of(), catalog.listStages(f, "ds.other"));
+
+        assertTrue(catalog.deleteStage(f, tb, 1));
+        assertFalse(catalog.deleteStage(f, tb, 1));
+        catalog.recordNormalize(f, tb, 1, one.counts(), t(1));
+        // the sink re-read batch 1 after a crash: it is loaded already, so no stage row comes back
+        assertFalse(catalog.upsertStage(f, tb, one));
+        assertEquals(Optional.empty(), catalog.getStage(f, tb, 1));
+    }
+
+    @Test
+    void pauseBeginsOnceKeepsItsStartAndEnds() {
+        String f = "pause";
+        String tb = "ds.t";
+        assertTrue(catalog.setPause(f, tb, "normalize_buffer_full", t(1)));
+        assertFalse(catalog.setPause(f, tb, "normalize_buffer_full", t(2)), "same pause again");
+        assertEquals(t(1), table(f, tb).pausedAt());
+        assertTrue(catalog.setPause(f, tb, "manual", t(3)), "another reason is another episode");
+        assertEquals("manual", table(f, tb).pausedReason());
+        assertEquals(t(3), table(f, tb).pausedAt());
+        assertTrue(catalog.clearPause(f, tb));
+        assertFalse(catalog.clearPause(f, tb));
+        assertNull(table(f, tb).pausedReason());
+        assertNull(table(f, tb).pausedAt());
+    }
+
+    @Test
+    void errorEpisodeOpensCountsAndCloses() {
+        String f = "errors";
+        String tb = "ds.t";
+        assertTrue(catalog.recordError(f, tb, "permission denied", t(1), t(6)), "opens");
+        assertFalse(catalog.recordError(f, tb, "permission denied", t(1), t(6)), "repeat");
+        assertFalse(catalog.recordError(f, tb, "permission denied", t(7), t(17)), "same episode");
+        TableState s = table(f, tb);
+        assertEquals(2, s.errorCount());
+        assertEquals(t(7), s.lastErrorAt());
+        assertEquals(t(17), s.nextRetryAt());
+        assertFalse(catalog.recordError(f, tb, "older", t(3), t(4)), "an older error does not rewind");
+        assertEquals(s, table(f, tb));
+
+        catalog.recordError(f, tb, "x".repeat(10_000), t(8), null);
+        assertEquals(4000, table(f, tb).lastError().length());
+
+        assertTrue(catalog.clearError(f, tb));
+        assertFalse(catalog.clearError(f, tb));
+        TableState healthy = table(f, tb);
+        assertNull(healthy.lastError());
+        assertNull(healthy.lastErrorAt());
+        assertNull(healthy.nextRetryAt());
+        assertEquals(0, healthy.errorCount());
+        assertTrue(catalog.recordError(f, tb, "again", t(9), null), "a new episode");
+    }
+
+    @Test
+    void twoConcurrentCopyClaimsNeverBothWin() throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(4);
+        try {
+            for (int round = 0; round < 15; round++) {
+                String f = "claim-race-" + round;
+                catalog.initTable(f, "public.only", Phase.PENDING);
+                CyclicBarrier start = new CyclicBarrier(4);
+                List<Future<Optional<CopyClaim>>> claims = new ArrayList<>();
+                for (int task = 0; task < 4; task++) {
+                    String owner = "task-" + task;
+                    claims.add(pool.submit(() -> {
+                        start.await();
+                        return catalog.claimCopy(f, owner, Duration.ofMinutes(5));
+                    }));
+                }
+                int winners = 0;
+                for (Future<Optional<CopyClaim>> claim : claims) {
+                    if (claim.get().isPresent()) {
+                        winners++;
+                        assertEquals("public.only", claim.get().get().table());
+                        assertEquals(1, claim.get().get().attempt());
+                    }
+                }
+                assertEquals(1, winners, "round " + round);
+                assertEquals(Phase.COPYING, table(f, "public.only").phase());
+            }
+
+            // three tables, six claimers: every table goes to exactly one of them
+            String f = "claim-many";
+            for (String t : List.of("public.a", "public.b", "public.c")) {
+                catalog.initTable(f, t, Phase.PENDING);
+            }
+            CyclicBarrier start = new CyclicBarrier(4);
+            List<Future<List<String>>> results = new ArrayList<>();
+            for (int task = 0; task < 4; task++) {
+                String owner = "task-" + task;
+                results.add(pool.submit(() -> {
+                    start.await();
+                    List<String> won = new ArrayList<>();
+                    for (int i = 0; i < 2; i++) {
+                        catalog.claimCopy(f, owner, Duration.ofMinutes(5)).ifPresent(c -> won.add(c.table()));
+                    }
+                    return won;
+                }));
+            }
+            List<String> won = new ArrayList<>();
+            for (Future<List<String>> r : results) {
+                won.addAll(r.get());
+            }
+            won.sort(null);
+            assertEquals(List.of("public.a", "public.b", "public.c"), won);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void anExpiredLeaseCanBeTakenOverAndTheFormerOwnerLosesTheTable() throws Exception {
+        String f = "lease";
+        String tb = "public.t";
+        catalog.initTable(f, tb, Phase.PENDING);
+        CopyClaim first = catalog.claimCopy(f, "task-1", Duration.ofMillis(300)).orElseThrow();
+        assertEquals(1, first.attempt());
+        assertEquals(Optional.empty(), catalog.claimCopy(f, "task-2", Duration.ofMinutes(5)), "lease still held");
+        assertTrue(catalog.renewCopyLease(f, tb, "task-1", Duration.ofMillis(300)));
+
+        Thread.sleep(400);
+        CopyClaim second = catalog.claimCopy(f, "task-2", Duration.ofMinutes(5)).orElseThrow();
+        assertEquals(tb, second.table());
+        assertEquals(2, second.attempt());
+        assertEquals("task-2", table(f, tb).copyLeaseOwner());
+
+        assertFalse(catalog.renewCopyLease(f, tb, "task-1", Duration.ofMinutes(5)), "task-1 lost the table");
+        assertFalse(catalog.markCatchup(f, tb, "task-1", "0/100"));
+        assertFalse(catalog.markErrored(f, tb, "task-1", "late failure", t(1), null));
+        assertEquals(Phase.COPYING, table(f, tb).phase());
+
+        assertTrue(catalog.markCatchup(f, tb, "task-2", "0/200"));
+        assertTrue(catalog.markCatchup(f, tb, "task-2", "0/200"), "repeat after a crash");
+        TableState caughtUp = table(f, tb);
+        assertEquals(Phase.CATCHUP, caughtUp.phase());
+        assertEquals("0/200", caughtUp.phaseLsn());
+        assertNull(caughtUp.copyLeaseOwner());
+        assertEquals(Optional.empty(), catalog.claimCopy(f, "task-3", Duration.ofMinutes(5)));
+    }
+
+    @Test
+    void phasesMoveFromCatchupToReadyByLsnOrder() {
+        String f = "phases";
+        for (String tb : List.of("public.a", "public.b", "public.c")) {
+            catalog.initTable(f, tb, Phase.PENDING);
+        }
+        Set<String> claimed = new HashSet<>();
+        for (int i = 0; i < 3; i++) {
+            claimed.add(catalog.claimCopy(f, "task", Duration.ofMinutes(1)).orElseThrow().table());
+        }
+        assertEquals(Set.of("public.a", "public.b", "public.c"), claimed);
+        catalog.markCatchup(f, "public.a", "task", "0/9");
+        catalog.markCatchup(f, "public.b", "task", "0/10");
+        // LSNs compare as numbers: 0/10 is after 0/A although "0/10" < "0/A" as text
+        assertEquals(List.of("public.a"), catalog.markCaughtUpReady(f, "0/A"));
+        assertEquals(List.of(), catalog.markCaughtUpReady(f, "0/A"));
+        assertEquals(Phase.READY, table(f, "public.a").phase());
+        assertEquals("0/9", table(f, "public.a").phaseLsn());
+        assertEquals(Phase.CATCHUP, table(f, "public.b").phase());
+        assertFalse(catalog.markReady(f, "public.b", "0/11"), "ready only at its own catchup LSN");
+        assertTrue(catalog.markReady(f, "public.b", "0/10"));
+        assertFalse(catalog.markReady(f, "public.c", "0/10"), "still copying");
+
+        catalog.markErrored(f, "public.c", "task", "copy failed", t(1), Instant.now().minusSeconds(1));
+        TableState errored = table(f, "public.c");
+        assertEquals(Phase.ERRORED, errored.phase());
+        assertEquals(1, errored.errorCount());
+        CopyClaim retry = catalog.claimCopy(f, "task-2", Duration.ofMinutes(1)).orElseThrow();
+        assertEquals("public.c", retry.table());
+        assertEquals(2, retry.attempt());
+        catalog.markErrored(f, "public.c", "task-2", "copy failed again", t(2), null);
+        assertEquals(Optional.empty(), catalog.claimCopy(f, "task-3", Duration.ofMinutes(1)),
+                "no retry time: stays errored");
+        assertEquals(2, table(f, "public.c").errorCount());
+
+        assertThrows(IllegalArgumentException.class, () -> catalog.markReady(f, "public.a", "not-an-lsn"));
+    }
+
+    @Test
+    void pruneRemovesOnlyTheNamedFlowsMissingTables() throws Exception {
+        for (String f : List.of("prune-1", "prune-2")) {
+            for (String tb : List.of("ds.a", "ds.b", "ds.c")) {
+                catalog.initTable(f, tb);
+                catalog.upsertStage(f, tb, new Stage(1, List.of(new StageFile("file:///" + f + tb, 1, 1)), 1,
+                        new RowCounts(1, 0, 0)));
+            }
+        }
+        String untouched = snapshot("prune-2");
+
+        assertEquals(List.of("ds.b", "ds.c"), catalog.pruneTables("prune-1", List.of("ds.a", "ds.z")));
+        assertEquals(List.of("ds.a"), catalog.listTables("prune-1").stream().map(TableState::table).toList());
+        assertEquals(1, catalog.listStages("prune-1", "ds.a").size());
+        assertEquals(List.of(), catalog.listStages("prune-1", "ds.b"));
+        assertEquals(untouched, snapshot("prune-2"));
+        assertEquals(List.of(), catalog.pruneTables("prune-1", List.of("ds.a")));
+        assertThrows(IllegalArgumentException.class, () -> catalog.pruneTables("prune-1", List.of()));
+    }
+
+    @Test
+    void identityCheckRefusesAnotherSystemIdentifierOrSlotNamingBothValues() {
+        String f = "identity";
+        FlowIdentity original = new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_aaaa",
+                "tablecdc_pub", null);
+        FlowRecord created = catalog.registerFlow(f, original, "h1");
+        assertEquals(original, created.identity());
+        assertEquals(created, catalog.registerFlow(f, original, "h1"), "resume with the same identity");
+
+        FlowIdentityMismatchException otherSource = assertThrows(FlowIdentityMismatchException.class,
+                () -> catalog.registerFlow(f, new FlowIdentity("pg_pipeline", "7322222222222222222", 1L,
+                        "tablecdc_aaaa", "tablecdc_pub", null), "h1"));
+        assertTrue(otherSource.getMessage().contains("7311111111111111111"), otherSource.getMessage());
+        assertTrue(otherSource.getMessage().contains("7322222222222222222"), otherSource.getMessage());
+        assertTrue(otherSource.getMessage().contains("source system identifier"), otherSource.getMessage());
+
+        FlowIdentityMismatchException otherSlot = assertThrows(FlowIdentityMismatchException.class,
+                () -> catalog.registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111111", 1L,
+                        "tablecdc_bbbb", "tablecdc_pub", null), "h1"));
+        assertTrue(otherSlot.getMessage().contains("tablecdc_aaaa"), otherSlot.getMessage());
+        assertTrue(otherSlot.getMessage().contains("tablecdc_bbbb"), otherSlot.getMessage());
+
+        FlowIdentity newTimeline = new FlowIdentity("pg_pipeline", "7311111111111111111", 2L, "tablecdc_aaaa",
+                "tablecdc_pub", null);
+        FlowIdentityMismatchException timeline = assertThrows(FlowIdentityMismatchException.class,
+                () -> catalog.registerFlow(f, newTimeline, "h1"));
+        assertTrue(timeline.getMessage().contains("timeline"), timeline.getMessage());
+        assertEquals(2L, catalog.registerFlow(f, newTimeline, "h2", true).identity().timeline(),
+                "failover recovery accepts the new timeline");
+
+        // a caller that knows only the destination fills it in; then a different one is refused
+        FlowRecord withDestination = catalog.registerFlow(f, new FlowIdentity(null, null, null, null, null,
+                "clickhouse://ch:8123/db"), null);
+        assertEquals("tablecdc_aaaa", withDestination.identity().slot());
+        assertEquals("clickhouse://ch:8123/db", withDestination.identity().destination());
+        assertEquals("h2", withDestination.configHash());
+        assertThrows(FlowIdentityMismatchException.class, () -> catalog.registerFlow(f,
+                new FlowIdentity(null, null, null, null, null, "clickhouse://other:8123/db"), null));
+        assertEquals(withDestination, catalog.getFlow(f).orElseThrow(), "a refused resume changes nothing");
+        assertTrue(catalog.listFlows().stream().anyMatch(r -> r.flow().equals(f)));
+    }
+
+    @Test
+    void anUnreachableCatalogFailsRetriablyNamingTheOperationFlowAndTableButNoSecret() throws Exception {
+        int closedPort;
+        try (ServerSocket socket = new ServerSocket(0)) {
+            closedPort = socket.getLocalPort();
+        }
+        String url = "jdbc:postgresql://127.0.0.1:" + closedPort + "/catalog";
+        org.postgresql.ds.PGSimpleDataSource down = new org.postgresql.ds.PGSimpleDataSource();
+        down.setUrl(url);
+        down.setUser("postgres");
+        down.setPassword("s3cret-pw");
+        Catalog unreachable = new Catalog(down);
+        CatalogUnavailableException e = assertThrows(CatalogUnavailableException.class,
+                () -> unreachable.recordSync("flow-x", "ds.t", SyncedBatch.cursorOnly("c", 0), t(1)));
+        assertTrue(e.getMessage().contains("recordSync"), e.getMessage());
+        assertTrue(e.getMessage().contains("flow-x"), e.getMessage());
+        assertTrue(e.getMessage().contains("ds.t"), e.getMessage());
+        assertFalse(e.getMessage().contains("s3cret-pw"), e.getMessage());
+
+        CatalogSettings settings = new CatalogSettings(url, "postgres", new Password("s3cret-pw"), true, 1, 300);
+        CatalogUnavailableException atStart = assertThrows(CatalogUnavailableException.class,
+                () -> Catalog.open(settings, "connector-x"));
+        assertTrue(atStart.getMessage().contains("catalog unreachable"), atStart.getMessage());
+        assertFalse(atStart.getMessage().contains("s3cret-pw"), atStart.getMessage());
+        assertFalse(settings.toString().contains("s3cret-pw"));
+    }
+
+    @Test
+    void openRefusesASchemaItCannotUse() throws Exception {
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE unmigrated");
+            s.execute("CREATE DATABASE from_the_future");
+        }
+        CatalogException old = assertThrows(CatalogException.class,
+                () -> Catalog.open(settings("unmigrated", false), "connector-y"));
+        assertTrue(old.getMessage().contains("version 0"), old.getMessage());
+        assertTrue(old.getMessage().contains("catalog.migrate=true"), old.getMessage());
+
+        Catalog.open(settings("from_the_future", true), "connector-z").close();
+        try (Connection c = postgres.getDatabase("postgres", "from_the_future").getConnection();
+             Statement s = c.createStatement()) {
+            s.execute("INSERT INTO cdc_catalog_schema_history (installed_rank, version, description, type, script,"
+                    + " checksum, installed_by, execution_time, success)"
+                    + " VALUES (99, '42', 'later release', 'SQL', 'V42__later.sql', 0, 'test', 0, true)");
+        }
+        for (boolean migrate : List.of(true, false)) {
+            CatalogException newer = assertThrows(CatalogException.class,
+                    () -> Catalog.open(settings("from_the_future", migrate), "connector-z"));
+            assertTrue(newer.getMessage().contains("version 42"), newer.getMessage());
+            assertTrue(newer.getMessage().contains("version 1"), newer.getMessage());
+        }
+    }
+}
