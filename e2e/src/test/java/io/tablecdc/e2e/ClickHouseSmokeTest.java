@@ -7,6 +7,7 @@ import com.clickhouse.client.api.insert.InsertResponse;
 import com.clickhouse.client.api.insert.InsertSettings;
 import com.clickhouse.client.api.query.GenericRecord;
 import com.clickhouse.client.api.query.QueryResponse;
+import com.clickhouse.client.api.query.QuerySettings;
 import com.clickhouse.data.ClickHouseFormat;
 import io.tablecdc.e2e.clickhouse.LocalClickHouse;
 import io.tablecdc.e2e.objectstore.LocalObjectStore;
@@ -170,6 +171,44 @@ class ClickHouseSmokeTest {
         assertEquals(84, rows.getFirst().getLong("doubled"));
         assertEquals("O'Hara; DROP TABLE x --", rows.getFirst().getString("name"));
         assertEquals(60, rows.getFirst().getLong("doy"));
+    }
+
+    @Test
+    void settingsAndDatabaseApplyToOneRequestOnly() throws Exception {
+        execute("CREATE DATABASE IF NOT EXISTS smoke_other");
+        execute("CREATE TABLE smoke_other.marker (x UInt8) ENGINE = Memory");
+        QuerySettings scoped = new QuerySettings()
+                .setDatabase("smoke_other")
+                .serverSetting("max_threads", "1")
+                // a setting the engine does not know must not fail the request
+                .serverSetting("tablecdc_not_a_clickhouse_setting", "1");
+        GenericRecord inside = client.queryAll("SELECT currentDatabase() AS db, getSetting('max_threads') AS threads,"
+                + " (SELECT count() FROM marker) AS markers", scoped).getFirst();
+        assertEquals("smoke_other", inside.getString("db"));
+        assertEquals(1, inside.getLong("threads"));
+        assertEquals(0, inside.getLong("markers"));
+
+        GenericRecord after = client.queryAll("SELECT currentDatabase() AS db, getSetting('max_threads') AS threads")
+                .getFirst();
+        assertEquals("default", after.getString("db"));
+        assertTrue(after.getLong("threads") != 1 || Runtime.getRuntime().availableProcessors() == 1,
+                "max_threads of the previous request leaked into this one");
+    }
+
+    @Test
+    void jvmKeepsItsSignalHandlersAfterTheEngineBoots() {
+        // Compiled Java code turns a null dereference into SIGSEGV and lets the JVM's handler raise the
+        // NullPointerException; with the engine's default handlers in place this loop kills the process.
+        String[] values = {null, "x"};
+        long nulls = 0;
+        for (int i = 0; i < 500_000; i++) {
+            try {
+                nulls -= values[i & 1].length();
+            } catch (NullPointerException e) {
+                nulls++;
+            }
+        }
+        assertEquals(0, nulls);
     }
 
     @Test

@@ -28,12 +28,14 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * <p><b>Test fixture.</b> This exists so tests and the quickstart get a real ClickHouse engine without a
  * server or Docker; production always talks to a ClickHouse server.
  *
- * <p>The engine keeps one storage path per process and boots once, so at most one instance is open per
- * JVM. A connection runs one statement at a time and keeps session state (current database, SET), so
- * every query is serialized on one lock; that is plenty for tests.
+ * <p>The engine keeps one storage path per process, so at most one instance is open at a time in a JVM;
+ * {@link #close()} shuts the engine down and a later {@link #open} boots it again. A connection runs one
+ * statement at a time and keeps session state (current database, SET), so every statement is serialized on
+ * one lock; that is plenty for tests.
  *
- * <p>Signatures follow {@code chdb.h} of chDB 26.5 (the npm package ships no header): {@code chdb_connect}
- * returns a {@code chdb_connection*}; queries take the dereferenced {@code chdb_connection}.
+ * <p>The npm package ships no header: the signatures follow chDB's published {@code chdb.h}, checked
+ * against the symbols {@code nm -D} lists for 26.5.3. {@code chdb_connect} returns a
+ * {@code chdb_connection*}; the query functions take the {@code chdb_connection} it points to.
  */
 public final class Chdb implements AutoCloseable {
 
@@ -111,8 +113,9 @@ public final class Chdb implements AutoCloseable {
         SymbolLookup lib = SymbolLookup.libraryLookup(library, Arena.global());
         // The JVM turns SIGSEGV/SIGBUS/SIGFPE/SIGILL into NullPointerExceptions, safepoints and the like, so
         // the engine must not own those signals. chdb_set_signal_handlers_enabled(0) keeps chDB from
-        // installing its handlers, but in 26.5 booting the engine still leaves them at SIG_DFL, and the next
-        // implicit null check kills the process. So the JVM's handlers are saved here and put back below.
+        // installing its handlers, but in 26.5 the call itself also resets those four to SIG_DFL (it takes
+        // them for its own), and the next implicit null check kills the process. So the JVM's handlers are
+        // saved here and put back once the engine has booted.
         SignalHandlers jvmHandlers = SignalHandlers.save();
         lib.find("chdb_set_signal_handlers_enabled").ifPresent(f ->
                 invoke(LINKER.downcallHandle(f, FunctionDescriptor.ofVoid(JAVA_INT)), 0));

@@ -26,7 +26,9 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.zip.DeflaterOutputStream;
 import java.util.zip.GZIPInputStream;
+import java.util.zip.GZIPOutputStream;
 import java.util.zip.InflaterInputStream;
 
 /**
@@ -41,13 +43,15 @@ import java.util.zip.InflaterInputStream;
  * {@code X-ClickHouse-Database/Format/Query-Id} headers; {@code param_<name>} for {@code {name:Type}}
  * placeholders, bound by the engine; any other URL parameter that names an engine setting is applied for
  * that request only, and unknown ones are ignored (a real server would reject them). Request bodies with
- * {@code Content-Encoding: gzip|deflate} are inflated.
+ * {@code Content-Encoding: gzip|deflate} are inflated, and {@code enable_http_compression=1} with
+ * {@code Accept-Encoding: gzip|deflate} compresses the response.
  *
- * <p>Not supported: response compression ({@code compress=1} and {@code lz4/zstd} bodies are rejected with
- * a clear error; {@code enable_http_compression} is ignored and the response goes out uncompressed, so
- * build client-v2 with {@code compressServerResponse(false)}), sessions ({@code session_id} is ignored, each
- * request starts in a clean session), progress headers, streaming of large results (a result is buffered
- * in memory) and readonly enforcement of {@code GET}. Every user and password is accepted.
+ * <p>Not supported, refused with a clear error: ClickHouse's native compression ({@code compress=1},
+ * {@code decompress=1}) and lz4/zstd/br HTTP compression, so build client-v2 with
+ * {@code compressServerResponse(false)} and without {@code compressClientRequest}/{@code useHttpCompression}.
+ * Not supported, silently: sessions ({@code session_id} is ignored; every request starts in a clean
+ * session), progress headers, streaming (request and result are buffered in memory), readonly enforcement
+ * of {@code GET}, and the refusal of multi-statements. Every user and password is accepted.
  */
 public final class ChdbHttpFront implements AutoCloseable {
 
@@ -141,7 +145,7 @@ public final class ChdbHttpFront implements AutoCloseable {
                         + " supported by the chDB test front; build the client with compressServerResponse(false)"
                         + " and without compressClientRequest");
             }
-            run(exchange, params, body, queryId);
+            run(exchange, params, body, responseEncoding(exchange, params));
         } catch (FrontException e) {
             sendError(exchange, e.code, e.getMessage());
         } catch (Chdb.ChdbException e) {
@@ -153,7 +157,7 @@ public final class ChdbHttpFront implements AutoCloseable {
         }
     }
 
-    private void run(HttpExchange exchange, Map<String, String> params, byte[] body, String queryId)
+    private void run(HttpExchange exchange, Map<String, String> params, byte[] body, String encoding)
             throws IOException {
         Headers in = exchange.getRequestHeaders();
         String queryParam = params.getOrDefault("query", "");
@@ -203,7 +207,37 @@ public final class ChdbHttpFront implements AutoCloseable {
                 result.rowsRead(), result.bytesRead(), result.rowsWritten(), result.bytesWritten(),
                 result.rowsRead(), result.resultRows(), result.data().length,
                 (long) (result.elapsedSeconds() * 1e9)));
-        send(exchange, 200, contentType(format), result.data());
+        byte[] data = result.data();
+        if (!encoding.isEmpty()) {
+            out.set("Content-Encoding", encoding);
+            ByteArrayOutputStream compressed = new ByteArrayOutputStream();
+            try (OutputStream os = encoding.equals("gzip") ? new GZIPOutputStream(compressed)
+                    : new DeflaterOutputStream(compressed)) {
+                os.write(data);
+            }
+            data = compressed.toByteArray();
+        }
+        send(exchange, 200, contentType(format), data);
+    }
+
+    /**
+     * With {@code enable_http_compression=1} the server compresses the response in an encoding the client
+     * accepts. The JDK has gzip and deflate; client-v2 asks for lz4 only, which is refused with a clear
+     * error rather than answered with bytes the client would misread.
+     */
+    private static String responseEncoding(HttpExchange exchange, Map<String, String> params) {
+        if (!"1".equals(params.get("enable_http_compression"))) {
+            return "";
+        }
+        String accepted = String.valueOf(exchange.getRequestHeaders().getFirst("Accept-Encoding")).toLowerCase();
+        if (accepted.contains("gzip")) {
+            return "gzip";
+        }
+        if (accepted.contains("deflate")) {
+            return "deflate";
+        }
+        throw new FrontException(UNSUPPORTED, "the chDB test front compresses responses only with gzip or"
+                + " deflate, not " + accepted + "; build client-v2 with useHttpCompression(false)");
     }
 
     private void sendError(HttpExchange exchange, int code, String message) throws IOException {
