@@ -1,0 +1,342 @@
+package io.tablecdc.e2e.clickhouse;
+
+import com.sun.net.httpserver.Headers;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.zip.DeflaterOutputStream;
+import java.util.zip.GZIPInputStream;
+import java.util.zip.GZIPOutputStream;
+import java.util.zip.InflaterInputStream;
+
+/**
+ * A <b>test fixture</b>: a small HTTP server in front of {@link Chdb} that speaks enough of ClickHouse's HTTP
+ * interface for {@code com.clickhouse:client-v2} and plain HTTP tools. Production always talks to a real
+ * ClickHouse server; nothing here is meant to be deployed.
+ *
+ * <p>Supported: {@code GET /ping} and {@code GET /}; queries by {@code GET} or {@code POST} with the SQL in
+ * the {@code query} URL parameter and/or the body (as the server does, a {@code query} parameter followed by a
+ * body makes {@code query + "\n" + body} one statement, which is how {@code INSERT … FORMAT X} carries its
+ * data); {@code database}, {@code default_format} and {@code query_id} as URL parameters or as the
+ * {@code X-ClickHouse-Database/Format/Query-Id} headers; {@code param_<name>} for {@code {name:Type}}
+ * placeholders, bound by the engine; any other URL parameter that names an engine setting is applied for
+ * that request only, and unknown ones are ignored (a real server would reject them). Request bodies with
+ * {@code Content-Encoding: gzip|deflate} are inflated, and {@code enable_http_compression=1} with
+ * {@code Accept-Encoding: gzip|deflate} compresses the response.
+ *
+ * <p>Not supported, refused with a clear error: ClickHouse's native compression ({@code compress=1},
+ * {@code decompress=1}) and lz4/zstd/br HTTP compression, so build client-v2 with
+ * {@code compressServerResponse(false)} and without {@code compressClientRequest}/{@code useHttpCompression}.
+ * Not supported, silently: sessions ({@code session_id} is ignored; every request starts in a clean
+ * session), progress headers, streaming (request and result are buffered in memory), readonly enforcement
+ * of {@code GET}, and the refusal of multi-statements. Every user and password is accepted.
+ */
+public final class ChdbHttpFront implements AutoCloseable {
+
+    /** Parameters the HTTP interface itself consumes; never forwarded to the engine as settings. */
+    private static final Set<String> RESERVED = Set.of("query", "database", "default_format", "query_id",
+            "session_id", "session_timeout", "session_check", "compress", "decompress", "user", "password",
+            "quota_key", "buffer_size", "wait_end_of_query", "stacktrace", "role", "client_protocol_version",
+            "enable_http_compression", "http_zlib_compression_level", "send_progress_in_http_headers");
+    /** A FORMAT clause at the end of the statement, optionally followed by SETTINGS; decides the output. */
+    private static final Pattern TRAILING_FORMAT = Pattern.compile(
+            "(?is)\\bFORMAT\\s+(\\w+)(\\s+SETTINGS\\s+.*)?\\s*;?\\s*$");
+    private static final Pattern INSERT = Pattern.compile("(?is)^\\s*INSERT\\s");
+    /** Code 1 (UNSUPPORTED_METHOD) for what this front refuses on its own account. */
+    private static final int UNSUPPORTED = 1;
+
+    private final Chdb chdb;
+    private final HttpServer server;
+    private final ExecutorService executor;
+    private final Set<String> settingNames;
+    private final String timezone;
+    private final String version;
+
+    private ChdbHttpFront(Chdb chdb, HttpServer server, ExecutorService executor) {
+        this.chdb = chdb;
+        this.server = server;
+        this.executor = executor;
+        this.settingNames = Set.copyOf(lines(chdb.query("SELECT name FROM system.settings", "TSVRaw")));
+        List<String> info = lines(chdb.query("SELECT timezone() || '\\t' || version()", "TSVRaw"));
+        String[] tzVersion = info.getFirst().split("\t");
+        this.timezone = tzVersion[0];
+        this.version = tzVersion[1];
+    }
+
+    /** Serves {@code chdb} on 127.0.0.1 at an ephemeral port. */
+    public static ChdbHttpFront start(Chdb chdb) {
+        try {
+            HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
+            AtomicInteger n = new AtomicInteger();
+            // Platform threads: a request spends its time in a native call, which would pin a virtual thread.
+            ExecutorService executor = Executors.newFixedThreadPool(4, r -> {
+                Thread t = new Thread(r, "chdb-http-" + n.incrementAndGet());
+                t.setDaemon(true);
+                return t;
+            });
+            server.setExecutor(executor);
+            ChdbHttpFront front = new ChdbHttpFront(chdb, server, executor);
+            server.createContext("/", front::handle);
+            server.start();
+            return front;
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot start the chDB HTTP front", e);
+        }
+    }
+
+    public int port() {
+        return server.getAddress().getPort();
+    }
+
+    @Override
+    public void close() {
+        server.stop(0);
+        executor.shutdownNow();
+        try {
+            executor.awaitTermination(10, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private void handle(HttpExchange exchange) throws IOException {
+        // not try-with-resources: the error response below still needs the open exchange
+        try {
+            String path = exchange.getRequestURI().getPath();
+            Map<String, String> params = queryParams(exchange.getRequestURI());
+            String queryId = firstNonBlank(params.get("query_id"),
+                    exchange.getRequestHeaders().getFirst("X-ClickHouse-Query-Id"), UUID.randomUUID().toString());
+            Headers out = exchange.getResponseHeaders();
+            out.set("X-ClickHouse-Query-Id", queryId);
+            out.set("X-ClickHouse-Timezone", timezone);
+            out.set("X-ClickHouse-Server-Display-Name", "chdb-test-front");
+            byte[] body = readBody(exchange);
+            if (path.equals("/ping") || (path.equals("/") && body.length == 0 && !params.containsKey("query"))) {
+                send(exchange, 200, "text/plain; charset=UTF-8", "Ok.\n".getBytes(StandardCharsets.UTF_8));
+                return;
+            }
+            if (!path.equals("/")) {
+                throw new FrontException(UNSUPPORTED, "the chDB test front serves only / and /ping, not " + path);
+            }
+            if ("1".equals(params.get("compress")) || "1".equals(params.get("decompress"))) {
+                throw new FrontException(UNSUPPORTED, "ClickHouse native compression (compress/decompress=1) is not"
+                        + " supported by the chDB test front; build the client with compressServerResponse(false)"
+                        + " and without compressClientRequest");
+            }
+            run(exchange, params, body, responseEncoding(exchange, params));
+        } catch (FrontException e) {
+            sendError(exchange, e.code, e.getMessage());
+        } catch (Chdb.ChdbException e) {
+            sendError(exchange, e.code(), e.getMessage());
+        } catch (RuntimeException e) {
+            sendError(exchange, 1001, "chDB test front: " + e); // 1001 = STD_EXCEPTION
+        } finally {
+            exchange.close();
+        }
+    }
+
+    private void run(HttpExchange exchange, Map<String, String> params, byte[] body, String encoding)
+            throws IOException {
+        Headers in = exchange.getRequestHeaders();
+        String queryParam = params.getOrDefault("query", "");
+        byte[] sql = queryParam.isEmpty() ? body
+                : body.length == 0 ? queryParam.getBytes(StandardCharsets.UTF_8)
+                : concat((queryParam + "\n").getBytes(StandardCharsets.UTF_8), body);
+        // Only the SQL head matters for deciding the output format; INSERT data after it may be binary.
+        String head = new String(sql, 0, Math.min(sql.length, 64 * 1024), StandardCharsets.UTF_8);
+        // The server answers in the statement's own FORMAT when it has one; an INSERT's FORMAT names its input.
+        Matcher trailing = TRAILING_FORMAT.matcher(head);
+        String format = !INSERT.matcher(head).find() && trailing.find() ? trailing.group(1)
+                : firstNonBlank(params.get("default_format"), in.getFirst("X-ClickHouse-Format"), "TabSeparated");
+        String database = firstNonBlank(params.get("database"), in.getFirst("X-ClickHouse-Database"), "default");
+        Map<String, String> queryParams = new LinkedHashMap<>();
+        Map<String, String> settings = new LinkedHashMap<>();
+        params.forEach((name, value) -> {
+            if (name.startsWith("param_")) {
+                queryParams.put(name.substring("param_".length()), value);
+            } else if (!RESERVED.contains(name) && settingNames.contains(name)) {
+                settings.put(name, value);
+            }
+        });
+
+        Chdb.Result result = chdb.exclusive(() -> {
+            // The engine connection is one session: put it in the request's state, then back to a clean one.
+            chdb.query("USE " + quoteIdentifier(database), "TSV");
+            List<String> applied = new ArrayList<>();
+            try {
+                settings.forEach((name, value) -> {
+                    chdb.query("SET " + name + " = " + quoteString(value), "TSV");
+                    applied.add(name);
+                });
+                return chdb.query(sql, format, queryParams);
+            } finally {
+                for (String name : applied) {
+                    chdb.query("SET " + name + " = DEFAULT", "TSV");
+                }
+            }
+        });
+
+        Headers out = exchange.getResponseHeaders();
+        out.set("X-ClickHouse-Format", format);
+        out.set("X-ClickHouse-Summary", String.format(
+                "{\"read_rows\":\"%d\",\"read_bytes\":\"%d\",\"written_rows\":\"%d\",\"written_bytes\":\"%d\","
+                        + "\"total_rows_to_read\":\"%d\",\"result_rows\":\"%d\",\"result_bytes\":\"%d\","
+                        + "\"elapsed_ns\":\"%d\"}",
+                result.rowsRead(), result.bytesRead(), result.rowsWritten(), result.bytesWritten(),
+                result.rowsRead(), result.resultRows(), result.data().length,
+                (long) (result.elapsedSeconds() * 1e9)));
+        byte[] data = result.data();
+        if (!encoding.isEmpty()) {
+            out.set("Content-Encoding", encoding);
+            ByteArrayOutputStream compressed = new ByteArrayOutputStream();
+            try (OutputStream os = encoding.equals("gzip") ? new GZIPOutputStream(compressed)
+                    : new DeflaterOutputStream(compressed)) {
+                os.write(data);
+            }
+            data = compressed.toByteArray();
+        }
+        send(exchange, 200, contentType(format), data);
+    }
+
+    /**
+     * With {@code enable_http_compression=1} the server compresses the response in an encoding the client
+     * accepts. The JDK has gzip and deflate; client-v2 asks for lz4 only, which is refused with a clear
+     * error rather than answered with bytes the client would misread.
+     */
+    private static String responseEncoding(HttpExchange exchange, Map<String, String> params) {
+        if (!"1".equals(params.get("enable_http_compression"))) {
+            return "";
+        }
+        String accepted = String.valueOf(exchange.getRequestHeaders().getFirst("Accept-Encoding")).toLowerCase();
+        if (accepted.contains("gzip")) {
+            return "gzip";
+        }
+        if (accepted.contains("deflate")) {
+            return "deflate";
+        }
+        throw new FrontException(UNSUPPORTED, "the chDB test front compresses responses only with gzip or"
+                + " deflate, not " + accepted + "; build client-v2 with useHttpCompression(false)");
+    }
+
+    private void sendError(HttpExchange exchange, int code, String message) throws IOException {
+        String text = message.startsWith("Code: ") ? message
+                : "Code: " + code + ". DB::Exception: " + message;
+        if (!text.contains("(version ")) {
+            text += " (version " + version + ")";
+        }
+        exchange.getResponseHeaders().set("X-ClickHouse-Exception-Code", Integer.toString(code));
+        send(exchange, 500, "text/plain; charset=UTF-8", (text + "\n").getBytes(StandardCharsets.UTF_8));
+    }
+
+    private static void send(HttpExchange exchange, int status, String contentType, byte[] data) throws IOException {
+        exchange.getResponseHeaders().set("Content-Type", contentType);
+        exchange.sendResponseHeaders(status, data.length == 0 ? -1 : data.length);
+        if (data.length > 0) {
+            try (OutputStream os = exchange.getResponseBody()) {
+                os.write(data);
+            }
+        }
+    }
+
+    private static byte[] readBody(HttpExchange exchange) throws IOException {
+        String encoding = exchange.getRequestHeaders().getFirst("Content-Encoding");
+        InputStream raw = exchange.getRequestBody();
+        InputStream in = switch (encoding == null ? "" : encoding.trim().toLowerCase()) {
+            case "", "identity" -> raw;
+            case "gzip" -> new GZIPInputStream(raw);
+            case "deflate" -> new InflaterInputStream(raw);
+            default -> throw new FrontException(UNSUPPORTED, "Content-Encoding " + encoding
+                    + " is not supported by the chDB test front (only gzip and deflate)");
+        };
+        ByteArrayOutputStream buffer = new ByteArrayOutputStream();
+        in.transferTo(buffer);
+        return buffer.toByteArray();
+    }
+
+    private static Map<String, String> queryParams(URI uri) {
+        Map<String, String> params = new LinkedHashMap<>();
+        String raw = uri.getRawQuery();
+        if (raw == null || raw.isEmpty()) {
+            return params;
+        }
+        for (String pair : raw.split("&")) {
+            int eq = pair.indexOf('=');
+            String name = URLDecoder.decode(eq < 0 ? pair : pair.substring(0, eq), StandardCharsets.UTF_8);
+            String value = eq < 0 ? "" : URLDecoder.decode(pair.substring(eq + 1), StandardCharsets.UTF_8);
+            params.put(name, value);
+        }
+        return params;
+    }
+
+    private static String contentType(String format) {
+        String f = format.toLowerCase();
+        if (f.startsWith("json")) {
+            return "application/json; charset=UTF-8";
+        }
+        if (f.startsWith("tabseparated") || f.startsWith("tsv") || f.startsWith("csv") || f.startsWith("pretty")
+                || f.equals("values") || f.equals("vertical") || f.equals("markdown")) {
+            return "text/plain; charset=UTF-8";
+        }
+        return "application/octet-stream";
+    }
+
+    private static String quoteIdentifier(String name) {
+        return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`";
+    }
+
+    private static String quoteString(String value) {
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'";
+    }
+
+    private static String firstNonBlank(String... values) {
+        for (String v : values) {
+            if (v != null && !v.isBlank()) {
+                return v;
+            }
+        }
+        return null;
+    }
+
+    private static byte[] concat(byte[] a, byte[] b) {
+        byte[] all = new byte[a.length + b.length];
+        System.arraycopy(a, 0, all, 0, a.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
+    }
+
+    private static List<String> lines(Chdb.Result result) {
+        return new String(result.data(), StandardCharsets.UTF_8).lines().toList();
+    }
+
+    /** A request this front refuses itself, reported the way the server reports errors. */
+    private static final class FrontException extends RuntimeException {
+        final int code;
+
+        FrontException(int code, String message) {
+            super(message);
+            this.code = code;
+        }
+    }
+}

@@ -1,0 +1,138 @@
+package io.tablecdc.e2e.clickhouse;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * The ClickHouse of the local test stack: the chDB engine in this JVM behind {@link ChdbHttpFront}, reached
+ * over ClickHouse's HTTP interface at {@link #httpUrl()}.
+ *
+ * <p><b>Test fixture.</b> The engine and its HTTP front exist for tests, benchmarks and the quickstart; a
+ * deployment runs a real ClickHouse server. Set {@code TABLECDC_CLICKHOUSE_URL} (e.g.
+ * {@code http://127.0.0.1:8123}) to run the same tests against a real server: {@link #start} then starts
+ * nothing.
+ *
+ * <p>The engine library comes from {@code TABLECDC_CHDB_LIB}, else {@code .cache/chdb/26.5.3/libchdb.so}
+ * under the project root (system property {@code tablecdc.root}, else the nearest folder above the working
+ * directory holding {@code mvnw}); when missing it is fetched by {@code scripts/install-chdb.sh}. The JVM
+ * needs Java 22+ and {@code --enable-native-access=ALL-UNNAMED}. One engine per JVM.
+ */
+public final class LocalClickHouse implements AutoCloseable {
+
+    static final String CHDB_VERSION = "26.5.3";
+
+    private final String httpUrl;
+    private final Chdb chdb;
+    private final ChdbHttpFront front;
+
+    private LocalClickHouse(String httpUrl, Chdb chdb, ChdbHttpFront front) {
+        this.httpUrl = httpUrl;
+        this.chdb = chdb;
+        this.front = front;
+    }
+
+    /**
+     * Starts the engine with its data under {@code workDir} and its HTTP front on 127.0.0.1 at an ephemeral
+     * port, or points at {@code TABLECDC_CLICKHOUSE_URL} when that is set.
+     */
+    public static LocalClickHouse start(Path workDir) {
+        String external = System.getenv("TABLECDC_CLICKHOUSE_URL");
+        if (external != null && !external.isBlank()) {
+            return new LocalClickHouse(external.replaceAll("/+$", ""), null, null);
+        }
+        Path library = library();
+        Path dataDir = workDir.resolve("chdb-data");
+        try {
+            Files.createDirectories(dataDir);
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot create " + dataDir, e);
+        }
+        Chdb chdb = Chdb.open(library, dataDir);
+        try {
+            ChdbHttpFront front = ChdbHttpFront.start(chdb);
+            return new LocalClickHouse("http://127.0.0.1:" + front.port(), chdb, front);
+        } catch (RuntimeException e) {
+            chdb.close();
+            throw e;
+        }
+    }
+
+    /** The HTTP interface, e.g. {@code http://127.0.0.1:41234}; user {@code default}, any password. */
+    public String httpUrl() {
+        return httpUrl;
+    }
+
+    /** True when this instance runs the in-process engine, false when it points at an external server. */
+    public boolean isEmbedded() {
+        return chdb != null;
+    }
+
+    @Override
+    public void close() {
+        if (front != null) {
+            front.close();
+        }
+        if (chdb != null) {
+            chdb.close();
+        }
+    }
+
+    private static Path library() {
+        String configured = System.getenv("TABLECDC_CHDB_LIB");
+        if (configured != null && !configured.isBlank()) {
+            Path lib = Path.of(configured);
+            if (!Files.isRegularFile(lib)) {
+                throw new IllegalStateException("TABLECDC_CHDB_LIB=" + configured + " is not a file");
+            }
+            return lib;
+        }
+        Path root = projectRoot();
+        Path lib = root.resolve(".cache/chdb/" + CHDB_VERSION + "/libchdb.so");
+        return Files.isRegularFile(lib) ? lib : install(root);
+    }
+
+    /** Runs the install script (which knows how to fetch the npm package) and returns the path it prints. */
+    private static Path install(Path root) {
+        Path script = root.resolve("scripts/install-chdb.sh");
+        if (!Files.isRegularFile(script)) {
+            throw new IllegalStateException("libchdb.so is missing and " + script + " does not exist");
+        }
+        try {
+            Process process = new ProcessBuilder(List.of("bash", script.toString()))
+                    .redirectError(ProcessBuilder.Redirect.INHERIT)
+                    .start();
+            String out = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            int exit = process.waitFor();
+            List<String> lines = out.lines().filter(l -> !l.isBlank()).toList();
+            if (exit != 0 || lines.isEmpty()) {
+                throw new IllegalStateException(script + " failed with exit code " + exit
+                        + "; run it by hand to see why (it needs npm and the npm registry)");
+            }
+            return Path.of(lines.getLast().trim());
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot run " + script, e);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while running " + script, e);
+        }
+    }
+
+    /** The folder holding {@code mvnw}: from {@code tablecdc.root}, else the nearest one above the cwd. */
+    static Path projectRoot() {
+        String configured = System.getProperty("tablecdc.root");
+        if (configured != null && !configured.isBlank()) {
+            return Path.of(configured).toAbsolutePath().normalize();
+        }
+        for (Path dir = Path.of("").toAbsolutePath(); dir != null; dir = dir.getParent()) {
+            if (Files.isRegularFile(dir.resolve("mvnw"))) {
+                return dir;
+            }
+        }
+        throw new IllegalStateException("cannot find the project root (a folder with mvnw) above "
+                + Path.of("").toAbsolutePath() + "; set -Dtablecdc.root");
+    }
+}
