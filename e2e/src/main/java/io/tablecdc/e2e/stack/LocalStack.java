@@ -7,6 +7,10 @@ import java.util.Deque;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import io.tablecdc.e2e.bigquery.LocalBigQuery;
+import io.tablecdc.e2e.clickhouse.LocalClickHouse;
+import io.tablecdc.e2e.objectstore.LocalObjectStore;
+
 /**
  * The local stack of one JVM: every component starts on first use, once, on 127.0.0.1, and stops when the
  * JVM exits (in reverse order). Tests share it and keep apart by flow, table, database and topic names;
@@ -21,6 +25,9 @@ public final class LocalStack {
     private LocalKafka kafka;
     private LocalPostgres postgres;
     private ConnectWorker connect;
+    private LocalClickHouse clickhouse;
+    private LocalObjectStore objectStore;
+    private LocalBigQuery bigquery;
     private Path pluginPath;
 
     private LocalStack() {
@@ -46,6 +53,30 @@ public final class LocalStack {
             postgres = track(unchecked(() -> LocalPostgres.start(StackPaths.workDir("postgres"))));
         }
         return postgres;
+    }
+
+    /** The ClickHouse engine behind its HTTP test front (or the server named by TABLECDC_CLICKHOUSE_URL). */
+    public synchronized LocalClickHouse clickhouse() {
+        if (clickhouse == null) {
+            clickhouse = track(LocalClickHouse.start(StackPaths.workDir("clickhouse")));
+        }
+        return clickhouse;
+    }
+
+    /** The S3-compatible object store with the {@code tablecdc} bucket (or the one named by TABLECDC_S3_ENDPOINT). */
+    public synchronized LocalObjectStore objectStore() {
+        if (objectStore == null) {
+            objectStore = track(LocalObjectStore.start(StackPaths.workDir("objectstore")));
+        }
+        return objectStore;
+    }
+
+    /** The BigQuery emulator (or the endpoint named by TABLECDC_BIGQUERY_ENDPOINT). */
+    public synchronized LocalBigQuery bigquery() {
+        if (bigquery == null) {
+            bigquery = track(LocalBigQuery.start(StackPaths.workDir("bigquery")));
+        }
+        return bigquery;
     }
 
     /** The unzipped Hub archives, shared by every worker this stack starts. */
