@@ -1,0 +1,66 @@
+package io.tablecdc.e2e.flows;
+
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.errors.TopicExistsException;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.connect.data.Struct;
+import org.apache.kafka.connect.json.JsonConverter;
+
+/**
+ * Writes Connect records to Kafka exactly as a source task's worker would with JsonConverter (schemas on):
+ * used by tests and benchmarks to feed the sink without a source connector.
+ */
+public final class RecordProducer implements AutoCloseable {
+    private final String bootstrap;
+    private final KafkaProducer<byte[], byte[]> producer;
+    private final JsonConverter keyConverter = new JsonConverter();
+    private final JsonConverter valueConverter = new JsonConverter();
+
+    public RecordProducer(String bootstrap) {
+        this.bootstrap = bootstrap;
+        this.producer = new KafkaProducer<>(Map.of("bootstrap.servers", bootstrap, "linger.ms", "5", "enable.idempotence", "true"),
+                new ByteArraySerializer(), new ByteArraySerializer());
+        keyConverter.configure(Map.of("schemas.enable", "true"), true);
+        valueConverter.configure(Map.of("schemas.enable", "true"), false);
+    }
+
+    /** Creates a one-partition topic if it does not exist. */
+    public RecordProducer topic(String topic) throws Exception {
+        try (Admin admin = Admin.create(Map.<String, Object>of("bootstrap.servers", bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1))).all().get(30, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {
+            if (!(e.getCause() instanceof TopicExistsException)) {
+                throw e;
+            }
+        }
+        return this;
+    }
+
+    /** Sends one record; {@code headers} are written as UTF-8 text, {@code key} may be null. */
+    public void send(String topic, Struct key, Struct value, Map<String, String> headers) throws Exception {
+        RecordHeaders kafkaHeaders = new RecordHeaders();
+        headers.forEach((k, v) -> kafkaHeaders.add(k, v.getBytes(StandardCharsets.UTF_8)));
+        byte[] keyBytes = key == null ? null : keyConverter.fromConnectData(topic, key.schema(), key);
+        byte[] valueBytes = value == null ? null : valueConverter.fromConnectData(topic, value.schema(), value);
+        producer.send(new ProducerRecord<>(topic, null, keyBytes, valueBytes, kafkaHeaders)).get(30, TimeUnit.SECONDS);
+    }
+
+    /** Sends raw bytes (for records no converter would accept). */
+    public void sendRaw(String topic, byte[] key, byte[] value) throws Exception {
+        producer.send(new ProducerRecord<>(topic, key, value)).get(30, TimeUnit.SECONDS);
+    }
+
+    @Override
+    public void close() {
+        producer.close();
+    }
+}

@@ -1,0 +1,169 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.math.BigDecimal;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+
+import org.apache.kafka.connect.data.Decimal;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaBuilder;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+
+import io.tablecdc.common.TablecdcTypes;
+import io.tablecdc.e2e.flows.Headers;
+import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * The ClickHouse stage sink deployed through the Connect REST API from its Hub archive, fed with records as
+ * tablecdc sources write them, staging into the object store and normalizing into the ClickHouse engine.
+ */
+class StageSinkIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final Schema KEY = SchemaBuilder.struct().name("orders_key").field("id", Schema.INT64_SCHEMA).build();
+    private static final Schema VALUE = SchemaBuilder.struct().name("orders_value")
+            .field("id", Schema.INT64_SCHEMA)
+            .field("customer", Schema.STRING_SCHEMA)
+            .field("amount", Decimal.builder(2).optional().build())
+            .field("placed_at", TablecdcTypes.microTimestamp().optional().build())
+            .build();
+    private static String catalogUrl;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        catalogUrl = stack.postgres().createDatabase("sink_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+                .compressServerResponse(false).build();
+    }
+
+    private static Map<String, String> sinkConfig(String topicsRegex) {
+        Map<String, String> config = new HashMap<>();
+        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
+        config.put("tasks.max", "1");
+        config.put("topics.regex", topicsRegex);
+        config.put("clickhouse.url", stack.clickhouse().httpUrl());
+        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/stage");
+        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
+        config.put("stage.s3.region", stack.objectStore().region());
+        config.put("stage.s3.access.key", stack.objectStore().accessKey());
+        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
+        config.put("stage.local.dir", StackPaths.workDir("sink-local").toString());
+        config.put("catalog.jdbc.url", catalogUrl);
+        config.put("catalog.user", stack.postgres().user());
+        config.put("catalog.password", stack.postgres().password());
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "2000");
+        config.put("consumer.override.auto.offset.reset", "earliest");
+        return config;
+    }
+
+    private static Struct key(long id) {
+        return new Struct(KEY).put("id", id);
+    }
+
+    private static Struct order(long id, String customer, String amount, long placedAtMicros) {
+        return new Struct(VALUE).put("id", id).put("customer", customer)
+                .put("amount", amount == null ? null : new BigDecimal(amount)).put("placed_at", placedAtMicros);
+    }
+
+    @Test
+    void batchesOfTablecdcRecordsEndUpInReplacingMergeTreeWithUpdatesAndDeletesApplied() throws Exception {
+        String topic = "sinkit.pull.orders";
+        String table = "shop.orders";
+        String flow = "flow-pull";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), order(1, "ada", "10.50", 1_700_000_000_123_456L), Headers.of(flow, table, "r", 1, 1, false));
+            producer.send(topic, key(2), order(2, "grace", "-0.01", -1L), Headers.of(flow, table, "r", 1, 1, false));
+            producer.send(topic, key(3), order(3, "東京 🚀", null, 0L), Headers.of(flow, table, "r", 1, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-pull", sinkConfig("sinkit\\.pull\\..*"));
+        rest.awaitRunning("sink-pull", 1, Duration.ofSeconds(60));
+
+        awaitRows("SELECT id, customer, toString(amount) AS amount, toString(placed_at) AS placed_at FROM shop_orders_current ORDER BY id",
+                rows -> rows.size() == 3, Duration.ofSeconds(60));
+        List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer, toString(amount) AS amount, toString(placed_at) AS placed_at"
+                + " FROM shop_orders_current ORDER BY id");
+        assertEquals("ada", rows.get(0).getString("customer"));
+        assertEquals("10.5", rows.get(0).getString("amount"));
+        assertEquals("2023-11-14 22:13:20.123456", rows.get(0).getString("placed_at"));
+        assertEquals("-0.01", rows.get(1).getString("amount"));
+        assertEquals("1969-12-31 23:59:59.999999", rows.get(1).getString("placed_at"));
+        assertEquals("東京 🚀", rows.get(2).getString("customer"));
+
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            producer.send(topic, key(1), order(1, "ada lovelace", "11.00", 1_700_000_000_999_999L), Headers.of(flow, table, "u", 5, 2, false));
+            producer.send(topic, key(2), null, Headers.of(flow, table, "d", 6, 2, false));
+            producer.send(topic, key(4), order(4, "", "0.00", 7L), Headers.of(flow, table, "c", 7, 2, true));
+        }
+        awaitRows("SELECT id, customer FROM shop_orders_current ORDER BY id",
+                r -> r.size() == 3 && r.get(0).getString("customer").equals("ada lovelace") && r.get(2).getLong("id") == 4,
+                Duration.ofSeconds(60));
+
+        try (Connection c = stack.postgres().connect("sink_catalog");
+             PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id, inserts_count, updates_count, deletes_count,"
+                     + " (SELECT count(*) FROM cdc_table_avro_stage s WHERE s.flow_name = r.flow_name"
+                     + "   AND s.source_table_identifier = r.source_table_identifier) AS stages"
+                     + " FROM cdc_table_replication_state r WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                assertTrue(rs.next(), "no catalog row for " + table);
+                assertEquals(2, rs.getLong("normalized_batch_id"));
+                assertEquals(4, rs.getLong("inserts_count"));
+                assertEquals(1, rs.getLong("updates_count"));
+                assertEquals(1, rs.getLong("deletes_count"));
+                assertEquals(0, rs.getLong("stages"), "stage rows left after normalize");
+            }
+        }
+        var listing = stack.objectStore().newClient().listObjectsV2(b -> b.bucket(stack.objectStore().bucket()).prefix("stage/flow-pull"));
+        assertEquals(0, listing.keyCount(), "stage files left after normalize: " + listing.contents());
+    }
+
+    private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<GenericRecord> rows = new ArrayList<>();
+        String lastError = null;
+        while (System.nanoTime() < deadline) {
+            try {
+                rows = clickhouse.queryAll(sql);
+                if (done.test(rows)) {
+                    return rows;
+                }
+            } catch (RuntimeException e) {
+                lastError = e.getMessage();
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("ClickHouse never answered as expected: " + sql + "; last rows " + describe(rows)
+                + (lastError == null ? "" : "; last error " + lastError));
+    }
+
+    private static String describe(List<GenericRecord> rows) {
+        List<String> out = new ArrayList<>();
+        for (GenericRecord row : rows) {
+            out.add(row.getValues().toString());
+        }
+        return out.toString();
+    }
+
+}
