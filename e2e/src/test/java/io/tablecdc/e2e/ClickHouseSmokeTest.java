@@ -35,10 +35,12 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -98,9 +100,14 @@ class ClickHouseSmokeTest {
     }
 
     @AfterAll
-    static void stopStack() {
+    static void stopStack() throws IOException {
         try (Client c = client; LocalObjectStore s = objectStore; LocalClickHouse ch = clickHouse) {
             System.out.printf("stack: RSS at the end %d MiB%n", rssKiB() / 1024);
+        }
+        try (Stream<Path> files = Files.walk(workDir)) {
+            for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
         }
     }
 
