@@ -119,8 +119,11 @@ class ClickHouseSmokeTest {
     @Test
     void replacingMergeTreeResolvesUpdatesAndDeletesWithFinal() throws Exception {
         execute("""
-                CREATE TABLE rmt (id UInt64, name String, note Nullable(String), ver UInt64, is_deleted UInt8)
+                CREATE OR REPLACE TABLE rmt
+                (id UInt64, name String, note Nullable(String), ver UInt64, is_deleted UInt8)
                 ENGINE = ReplacingMergeTree(ver, is_deleted) ORDER BY id""");
+        // keeps both inserts in separate parts, so FINAL (not a background merge) has to resolve the versions
+        execute("SYSTEM STOP MERGES rmt");
 
         // version 1 of three rows, as RowBinary through client-v2's POJO serializer
         client.register(RmtRow.class, client.getTableSchema("rmt"));
@@ -162,7 +165,7 @@ class ClickHouseSmokeTest {
         }
         assertEquals(List.of("1:one:first", "2:two v2:updated"), read);
 
-        // without FINAL, before a merge, every inserted version is still there
+        // without FINAL every inserted version is still there
         assertEquals(6, client.queryAll("SELECT count() AS c FROM rmt").getFirst().getLong("c"));
     }
 
@@ -183,7 +186,7 @@ class ClickHouseSmokeTest {
     @Test
     void settingsAndDatabaseApplyToOneRequestOnly() throws Exception {
         execute("CREATE DATABASE IF NOT EXISTS smoke_other");
-        execute("CREATE TABLE smoke_other.marker (x UInt8) ENGINE = Memory");
+        execute("CREATE OR REPLACE TABLE smoke_other.marker (x UInt8) ENGINE = Memory");
         QuerySettings scoped = new QuerySettings()
                 .setDatabase("smoke_other")
                 .serverSetting("max_threads", "1")
@@ -223,7 +226,8 @@ class ClickHouseSmokeTest {
         assertEquals(60, serverError(() -> client.queryAll("SELECT * FROM no_such_table")).getCode()); // UNKNOWN_TABLE
         assertEquals(62, serverError(() -> client.queryAll("SELEKT 1")).getCode()); // SYNTAX_ERROR
         // the engine's own exception, raised while the query runs
-        ServerException thrown = serverError(() -> client.queryAll("SELECT throwIf(number = 0, 'boom') FROM numbers(1)"));
+        ServerException thrown = serverError(() ->
+                client.queryAll("SELECT throwIf(number = 0, 'boom') FROM numbers(1)"));
         assertEquals(395, thrown.getCode());
         assertTrue(thrown.getMessage().contains("boom"), thrown.getMessage());
         // and the connection's session is still usable afterwards
@@ -249,7 +253,7 @@ class ClickHouseSmokeTest {
         assertEquals(List.of("id Int64", "name String", "note Nullable(String)", "amount Decimal(18, 4)",
                 "updated_at DateTime64(6)", "birthday Date32"), inferred);
 
-        execute("CREATE TABLE avro_pull (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
+        execute("CREATE OR REPLACE TABLE avro_pull (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
         client.execute("""
                 INSERT INTO avro_pull
                 SELECT id, name, note, amount, updated_at, birthday
@@ -260,8 +264,9 @@ class ClickHouseSmokeTest {
 
     @Test
     void avroStageFileLoadsAsAnInsertBody() throws Exception {
-        execute("CREATE TABLE avro_push (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
-        InsertResponse response = client.insert("avro_push", new ByteArrayInputStream(stageFile()), ClickHouseFormat.Avro)
+        execute("CREATE OR REPLACE TABLE avro_push (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
+        InsertResponse response = client
+                .insert("avro_push", new ByteArrayInputStream(stageFile()), ClickHouseFormat.Avro)
                 .get(30, TimeUnit.SECONDS);
         assertEquals(2, response.getWrittenRows());
         assertStageRows("avro_push");
@@ -269,7 +274,8 @@ class ClickHouseSmokeTest {
 
     private static void assertStageRows(String table) {
         List<GenericRecord> rows = client.queryAll("SELECT id, name, note, amount, updated_at, birthday,"
-                + " toTypeName(amount) AS amount_type, toTypeName(updated_at) AS ts_type FROM " + table + " ORDER BY id");
+                + " toTypeName(amount) AS amount_type, toTypeName(updated_at) AS ts_type"
+                + " FROM " + table + " ORDER BY id");
         assertEquals(2, rows.size());
         GenericRecord first = rows.get(0);
         assertEquals(1, first.getLong("id"));
