@@ -35,10 +35,12 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -98,9 +100,14 @@ class ClickHouseSmokeTest {
     }
 
     @AfterAll
-    static void stopStack() {
+    static void stopStack() throws IOException {
         try (Client c = client; LocalObjectStore s = objectStore; LocalClickHouse ch = clickHouse) {
             System.out.printf("stack: RSS at the end %d MiB%n", rssKiB() / 1024);
+        }
+        try (Stream<Path> files = Files.walk(workDir)) {
+            for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
+                Files.delete(p);
+            }
         }
     }
 
@@ -112,8 +119,11 @@ class ClickHouseSmokeTest {
     @Test
     void replacingMergeTreeResolvesUpdatesAndDeletesWithFinal() throws Exception {
         execute("""
-                CREATE TABLE rmt (id UInt64, name String, note Nullable(String), ver UInt64, is_deleted UInt8)
+                CREATE OR REPLACE TABLE rmt
+                (id UInt64, name String, note Nullable(String), ver UInt64, is_deleted UInt8)
                 ENGINE = ReplacingMergeTree(ver, is_deleted) ORDER BY id""");
+        // keeps both inserts in separate parts, so FINAL (not a background merge) has to resolve the versions
+        execute("SYSTEM STOP MERGES rmt");
 
         // version 1 of three rows, as RowBinary through client-v2's POJO serializer
         client.register(RmtRow.class, client.getTableSchema("rmt"));
@@ -155,7 +165,7 @@ class ClickHouseSmokeTest {
         }
         assertEquals(List.of("1:one:first", "2:two v2:updated"), read);
 
-        // without FINAL, before a merge, every inserted version is still there
+        // without FINAL every inserted version is still there
         assertEquals(6, client.queryAll("SELECT count() AS c FROM rmt").getFirst().getLong("c"));
     }
 
@@ -176,7 +186,7 @@ class ClickHouseSmokeTest {
     @Test
     void settingsAndDatabaseApplyToOneRequestOnly() throws Exception {
         execute("CREATE DATABASE IF NOT EXISTS smoke_other");
-        execute("CREATE TABLE smoke_other.marker (x UInt8) ENGINE = Memory");
+        execute("CREATE OR REPLACE TABLE smoke_other.marker (x UInt8) ENGINE = Memory");
         QuerySettings scoped = new QuerySettings()
                 .setDatabase("smoke_other")
                 .serverSetting("max_threads", "1")
@@ -216,7 +226,8 @@ class ClickHouseSmokeTest {
         assertEquals(60, serverError(() -> client.queryAll("SELECT * FROM no_such_table")).getCode()); // UNKNOWN_TABLE
         assertEquals(62, serverError(() -> client.queryAll("SELEKT 1")).getCode()); // SYNTAX_ERROR
         // the engine's own exception, raised while the query runs
-        ServerException thrown = serverError(() -> client.queryAll("SELECT throwIf(number = 0, 'boom') FROM numbers(1)"));
+        ServerException thrown = serverError(() ->
+                client.queryAll("SELECT throwIf(number = 0, 'boom') FROM numbers(1)"));
         assertEquals(395, thrown.getCode());
         assertTrue(thrown.getMessage().contains("boom"), thrown.getMessage());
         // and the connection's session is still usable afterwards
@@ -242,7 +253,7 @@ class ClickHouseSmokeTest {
         assertEquals(List.of("id Int64", "name String", "note Nullable(String)", "amount Decimal(18, 4)",
                 "updated_at DateTime64(6)", "birthday Date32"), inferred);
 
-        execute("CREATE TABLE avro_pull (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
+        execute("CREATE OR REPLACE TABLE avro_pull (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
         client.execute("""
                 INSERT INTO avro_pull
                 SELECT id, name, note, amount, updated_at, birthday
@@ -253,8 +264,9 @@ class ClickHouseSmokeTest {
 
     @Test
     void avroStageFileLoadsAsAnInsertBody() throws Exception {
-        execute("CREATE TABLE avro_push (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
-        InsertResponse response = client.insert("avro_push", new ByteArrayInputStream(stageFile()), ClickHouseFormat.Avro)
+        execute("CREATE OR REPLACE TABLE avro_push (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
+        InsertResponse response = client
+                .insert("avro_push", new ByteArrayInputStream(stageFile()), ClickHouseFormat.Avro)
                 .get(30, TimeUnit.SECONDS);
         assertEquals(2, response.getWrittenRows());
         assertStageRows("avro_push");
@@ -262,7 +274,8 @@ class ClickHouseSmokeTest {
 
     private static void assertStageRows(String table) {
         List<GenericRecord> rows = client.queryAll("SELECT id, name, note, amount, updated_at, birthday,"
-                + " toTypeName(amount) AS amount_type, toTypeName(updated_at) AS ts_type FROM " + table + " ORDER BY id");
+                + " toTypeName(amount) AS amount_type, toTypeName(updated_at) AS ts_type"
+                + " FROM " + table + " ORDER BY id");
         assertEquals(2, rows.size());
         GenericRecord first = rows.get(0);
         assertEquals(1, first.getLong("id"));

@@ -111,14 +111,6 @@ public final class Chdb implements AutoCloseable {
         this.dataDir = dataDir;
         // Loaded into the global arena: dlclose of a running ClickHouse engine is not something to try.
         SymbolLookup lib = SymbolLookup.libraryLookup(library, Arena.global());
-        // The JVM turns SIGSEGV/SIGBUS/SIGFPE/SIGILL into NullPointerExceptions, safepoints and the like, so
-        // the engine must not own those signals. chdb_set_signal_handlers_enabled(0) keeps chDB from
-        // installing its handlers, but in 26.5 the call itself also resets those four to SIG_DFL (it takes
-        // them for its own), and the next implicit null check kills the process. So the JVM's handlers are
-        // saved here and put back once the engine has booted.
-        SignalHandlers jvmHandlers = SignalHandlers.save();
-        lib.find("chdb_set_signal_handlers_enabled").ifPresent(f ->
-                invoke(LINKER.downcallHandle(f, FunctionDescriptor.ofVoid(JAVA_INT)), 0));
         MethodHandle connect = fn(lib, "chdb_connect", FunctionDescriptor.of(ADDRESS, JAVA_INT, ADDRESS));
         queryN = fn(lib, "chdb_query_n",
                 FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS, JAVA_LONG, ADDRESS, JAVA_LONG));
@@ -142,8 +134,19 @@ public final class Chdb implements AutoCloseable {
         for (int i = 0; i < args.size(); i++) {
             argv.setAtIndex(ADDRESS, i, arena.allocateFrom(args.get(i)));
         }
-        connPtr = (MemorySegment) invoke(connect, args.size(), argv);
-        jvmHandlers.restore();
+        // The JVM turns SIGSEGV/SIGBUS/SIGFPE/SIGILL into NullPointerExceptions, safepoints and the like, so
+        // the engine must not own those signals. chdb_set_signal_handlers_enabled(0) keeps chDB from
+        // installing its handlers, but in 26.5 the call itself also resets those four to SIG_DFL (it takes
+        // them for its own), and the next implicit null check kills the process. So the JVM's handlers are
+        // saved first and put back once the engine has booted.
+        SignalHandlers jvmHandlers = SignalHandlers.save();
+        try {
+            lib.find("chdb_set_signal_handlers_enabled").ifPresent(f ->
+                    invoke(LINKER.downcallHandle(f, FunctionDescriptor.ofVoid(JAVA_INT)), 0));
+            connPtr = (MemorySegment) invoke(connect, args.size(), argv);
+        } finally {
+            jvmHandlers.restore();
+        }
         if (connPtr.equals(MemorySegment.NULL)) {
             arena.close();
             throw new ChdbException("chdb_connect failed for data path " + dataDir);
@@ -270,7 +273,7 @@ public final class Chdb implements AutoCloseable {
                 FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, ADDRESS));
 
         static SignalHandlers save() {
-            MemorySegment all = Arena.global().allocate(SIGACTION_SIZE * 32);
+            MemorySegment all = Arena.ofAuto().allocate(SIGACTION_SIZE * 32);
             for (int sig = 1; sig < 32; sig++) {
                 if (sig != SIGKILL && sig != SIGSTOP) {
                     invoke(SIGACTION, sig, MemorySegment.NULL, slot(all, sig));

@@ -9,7 +9,6 @@ import software.amazon.awssdk.auth.credentials.AwsBasicCredentials;
 import software.amazon.awssdk.auth.credentials.StaticCredentialsProvider;
 import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.services.s3.S3Client;
-import software.amazon.awssdk.services.s3.model.BucketAlreadyOwnedByYouException;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -120,15 +119,6 @@ public final class LocalObjectStore implements AutoCloseable {
                 // S3Mock serves buckets only as paths, not as host names
                 .forcePathStyle(true)
                 .build();
-    }
-
-    /** Creates {@code name} unless it exists; may be called again with the same name. */
-    public void createBucket(String name) {
-        try (S3Client s3 = newClient()) {
-            s3.createBucket(b -> b.bucket(name));
-        } catch (BucketAlreadyOwnedByYouException e) {
-            // already there: nothing to do
-        }
     }
 
     @Override
