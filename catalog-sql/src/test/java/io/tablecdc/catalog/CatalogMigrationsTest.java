@@ -165,4 +165,26 @@ class CatalogMigrationsTest {
         assertEquals(List.of("id"), columns(ds, "someone_elses"));
         assertEquals(0, CatalogMigrations.migrate(ds).migrationsApplied());
     }
+
+    @Test
+    void theCommandMigratesThenChecks() throws Exception {
+        String name = "catalog_cli";
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE " + name);
+        }
+        java.util.Map<String, String> env = java.util.Map.of("TABLECDC_CATALOG_JDBC_URL",
+                postgres.getJdbcUrl("postgres", name), "TABLECDC_CATALOG_PASSWORD", "unused");
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+        java.io.PrintStream o = new java.io.PrintStream(out, true, java.nio.charset.StandardCharsets.UTF_8);
+        java.io.PrintStream e = new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8);
+
+        assertEquals(1, MigrateCommand.run(new String[] {"--check"}, env, o, e), "nothing applied yet");
+        assertTrue(err.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0"));
+        assertEquals(0, MigrateCommand.run(new String[0], env, o, e));
+        assertTrue(out.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0 -> 1 (1 migrations applied)"),
+                out.toString(java.nio.charset.StandardCharsets.UTF_8));
+        assertEquals(0, MigrateCommand.run(new String[] {"--check"}, env, o, e));
+        assertEquals(2, MigrateCommand.run(new String[] {"--url", "jdbc:mysql://x/y"}, java.util.Map.of(), o, e));
+    }
 }

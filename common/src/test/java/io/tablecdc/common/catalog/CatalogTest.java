@@ -521,6 +521,7 @@ class CatalogTest {
 
     @Test
     void openRefusesASchemaItCannotUse() throws Exception {
+        Catalog.open(settings("catalog", false), "connector-verify").close();
         try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
             s.execute("CREATE DATABASE unmigrated");
             s.execute("CREATE DATABASE from_the_future");
