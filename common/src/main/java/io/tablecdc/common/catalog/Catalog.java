@@ -41,6 +41,8 @@ import javax.sql.DataSource;
  * <p>Failures: {@link CatalogUnavailableException} (retriable) when the catalog cannot be reached,
  * {@link CatalogException} otherwise. Both name the operation, the flow and the table, and never carry
  * connection settings. All SQL uses bound parameters; only table and column names are literal.
+ *
+ * <p>Thread-safe: a task may share one instance between its threads.
  */
 public final class Catalog implements AutoCloseable {
 
@@ -188,7 +190,8 @@ public final class Catalog implements AutoCloseable {
      * Records that a batch (or a cursor move without rows) is durably in Kafka. When
      * {@code batch.batchId()} is above the stored synced batch id, the id, the cursor and
      * {@code last_synced_at} move and the batch's rows are added; the oldest-unnormalized-row times are
-     * set if none are pending. When it equals the stored id, only the cursor and {@code last_synced_at}
+     * set if none are pending and the batch is not already normalized (the sink can be faster than the
+     * source's acknowledgement). When it equals the stored id, only the cursor and {@code last_synced_at}
      * move (an empty window walked forward). A lower id is stale and changes nothing. May be called
      * again after a crash: the repeat adds nothing.
      *
@@ -199,6 +202,8 @@ public final class Catalog implements AutoCloseable {
         Objects.requireNonNull(at, "at");
         return onTable("recordSync", flow, table, c -> {
             String advanced = "EXCLUDED.synced_batch_id > s.synced_batch_id";
+            // the sink may normalize a batch before its source records the sync: then nothing is pending
+            String pending = advanced + " AND EXCLUDED.synced_batch_id > s.normalized_batch_id";
             try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
                     + " (flow_name, source_table_identifier, cursor_text, synced_batch_id, synced_rows_count,"
                     + " last_synced_at, first_row_received_at, first_row_commit_time)"
@@ -207,10 +212,10 @@ public final class Catalog implements AutoCloseable {
                     + " cursor_text = EXCLUDED.cursor_text,"
                     + " synced_rows_count = s.synced_rows_count"
                     + "   + CASE WHEN " + advanced + " THEN EXCLUDED.synced_rows_count ELSE 0 END,"
-                    + " first_row_received_at = CASE WHEN " + advanced
+                    + " first_row_received_at = CASE WHEN " + pending
                     + "   THEN COALESCE(s.first_row_received_at, EXCLUDED.first_row_received_at)"
                     + "   ELSE s.first_row_received_at END,"
-                    + " first_row_commit_time = CASE WHEN " + advanced
+                    + " first_row_commit_time = CASE WHEN " + pending
                     + "   THEN COALESCE(s.first_row_commit_time, EXCLUDED.first_row_commit_time)"
                     + "   ELSE s.first_row_commit_time END,"
                     + " last_synced_at = GREATEST(s.last_synced_at, EXCLUDED.last_synced_at),"

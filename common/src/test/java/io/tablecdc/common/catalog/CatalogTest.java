@@ -231,6 +231,23 @@ class CatalogTest {
     }
 
     @Test
+    void aBatchNormalizedBeforeItsSyncIsRecordedLeavesNoLag() {
+        String f = "sink-first";
+        String tb = "ds.t";
+        catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 1, t(1), t(0)), t(2));
+        catalog.recordNormalize(f, tb, 1, new RowCounts(1, 0, 0), t(3));
+        // the sink loaded batch 2 before the source's acknowledgement for it arrived
+        catalog.recordNormalize(f, tb, 2, new RowCounts(2, 0, 0), t(4));
+        catalog.recordSync(f, tb, new SyncedBatch("c2", 2, 2, t(3), t(2)), t(5));
+        TableState s = table(f, tb);
+        assertEquals(2, s.syncedBatchId());
+        assertEquals(2, s.normalizedBatchId());
+        assertNull(s.firstRowReceivedAt(), "nothing is waiting to be normalized");
+        assertNull(s.firstRowCommitTime());
+        assertEquals(3, s.syncedRows());
+    }
+
+    @Test
     void stagesRoundTripInOrderAndAreNotStoredForNormalizedBatches() {
         String f = "stages";
         String tb = "ds.t";
