@@ -55,7 +55,8 @@ public final class CatalogMigrations {
             throw new CatalogSchemaException("applying the catalog migrations failed at schema version "
                     + before + ": " + e.getMessage(), e);
         }
-        String after = result.targetSchemaVersion != null ? result.targetSchemaVersion : before;
+        // read back rather than trust the result: a start that waited for a concurrent one reports no target
+        String after = version(info(flyway).current());
         return new Outcome(before, after, result.migrationsExecuted);
     }
 
