@@ -25,6 +25,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.regex.Pattern;
 import javax.sql.DataSource;
+import org.postgresql.ds.PGSimpleDataSource;
 
 /**
  * The catalog client: one method per step the connectors take, over a small connection pool.
@@ -90,41 +91,62 @@ public final class Catalog implements AutoCloseable {
      *         are off, naming both versions
      */
     public static Catalog open(CatalogSettings settings, String clientName) {
+        String user = settings.user() == null || settings.user().isEmpty() ? null : settings.user();
+        String password = settings.password() == null ? null : settings.password().value();
+
+        // first one plain connection: it fails fast and tells a refusal from an outage; migrations use it
+        // too, with their own unpooled connections (with a pool of one they would wait for themselves)
+        PGSimpleDataSource direct = new PGSimpleDataSource();
+        try {
+            direct.setUrl(settings.jdbcUrl());
+        } catch (IllegalArgumentException e) {
+            throw new CatalogException("catalog.jdbc.url is not a valid PostgreSQL JDBC URL");
+        }
+        if (user != null) {
+            direct.setUser(user);
+        }
+        if (password != null) {
+            direct.setPassword(password);
+        }
+        direct.setConnectTimeout((int) Math.max(1, settings.connectionTimeoutMs() / 1000));
+        direct.setApplicationName(truncate("tablecdc " + clientName, 63));
+        try (Connection probe = direct.getConnection()) {
+            probe.isValid(1);
+        } catch (SQLException e) {
+            String advice = " (check catalog.jdbc.url, catalog.user and catalog.password): " + causeText(e);
+            if (isRefusal(e)) {
+                throw new CatalogException("the catalog refused the connection when " + clientName + " started"
+                        + advice, e);
+            }
+            throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started" + advice, e);
+        }
+        try {
+            if (settings.migrate()) {
+                CatalogMigrations.migrate(direct);
+            } else {
+                CatalogMigrations.verify(direct);
+            }
+        } catch (CatalogSchemaException e) {
+            throw new CatalogException("catalog schema check failed when " + clientName + " started: "
+                    + e.getMessage(), e);
+        }
+
         HikariConfig config = new HikariConfig();
         config.setJdbcUrl(settings.jdbcUrl());
-        if (settings.user() != null && !settings.user().isEmpty()) {
-            config.setUsername(settings.user());
+        if (user != null) {
+            config.setUsername(user);
         }
-        if (settings.password() != null && settings.password().value() != null) {
-            config.setPassword(settings.password().value());
+        if (password != null) {
+            config.setPassword(password);
         }
         config.setMaximumPoolSize(settings.poolSize());
         config.setMinimumIdle(0);
         config.setConnectionTimeout(settings.connectionTimeoutMs());
-        config.setInitializationFailTimeout(settings.connectionTimeoutMs());
+        // the probe above checked the catalog; from here on an outage is a retriable error per operation
+        config.setInitializationFailTimeout(-1);
         config.setPoolName("tablecdc-catalog-" + clientName);
         config.addDataSourceProperty("ApplicationName", truncate("tablecdc " + clientName, 63));
-        HikariDataSource pool;
-        try {
-            pool = new HikariDataSource(config);
-        } catch (RuntimeException e) {
-            throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started"
-                    + " (check catalog.jdbc.url, catalog.user and catalog.password): " + causeText(e), e);
-        }
-        try {
-            if (settings.migrate()) {
-                CatalogMigrations.migrate(pool);
-            } else {
-                CatalogMigrations.verify(pool);
-            }
-        } catch (CatalogSchemaException e) {
-            pool.close();
-            throw new CatalogException("catalog schema check failed when " + clientName + " started: "
-                    + e.getMessage(), e);
-        } catch (RuntimeException e) {
-            pool.close();
-            throw e;
-        }
+        HikariDataSource pool = new HikariDataSource(config);
         return new Catalog(pool, pool);
     }
 
@@ -913,6 +935,17 @@ public final class Catalog implements AutoCloseable {
                     + causeText(e), e);
         }
         return new CatalogException("catalog " + where + " failed: " + causeText(e), e);
+    }
+
+    /** Wrong password, unknown user or database: retrying will not help. */
+    private static boolean isRefusal(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && sql.getSQLState() != null
+                    && (sql.getSQLState().startsWith("28") || sql.getSQLState().equals("3D000"))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static boolean isTransient(SQLException e) {
