@@ -86,9 +86,10 @@ public final class Catalog implements AutoCloseable {
      *
      * @param settings   from {@link CatalogConfig#settings}
      * @param clientName who opens it (connector or task name), shown in {@code pg_stat_activity}
-     * @throws CatalogUnavailableException if the catalog cannot be reached
-     * @throws CatalogException if its schema is newer than this release knows, or older while migrations
-     *         are off, naming both versions
+     * @throws CatalogUnavailableException if the catalog cannot be reached (retrying may help)
+     * @throws CatalogException if it refuses the connection (wrong password, unknown user or database),
+     *         or its schema is newer than this release knows, or older while migrations are off (naming
+     *         both versions)
      */
     public static Catalog open(CatalogSettings settings, String clientName) {
         String user = settings.user() == null || settings.user().isEmpty() ? null : settings.user();
