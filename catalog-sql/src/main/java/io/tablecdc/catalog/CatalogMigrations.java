@@ -1,7 +1,11 @@
 package io.tablecdc.catalog;
 
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.util.Arrays;
 import java.util.Objects;
+import java.util.function.Supplier;
 import javax.sql.DataSource;
 
 import org.flywaydb.core.Flyway;
@@ -18,7 +22,8 @@ import org.flywaydb.core.api.output.MigrateResult;
  * <p>Migrations run in the connection's current schema (set it with {@code currentSchema=} in the JDBC
  * URL to keep the catalog apart). Their history is kept in {@value #HISTORY_TABLE}, so the catalog can
  * share a database with other Flyway users. A database that already holds unrelated tables is accepted.
- * Concurrent starts are safe: Flyway serialises migrations with a Postgres advisory lock.
+ * Concurrent starts are safe: {@link #migrate} holds a Postgres advisory lock on its own connection while
+ * it runs, so the data source needs room for two connections besides Flyway's (an unpooled one is best).
  */
 public final class CatalogMigrations {
 
@@ -29,6 +34,9 @@ public final class CatalogMigrations {
     public static final String LOCATION = "classpath:io/tablecdc/catalog/migration";
 
     private static final String KNOWN_VERSION = "1";
+
+    /** "tablecdc" in ASCII: the advisory lock key that serialises migrations of one database. */
+    private static final long MIGRATION_LOCK_KEY = 0x7461626C65636463L;
 
     private CatalogMigrations() {
     }
@@ -47,16 +55,41 @@ public final class CatalogMigrations {
      */
     public static Outcome migrate(DataSource dataSource) {
         Flyway flyway = flyway(dataSource);
-        String before = refuseNewer(info(flyway));
-        MigrateResult result;
-        try {
-            result = flyway.migrate();
-        } catch (FlywayException e) {
-            throw new CatalogSchemaException("applying the catalog migrations failed at schema version "
-                    + before + ": " + e.getMessage(), e);
+        return serialized(dataSource, () -> {
+            String before = refuseNewer(info(flyway));
+            MigrateResult result;
+            try {
+                result = flyway.migrate();
+            } catch (FlywayException e) {
+                throw new CatalogSchemaException("applying the catalog migrations failed at schema version "
+                        + before + ": " + e.getMessage(), e);
+            }
+            return new Outcome(before, version(info(flyway).current()), result.migrationsExecuted);
+        });
+    }
+
+    /**
+     * Runs {@code work} while holding a session advisory lock of the catalog's database. Flyway locks only
+     * once its history table exists, so two connectors starting on an empty catalog would otherwise
+     * both try to create it, and one would fail.
+     */
+    private static <T> T serialized(DataSource dataSource, Supplier<T> work) {
+        try (Connection lock = dataSource.getConnection()) {
+            try (PreparedStatement ps = lock.prepareStatement("SELECT pg_advisory_lock(?)")) {
+                ps.setLong(1, MIGRATION_LOCK_KEY);
+                ps.execute();
+            }
+            try {
+                return work.get();
+            } finally {
+                try (PreparedStatement ps = lock.prepareStatement("SELECT pg_advisory_unlock(?)")) {
+                    ps.setLong(1, MIGRATION_LOCK_KEY);
+                    ps.execute();
+                }
+            }
+        } catch (SQLException e) {
+            throw new CatalogSchemaException("cannot lock the catalog for migrating: " + e.getMessage(), e);
         }
-        String after = result.targetSchemaVersion != null ? result.targetSchemaVersion : before;
-        return new Outcome(before, after, result.migrationsExecuted);
     }
 
     /**

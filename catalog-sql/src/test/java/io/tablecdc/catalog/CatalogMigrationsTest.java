@@ -165,4 +165,71 @@ class CatalogMigrationsTest {
         assertEquals(List.of("id"), columns(ds, "someone_elses"));
         assertEquals(0, CatalogMigrations.migrate(ds).migrationsApplied());
     }
+
+    @Test
+    void theCommandMigratesThenChecks() throws Exception {
+        String name = "catalog_cli";
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE " + name);
+        }
+        java.util.Map<String, String> env = java.util.Map.of("TABLECDC_CATALOG_JDBC_URL",
+                postgres.getJdbcUrl("postgres", name), "TABLECDC_CATALOG_PASSWORD", "unused");
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        java.io.ByteArrayOutputStream err = new java.io.ByteArrayOutputStream();
+        java.io.PrintStream o = new java.io.PrintStream(out, true, java.nio.charset.StandardCharsets.UTF_8);
+        java.io.PrintStream e = new java.io.PrintStream(err, true, java.nio.charset.StandardCharsets.UTF_8);
+
+        assertEquals(1, MigrateCommand.run(new String[] {"--check"}, env, o, e), "nothing applied yet");
+        assertTrue(err.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0"));
+        assertEquals(0, MigrateCommand.run(new String[0], env, o, e));
+        assertTrue(out.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0 -> 1 (1 migrations applied)"),
+                out.toString(java.nio.charset.StandardCharsets.UTF_8));
+        assertEquals(0, MigrateCommand.run(new String[] {"--check"}, env, o, e));
+        assertEquals(2, MigrateCommand.run(new String[] {"--url", "jdbc:mysql://x/y"}, java.util.Map.of(), o, e));
+    }
+
+    @Test
+    void concurrentStartsMigrateOnce() throws Exception {
+        DataSource ds = emptyDatabase();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+        try {
+            java.util.concurrent.CyclicBarrier start = new java.util.concurrent.CyclicBarrier(2);
+            List<java.util.concurrent.Future<CatalogMigrations.Outcome>> runs = new ArrayList<>();
+            for (int i = 0; i < 2; i++) {
+                runs.add(pool.submit(() -> {
+                    start.await();
+                    return CatalogMigrations.migrate(ds);
+                }));
+            }
+            int applied = 0;
+            for (java.util.concurrent.Future<CatalogMigrations.Outcome> run : runs) {
+                applied += run.get().migrationsApplied();
+                assertEquals(CatalogMigrations.knownVersion(), run.get().versionAfter());
+            }
+            assertEquals(1, applied, "the migration ran once");
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void migratesIntoTheSchemaNamedByCurrentSchema() throws Exception {
+        String name = "catalog_schema";
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE " + name);
+        }
+        try (Connection c = postgres.getDatabase("postgres", name).getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE SCHEMA tablecdc");
+        }
+        DataSource ds = postgres.getDatabase("postgres", name, java.util.Map.of("currentSchema", "tablecdc"));
+        CatalogMigrations.migrate(ds);
+        try (Connection c = ds.getConnection(); Statement s = c.createStatement();
+             ResultSet rs = s.executeQuery("SELECT table_schema FROM information_schema.tables"
+                     + " WHERE table_name = 'cdc_table_replication_state'")) {
+            assertTrue(rs.next());
+            assertEquals("tablecdc", rs.getString(1));
+            assertTrue(!rs.next(), "only in the tablecdc schema");
+        }
+        assertEquals(CatalogMigrations.knownVersion(), CatalogMigrations.verify(ds));
+    }
 }

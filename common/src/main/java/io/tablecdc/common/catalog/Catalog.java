@@ -25,6 +25,7 @@ import java.util.Objects;
 import java.util.Optional;
 import java.util.regex.Pattern;
 import javax.sql.DataSource;
+import org.postgresql.ds.PGSimpleDataSource;
 
 /**
  * The catalog client: one method per step the connectors take, over a small connection pool.
@@ -41,6 +42,8 @@ import javax.sql.DataSource;
  * <p>Failures: {@link CatalogUnavailableException} (retriable) when the catalog cannot be reached,
  * {@link CatalogException} otherwise. Both name the operation, the flow and the table, and never carry
  * connection settings. All SQL uses bound parameters; only table and column names are literal.
+ *
+ * <p>Thread-safe: a task may share one instance between its threads.
  */
 public final class Catalog implements AutoCloseable {
 
@@ -83,46 +86,68 @@ public final class Catalog implements AutoCloseable {
      *
      * @param settings   from {@link CatalogConfig#settings}
      * @param clientName who opens it (connector or task name), shown in {@code pg_stat_activity}
-     * @throws CatalogUnavailableException if the catalog cannot be reached
-     * @throws CatalogException if its schema is newer than this release knows, or older while migrations
-     *         are off, naming both versions
+     * @throws CatalogUnavailableException if the catalog cannot be reached (retrying may help)
+     * @throws CatalogException if it refuses the connection (wrong password, unknown user or database),
+     *         or its schema is newer than this release knows, or older while migrations are off (naming
+     *         both versions)
      */
     public static Catalog open(CatalogSettings settings, String clientName) {
+        String user = settings.user() == null || settings.user().isEmpty() ? null : settings.user();
+        String password = settings.password() == null ? null : settings.password().value();
+
+        // first one plain connection: it fails fast and tells a refusal from an outage; migrations use it
+        // too, with their own unpooled connections (with a pool of one they would wait for themselves)
+        PGSimpleDataSource direct = new PGSimpleDataSource();
+        try {
+            direct.setUrl(settings.jdbcUrl());
+        } catch (IllegalArgumentException e) {
+            throw new CatalogException("catalog.jdbc.url is not a valid PostgreSQL JDBC URL");
+        }
+        if (user != null) {
+            direct.setUser(user);
+        }
+        if (password != null) {
+            direct.setPassword(password);
+        }
+        direct.setConnectTimeout((int) Math.max(1, settings.connectionTimeoutMs() / 1000));
+        direct.setApplicationName(truncate("tablecdc " + clientName, 63));
+        try (Connection probe = direct.getConnection()) {
+            probe.isValid(1);
+        } catch (SQLException e) {
+            String advice = " (check catalog.jdbc.url, catalog.user and catalog.password): " + causeText(e);
+            if (isRefusal(e)) {
+                throw new CatalogException("the catalog refused the connection when " + clientName + " started"
+                        + advice, e);
+            }
+            throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started" + advice, e);
+        }
+        try {
+            if (settings.migrate()) {
+                CatalogMigrations.migrate(direct);
+            } else {
+                CatalogMigrations.verify(direct);
+            }
+        } catch (CatalogSchemaException e) {
+            throw new CatalogException("catalog schema check failed when " + clientName + " started: "
+                    + e.getMessage(), e);
+        }
+
         HikariConfig config = new HikariConfig();
         config.setJdbcUrl(settings.jdbcUrl());
-        if (settings.user() != null && !settings.user().isEmpty()) {
-            config.setUsername(settings.user());
+        if (user != null) {
+            config.setUsername(user);
         }
-        if (settings.password() != null && settings.password().value() != null) {
-            config.setPassword(settings.password().value());
+        if (password != null) {
+            config.setPassword(password);
         }
         config.setMaximumPoolSize(settings.poolSize());
         config.setMinimumIdle(0);
         config.setConnectionTimeout(settings.connectionTimeoutMs());
-        config.setInitializationFailTimeout(settings.connectionTimeoutMs());
+        // the probe above checked the catalog; from here on an outage is a retriable error per operation
+        config.setInitializationFailTimeout(-1);
         config.setPoolName("tablecdc-catalog-" + clientName);
         config.addDataSourceProperty("ApplicationName", truncate("tablecdc " + clientName, 63));
-        HikariDataSource pool;
-        try {
-            pool = new HikariDataSource(config);
-        } catch (RuntimeException e) {
-            throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started"
-                    + " (check catalog.jdbc.url, catalog.user and catalog.password): " + causeText(e), e);
-        }
-        try {
-            if (settings.migrate()) {
-                CatalogMigrations.migrate(pool);
-            } else {
-                CatalogMigrations.verify(pool);
-            }
-        } catch (CatalogSchemaException e) {
-            pool.close();
-            throw new CatalogException("catalog schema check failed when " + clientName + " started: "
-                    + e.getMessage(), e);
-        } catch (RuntimeException e) {
-            pool.close();
-            throw e;
-        }
+        HikariDataSource pool = new HikariDataSource(config);
         return new Catalog(pool, pool);
     }
 
@@ -188,7 +213,8 @@ public final class Catalog implements AutoCloseable {
      * Records that a batch (or a cursor move without rows) is durably in Kafka. When
      * {@code batch.batchId()} is above the stored synced batch id, the id, the cursor and
      * {@code last_synced_at} move and the batch's rows are added; the oldest-unnormalized-row times are
-     * set if none are pending. When it equals the stored id, only the cursor and {@code last_synced_at}
+     * set if none are pending and the batch is not already normalized (the sink can be faster than the
+     * source's acknowledgement). When it equals the stored id, only the cursor and {@code last_synced_at}
      * move (an empty window walked forward). A lower id is stale and changes nothing. May be called
      * again after a crash: the repeat adds nothing.
      *
@@ -199,6 +225,8 @@ public final class Catalog implements AutoCloseable {
         Objects.requireNonNull(at, "at");
         return onTable("recordSync", flow, table, c -> {
             String advanced = "EXCLUDED.synced_batch_id > s.synced_batch_id";
+            // the sink may normalize a batch before its source records the sync: then nothing is pending
+            String pending = advanced + " AND EXCLUDED.synced_batch_id > s.normalized_batch_id";
             try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
                     + " (flow_name, source_table_identifier, cursor_text, synced_batch_id, synced_rows_count,"
                     + " last_synced_at, first_row_received_at, first_row_commit_time)"
@@ -207,10 +235,10 @@ public final class Catalog implements AutoCloseable {
                     + " cursor_text = EXCLUDED.cursor_text,"
                     + " synced_rows_count = s.synced_rows_count"
                     + "   + CASE WHEN " + advanced + " THEN EXCLUDED.synced_rows_count ELSE 0 END,"
-                    + " first_row_received_at = CASE WHEN " + advanced
+                    + " first_row_received_at = CASE WHEN " + pending
                     + "   THEN COALESCE(s.first_row_received_at, EXCLUDED.first_row_received_at)"
                     + "   ELSE s.first_row_received_at END,"
-                    + " first_row_commit_time = CASE WHEN " + advanced
+                    + " first_row_commit_time = CASE WHEN " + pending
                     + "   THEN COALESCE(s.first_row_commit_time, EXCLUDED.first_row_commit_time)"
                     + "   ELSE s.first_row_commit_time END,"
                     + " last_synced_at = GREATEST(s.last_synced_at, EXCLUDED.last_synced_at),"
@@ -908,6 +936,17 @@ public final class Catalog implements AutoCloseable {
                     + causeText(e), e);
         }
         return new CatalogException("catalog " + where + " failed: " + causeText(e), e);
+    }
+
+    /** Wrong password, unknown user or database: retrying will not help. */
+    private static boolean isRefusal(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && sql.getSQLState() != null
+                    && (sql.getSQLState().startsWith("28") || sql.getSQLState().equals("3D000"))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static boolean isTransient(SQLException e) {

@@ -70,8 +70,12 @@ class CatalogTest {
     }
 
     private static CatalogSettings settings(String database, boolean migrate) {
+        return settings(database, migrate, 4);
+    }
+
+    private static CatalogSettings settings(String database, boolean migrate, int poolSize) {
         return new CatalogSettings(postgres.getJdbcUrl("postgres", database), "postgres",
-                new Password("s3cret-pw"), migrate, 4, 5_000);
+                new Password("s3cret-pw"), migrate, poolSize, 5_000);
     }
 
     private static Instant t(int seconds) {
@@ -108,7 +112,10 @@ class CatalogTest {
         return catalog.getTable(flow, table).orElseThrow();
     }
 
-    private record Step(String name, Consumer<Catalog> op, boolean changes) {
+    private record Step(String name, Consumer<Catalog> op, boolean changes, boolean repeat) {
+        Step(String name, Consumer<Catalog> op, boolean changes) {
+            this(name, op, changes, true);
+        }
     }
 
     @Test
@@ -143,11 +150,16 @@ class CatalogTest {
                 new Step("initTable (pending)", c -> c.initTable(f, p, Phase.PENDING), true),
                 new Step("markReady (from pending)", c -> c.markReady(f, p, "0/16B3748"), true),
                 new Step("setPending", c -> c.setPending(f, p), true),
+                new Step("claimCopy (once: each call claims another table)",
+                        c -> c.claimCopy(f, "task-1", Duration.ofMinutes(5)), true, false),
+                new Step("markCatchup", c -> c.markCatchup(f, p, "task-1", "0/200"), true),
+                new Step("markCaughtUpReady", c -> c.markCaughtUpReady(f, "0/300"), true),
                 new Step("markErrored", c -> c.markErrored(f, p, null, "decode failed", t(8), t(9)), true),
                 new Step("getTable", c -> c.getTable(f, q), false),
                 new Step("listTables", c -> c.listTables(f), false),
                 new Step("listStages", c -> c.listStages(f, q), false),
-                new Step("markCaughtUpReady", c -> c.markCaughtUpReady(f, "FFFFFFFF/FFFFFFFF"), false),
+                new Step("markCaughtUpReady (none in catchup)", c -> c.markCaughtUpReady(f, "FFFFFFFF/FFFFFFFF"),
+                        false),
                 new Step("pruneTables", c -> c.pruneTables(f, List.of(q)), true));
 
         for (Step step : steps) {
@@ -156,6 +168,9 @@ class CatalogTest {
             String once = snapshot(f);
             if (step.changes()) {
                 assertNotEquals(before, once, step.name() + " should change the catalog the first time");
+            }
+            if (!step.repeat()) {
+                continue;
             }
             step.op().accept(catalog);
             assertEquals(once, snapshot(f), step.name() + " called twice left another state than once");
@@ -228,6 +243,23 @@ class CatalogTest {
         assertNull(done.firstRowCommitTime());
         assertEquals(t(6), done.lastNormalizedAt());
         assertEquals(0, done.unnormalizedBatches());
+    }
+
+    @Test
+    void aBatchNormalizedBeforeItsSyncIsRecordedLeavesNoLag() {
+        String f = "sink-first";
+        String tb = "ds.t";
+        catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 1, t(1), t(0)), t(2));
+        catalog.recordNormalize(f, tb, 1, new RowCounts(1, 0, 0), t(3));
+        // the sink loaded batch 2 before the source's acknowledgement for it arrived
+        catalog.recordNormalize(f, tb, 2, new RowCounts(2, 0, 0), t(4));
+        catalog.recordSync(f, tb, new SyncedBatch("c2", 2, 2, t(3), t(2)), t(5));
+        TableState s = table(f, tb);
+        assertEquals(2, s.syncedBatchId());
+        assertEquals(2, s.normalizedBatchId());
+        assertNull(s.firstRowReceivedAt(), "nothing is waiting to be normalized");
+        assertNull(s.firstRowCommitTime());
+        assertEquals(3, s.syncedRows());
     }
 
     @Test
@@ -517,10 +549,19 @@ class CatalogTest {
         assertTrue(atStart.getMessage().contains("catalog unreachable"), atStart.getMessage());
         assertFalse(atStart.getMessage().contains("s3cret-pw"), atStart.getMessage());
         assertFalse(settings.toString().contains("s3cret-pw"));
+
+        CatalogException noDatabase = assertThrows(CatalogException.class,
+                () -> Catalog.open(settings("no_such_database", true), "connector-w"));
+        assertTrue(noDatabase.getMessage().contains("refused the connection"), noDatabase.getMessage());
+        assertTrue(noDatabase.getMessage().contains("no_such_database"), noDatabase.getMessage());
     }
 
     @Test
     void openRefusesASchemaItCannotUse() throws Exception {
+        Catalog.open(settings("catalog", false), "connector-verify").close();
+        try (Catalog small = Catalog.open(settings("catalog", true, 1), "connector-small-pool")) {
+            assertTrue(small.listFlows().size() >= 0, "a pool of one connection still migrates and works");
+        }
         try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
             s.execute("CREATE DATABASE unmigrated");
             s.execute("CREATE DATABASE from_the_future");
