@@ -8,10 +8,11 @@
 #                     default: the first python3.13/3.14 found on PATH or among pyenv's versions.
 set -euo pipefail
 
-# Exact pins. local-bigquery 0.4.0 requires duckdb >= 2.0, whose wheels no longer bundle the icu
-# extension, and no registry serves DuckDB 2.0 builds of the icu/ducklake/spatial extensions (DuckDB
-# would download them from its own extension site at run time, which is not reachable here).
-# 0.3.2 accepts duckdb 1.5.5, for which PyPI packages ship those extensions.
+# Exact pins; every transitive package is pinned in bq-emulator-constraints.txt.
+# local-bigquery 0.4.0 requires duckdb >= 2.0, whose wheels no longer bundle the icu extension, and no
+# registry serves DuckDB 2.0 builds of the icu/ducklake/spatial extensions (DuckDB would download them from
+# its own extension site at run time, which is not reachable here). local-bigquery 0.3.2 accepts
+# duckdb 1.5.5, for which PyPI packages ship those extensions.
 LOCAL_BIGQUERY_VERSION=0.3.2
 DUCKDB_VERSION=1.5.5
 DUCKDB_EXTENSIONS=(icu ducklake spatial)
@@ -21,8 +22,19 @@ root="$(cd "$script_dir/.." && pwd)"
 home="$root/.cache/bqemulator/local-bigquery-$LOCAL_BIGQUERY_VERSION-duckdb-$DUCKDB_VERSION"
 exe="$home/bin/local-bigquery"
 marker="$home/.installed"
+constraints="$script_dir/bq-emulator-constraints.txt"
+stamp="$(sha256sum "$constraints" "${BASH_SOURCE[0]}" | cut -c1-64 | tr '\n' ' ')"
 
-if [[ -f "$marker" && -x "$exe" ]]; then
+if [[ -f "$marker" && -x "$exe" && "$(cat "$marker")" == "$stamp" ]]; then
+  echo "$exe"
+  exit 0
+fi
+
+# One installer at a time (tests in parallel JVMs may call this together); re-check once holding the lock.
+mkdir -p "$root/.cache/bqemulator"
+exec 9>"$root/.cache/bqemulator/.install.lock"
+flock 9
+if [[ -f "$marker" && -x "$exe" && "$(cat "$marker")" == "$stamp" ]]; then
   echo "$exe"
   exit 0
 fi
@@ -62,7 +74,7 @@ pip_packages=("local-bigquery==$LOCAL_BIGQUERY_VERSION" "duckdb==$DUCKDB_VERSION
 for ext in "${DUCKDB_EXTENSIONS[@]}"; do
   pip_packages+=("duckdb-extension-$ext==$DUCKDB_VERSION")
 done
-"$home/venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pip_packages[@]}" >&2
+"$home/venv/bin/python" -m pip install --quiet --disable-pip-version-check -c "$constraints" "${pip_packages[@]}" >&2
 "$home/venv/bin/python" -m pip check >&2
 
 # DuckDB looks for extensions under $HOME/.duckdb/extensions/v<version>/<platform>/ and would otherwise
@@ -87,5 +99,5 @@ export HOME="$home/duckdb-home"
 exec "$home/venv/bin/local-bigquery" "\$@"
 EOF
 chmod +x "$exe"
-touch "$marker"
+echo "$stamp" > "$marker"
 echo "$exe"

@@ -308,7 +308,7 @@ public final class LocalBigQuery implements AutoCloseable {
         }
         try {
             List<String> all = Files.readAllLines(file, StandardCharsets.UTF_8);
-            return String.join("\n", all.subList(Math.max(0, all.size() - lines), all.size()));
+            return all.isEmpty() ? "(log is empty)" : String.join("\n", all.subList(Math.max(0, all.size() - lines), all.size()));
         } catch (IOException | UncheckedIOException e) {
             return "(cannot read log: " + e + ")";
         }
