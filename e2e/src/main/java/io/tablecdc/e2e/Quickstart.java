@@ -38,7 +38,17 @@ public final class Quickstart {
     private Quickstart() {
     }
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Exception e) {
+            System.err.println("quickstart failed: " + e.getMessage() + " (details in e2e/target/quickstart.log)");
+            e.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    private static void run(String[] args) throws Exception {
         PrintStream out = System.out;
         long started = System.nanoTime();
         LocalStack stack = LocalStack.get();
@@ -56,6 +66,8 @@ public final class Quickstart {
         out.println("  tablecdc plugins    " + String.join(", ", plugins));
         out.printf("  started in %.1f s%n%n", (System.nanoTime() - started) / 1e9);
 
+        // the topic exists before the sink subscribes, so its pattern subscription sees it at once
+        new RecordProducer(stack.kafka().bootstrapServers()).topic(TOPIC).close();
         Map<String, String> sink = new HashMap<>();
         sink.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
         sink.put("tasks.max", "1");
@@ -77,7 +89,7 @@ public final class Quickstart {
         Schema key = SchemaBuilder.struct().name("orders_key").field("id", Schema.INT64_SCHEMA).build();
         Schema value = SchemaBuilder.struct().name("orders").field("id", Schema.INT64_SCHEMA)
                 .field("customer", Schema.STRING_SCHEMA).field("amount", Decimal.builder(2).optional().build()).build();
-        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(TOPIC)) {
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
             out.println("batch 1 of " + TABLE + ": three new orders");
             producer.send(TOPIC, new Struct(key).put("id", 1L), order(value, 1, "ada", "12.50"), Headers.of(FLOW, TABLE, "r", 1, 1, false));
             producer.send(TOPIC, new Struct(key).put("id", 2L), order(value, 2, "grace", "7.25"), Headers.of(FLOW, TABLE, "r", 1, 1, false));
