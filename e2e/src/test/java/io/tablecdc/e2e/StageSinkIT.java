@@ -138,6 +138,110 @@ class StageSinkIT {
         assertEquals(0, listing.keyCount(), "stage files left after normalize: " + listing.contents());
     }
 
+    @Test
+    void pushModeFromAFileStageTakesRecordsOfOtherProducersAsUpsertsAndSendsBadOnesToTheDeadLetterQueue() throws Exception {
+        String topic = "sinkit.push.events";
+        Schema eventKey = SchemaBuilder.struct().name("event_key").field("id", Schema.INT32_SCHEMA).build();
+        Schema event = SchemaBuilder.struct().name("event").field("id", Schema.INT32_SCHEMA)
+                .field("kind", Schema.STRING_SCHEMA).field("score", Schema.OPTIONAL_FLOAT64_SCHEMA).build();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, new Struct(eventKey).put("id", 1), new Struct(event).put("id", 1).put("kind", "open").put("score", 1.5), Map.of());
+            producer.send(topic, new Struct(eventKey).put("id", 2), new Struct(event).put("id", 2).put("kind", "open"), Map.of());
+            // a value without a STRUCT schema cannot become a row: it must go to the dead letter queue, alone
+            producer.sendRaw(topic, null, "{\"schema\":{\"type\":\"string\",\"optional\":false},\"payload\":\"oops\"}"
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            producer.send(topic, new Struct(eventKey).put("id", 1), new Struct(event).put("id", 1).put("kind", "closed").put("score", 2.0), Map.of());
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.push\\..*");
+        config.put("normalize.mode", "push");
+        config.put("stage.uri", StackPaths.workDir("sink-file-stage").toUri().toString());
+        config.put("batch.max.ms", "500");
+        config.put("errors.tolerance", "all");
+        config.put("errors.deadletterqueue.topic.name", "sinkit.dlq");
+        config.put("errors.deadletterqueue.topic.replication.factor", "1");
+        config.put("errors.deadletterqueue.context.headers.enable", "true");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-push", config);
+        rest.awaitRunning("sink-push", 1, Duration.ofSeconds(60));
+
+        awaitRows("SELECT id, kind FROM sinkit_push_events FINAL ORDER BY id",
+                r -> r.size() == 2 && r.get(0).getString("kind").equals("closed") && r.get(1).getString("kind").equals("open"),
+                Duration.ofSeconds(60));
+
+        java.util.Properties props = new java.util.Properties();
+        props.put("bootstrap.servers", stack.kafka().bootstrapServers());
+        props.put("group.id", "dlq-reader-" + System.nanoTime());
+        props.put("auto.offset.reset", "earliest");
+        List<String> errors = new ArrayList<>();
+        try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]>(props,
+                new org.apache.kafka.common.serialization.ByteArrayDeserializer(), new org.apache.kafka.common.serialization.ByteArrayDeserializer())) {
+            consumer.subscribe(List.of("sinkit.dlq"));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (errors.isEmpty() && System.nanoTime() < deadline) {
+                for (var record : consumer.poll(Duration.ofMillis(300))) {
+                    var header = record.headers().lastHeader("__connect.errors.exception.message");
+                    errors.add(header == null ? "(no message)" : new String(header.value(), java.nio.charset.StandardCharsets.UTF_8));
+                }
+            }
+        }
+        assertEquals(1, errors.size(), "records in the dead letter queue: " + errors);
+        assertTrue(errors.get(0).contains("sinkit.push.events") && errors.get(0).contains("STRUCT"), errors.get(0));
+    }
+
+    @Test
+    void oneTablesNormalizeFailureDoesNotHoldBackAnotherAndHealsWithoutARestart() throws Exception {
+        String flow = "flow-iso";
+        String brokenTopic = "sinkit.iso.broken";
+        String healthyTopic = "sinkit.iso.healthy";
+        // the broken table exists with a column type the records cannot fill
+        clickhouse.execute("CREATE TABLE iso_broken (id Int64, customer Int64, amount Nullable(Decimal(38, 2)),"
+                + " placed_at Nullable(DateTime64(6, 'UTC')), _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(brokenTopic).topic(healthyTopic)) {
+            producer.send(brokenTopic, key(1), order(1, "x", "1.00", 1L), Headers.of(flow, "iso.broken", "c", 1, 1, true));
+            producer.send(healthyTopic, key(1), order(1, "y", "2.00", 1L), Headers.of(flow, "iso.healthy", "c", 1, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-iso", sinkConfig("sinkit\\.iso\\..*"));
+        rest.awaitRunning("sink-iso", 1, Duration.ofSeconds(60));
+
+        awaitRows("SELECT id FROM iso_healthy_current", r -> r.size() == 1, Duration.ofSeconds(60));
+        String error = awaitCatalogError(flow, "iso.broken", Duration.ofSeconds(60));
+        assertTrue(error.contains("customer") && error.contains("Int64"), error);
+
+        // the healthy table keeps flowing while the broken one retries
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            producer.send(healthyTopic, key(2), order(2, "z", "3.00", 2L), Headers.of(flow, "iso.healthy", "c", 2, 2, true));
+        }
+        awaitRows("SELECT id FROM iso_healthy_current", r -> r.size() == 2, Duration.ofSeconds(60));
+        assertEquals("[]", describe(clickhouse.queryAll("SELECT id FROM iso_broken")));
+
+        // fixing the destination heals the table on its next retry, without a restart and without losing the row
+        clickhouse.execute("DROP TABLE iso_broken").get().close();
+        awaitRows("SELECT id, customer FROM iso_broken_current", r -> r.size() == 1 && r.get(0).getString("customer").equals("x"),
+                Duration.ofSeconds(60));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-iso"));
+    }
+
+    private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            try (Connection c = stack.postgres().connect("sink_catalog");
+                 PreparedStatement ps = c.prepareStatement("SELECT last_error FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ? AND last_error IS NOT NULL")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        return rs.getString(1);
+                    }
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("no error recorded in the catalog for " + flow + "/" + table);
+    }
+
     private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout)
             throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();

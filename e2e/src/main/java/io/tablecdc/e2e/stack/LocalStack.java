@@ -106,8 +106,10 @@ public final class LocalStack {
     private synchronized void stopAll() {
         while (!started.isEmpty()) {
             AutoCloseable component = started.pop();
+            long begin = System.nanoTime();
             try {
                 component.close();
+                log.info("stopped {} in {} ms", component.getClass().getSimpleName(), (System.nanoTime() - begin) / 1_000_000);
             } catch (Exception e) {
                 log.warn("stopping {} failed: {}", component.getClass().getSimpleName(), e.toString());
             }
