@@ -70,6 +70,7 @@ class PgoutputRealServerTest {
                 "ALTER TABLE t_full REPLICA IDENTITY FULL",
                 "CREATE TABLE t_evolving (id int PRIMARY KEY, a text)",
                 "CREATE TABLE tz_probe (id int PRIMARY KEY, at timestamptz)",
+                "CREATE TABLE style_probe (id int PRIMARY KEY, i interval, b bytea, b_arr bytea[])",
                 """
                 CREATE TABLE all_types (
                   id int PRIMARY KEY, c_int2 int2, c_int8 int8, c_num numeric(12,3), c_num_free numeric,
@@ -312,6 +313,61 @@ class PgoutputRealServerTest {
                 }
             }
             assertEquals(4, seen, zone);
+        }
+    }
+
+    @Test
+    void intervalsAndByteaReadTheSameWhateverOutputStyleTheDatabaseSets() throws Exception {
+        pg.execute("""
+                INSERT INTO style_probe VALUES
+                  (1, '1 year 2 mons 3 days 04:05:06.5', '\\x00015c7f80ff', '{"\\\\x00ff",NULL}'),
+                  (2, '-1 year -2 mons +3 days -04:05:06', '', '{}'),
+                  (3, '1 day -1 hour', 'a\\\\b', NULL),
+                  (4, '-0.000001 seconds', NULL, NULL),
+                  (5, '100 hours 59 minutes', NULL, NULL),
+                  (6, '0', NULL, NULL),
+                  (7, '-1 mon', NULL, NULL),
+                  (8, '-178000000 years', NULL, NULL)""");
+        Map<Integer, String[]> truth = new HashMap<>();
+        try (Connection c = pg.connect(); Statement s = c.createStatement()) {
+            s.execute("SET intervalstyle = iso_8601");
+            try (ResultSet rs = s.executeQuery("SELECT id, i::text, encode(b, 'hex') FROM style_probe")) {
+                while (rs.next()) {
+                    truth.put(rs.getInt(1), new String[] {rs.getString(2), rs.getString(3)});
+                }
+            }
+        }
+        // database settings apply to the walsender's session too: both styles of each type must read the same
+        List<String[]> styles = List.of(new String[] {"postgres", "hex"}, new String[] {"iso_8601", "escape"});
+        for (String[] style : styles) {
+            pg.execute("ALTER DATABASE postgres SET intervalstyle = " + style[0], "ALTER DATABASE postgres SET bytea_output = " + style[1]);
+            List<PgOutputMessage> messages;
+            try {
+                messages = messages(capture("style_" + style[0], "UTC", server -> server.execute("UPDATE style_probe SET i = i")));
+            } finally {
+                pg.execute("ALTER DATABASE postgres RESET intervalstyle", "ALTER DATABASE postgres RESET bytea_output");
+            }
+            RelationCache cache = new RelationCache();
+            int seen = 0;
+            for (PgOutputMessage message : messages) {
+                cache.accept(message);
+                if (message instanceof Update update) {
+                    Struct row = RelationSchema.of(cache.get(update.relationOid())).row(update.newTuple()).value();
+                    int id = (Integer) row.get("id");
+                    String at = style[0] + "/" + style[1] + " row " + id + " " + update.newTuple().values();
+                    assertEquals(truth.get(id)[0], row.get("i"), at);
+                    byte[] bytes = (byte[]) row.get("b");
+                    assertEquals(truth.get(id)[1], bytes == null ? null : HexFormat.of().formatHex(bytes), at);
+                    if (id == 1) {
+                        @SuppressWarnings("unchecked")
+                        List<byte[]> array = (List<byte[]>) row.get("b_arr");
+                        assertArrayEquals(new byte[] {0, (byte) 0xFF}, array.get(0), at);
+                        assertNull(array.get(1), at);
+                    }
+                    seen++;
+                }
+            }
+            assertEquals(8, seen, style[0]);
         }
     }
 
