@@ -69,7 +69,7 @@ class CapturedVectorsTest {
     void everyCapturedVectorDecodesWithNoByteLeftOver() throws IOException {
         int count = 0;
         for (String name : List.of("multi_table.hex", "truncate.hex", "messages.hex", "toast_unchanged.hex",
-                "tz_america_sao_paulo.hex", "evolving.hex", "all_types.hex")) {
+                "tz_america_sao_paulo.hex", "evolving.hex", "all_types.hex", "origin.hex")) {
             for (byte[] bytes : vectors(name)) {
                 PgOutputDecoder.decode(bytes); // strict: fails on trailing bytes
                 // the same bytes at an offset inside a larger frame, as pgjdbc hands them over
@@ -79,7 +79,7 @@ class CapturedVectorsTest {
                 count++;
             }
         }
-        assertEquals(63, count);
+        assertEquals(69, count);
     }
 
     @Test
@@ -99,6 +99,13 @@ class CapturedVectorsTest {
         messages.forEach(cache::accept);
         Struct t_b = RelationSchema.of(cache.get(16398)).row(((Insert) messages.get(4)).newTuple()).value();
         assertEquals(10_000_000_000L, t_b.get("id"));
+    }
+
+    @Test
+    void capturedOriginSitsBetweenBeginAndTheFirstChange() throws IOException {
+        List<PgOutputMessage> messages = decode("origin.hex");
+        assertEquals(new PgOutputMessage.Origin(Lsn.parse("0/ABCDEF12"), "upstream_node"), messages.get(1));
+        assertEquals(List.of(TupleValue.text("42"), TupleValue.text("replayed")), ((Insert) messages.get(3)).newTuple().values());
     }
 
     @Test

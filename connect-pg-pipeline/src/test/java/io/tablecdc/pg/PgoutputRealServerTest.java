@@ -228,6 +228,26 @@ class PgoutputRealServerTest {
     }
 
     @Test
+    void transactionReplayedFromAnotherNodeCarriesItsOrigin() throws Exception {
+        List<PgOutputMessage> messages = messages(capture("origin", "UTC", server -> {
+            server.execute("SELECT pg_replication_origin_create('upstream_node')");
+            try (Connection c = server.connect(); Statement s = c.createStatement()) {
+                s.execute("SELECT pg_replication_origin_session_setup('upstream_node')");
+                c.setAutoCommit(false);
+                s.execute("SELECT pg_replication_origin_xact_setup('0/ABCDEF12', now())");
+                s.execute("INSERT INTO t_a VALUES (42, 'replayed')");
+                c.commit();
+                c.setAutoCommit(true);
+                s.execute("SELECT pg_replication_origin_session_reset()");
+            }
+        }));
+        assertEquals(List.of("Begin", "Origin", "Relation", "Insert", "Commit"), kinds(messages));
+        PgOutputMessage.Origin origin = (PgOutputMessage.Origin) messages.get(1);
+        assertEquals("upstream_node", origin.name());
+        assertEquals(io.tablecdc.pg.wire.Lsn.parse("0/ABCDEF12"), origin.originLsn());
+    }
+
+    @Test
     void relationIsSentAgainWhenATableGainsAColumn() throws Exception {
         List<PgOutputMessage> messages = messages(capture("evolving", "UTC", server -> server.execute(
                 "INSERT INTO t_evolving VALUES (1, 'a')",
