@@ -49,6 +49,14 @@ class RelationSchemaTest {
     }
 
     @Test
+    void defaultIdentityOfATableWithoutPrimaryKeyHasNoKeyAndNoRequiredColumn() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 0, 0));
+        assertNull(schema.keySchema());
+        assertNull(schema.key(schema.row(TupleData.of(TupleValue.NULL, TupleValue.NULL, TupleValue.NULL)).value()));
+        assertTrue(schema.valueSchema().fields().stream().allMatch(f -> f.schema().isOptional()));
+    }
+
+    @Test
     void replicaIdentityNothingHasNoKey() {
         assertNull(RelationSchema.of(relation(ReplicaIdentity.NOTHING, 0, 0)).keySchema());
     }
