@@ -72,6 +72,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
     private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
+    static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
 
     private static final class PendingUpload {
         final TableStager.ClosedBatch batch;
@@ -142,10 +143,19 @@ public class ClickHouseStageSinkTask extends SinkTask {
     public void put(Collection<SinkRecord> records) {
         long now = System.currentTimeMillis();
         retryPendingUploads(now);
+        Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
             TopicPartition tp = new TopicPartition(record.topic(), record.kafkaPartition());
+            if (held.contains(tp)) {
+                continue;
+            }
             try {
-                stageRecord(record, tp, now);
+                if (!stageRecord(record, tp, now)) {
+                    // the table is held at a batch boundary: read this record again once it resumes
+                    context.offset(tp, record.kafkaOffset());
+                    held.add(tp);
+                    continue;
+                }
             } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
                 report(record, e);
             } catch (IOException e) {
@@ -157,7 +167,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
         applyBackPressure();
     }
 
-    private void stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
+    /**
+     * Stages one record; returns false (nothing staged) when the record would start a new batch of a table
+     * that must wait: its previous batch is not uploaded yet, or its staged batches fill its normalize buffer.
+     */
+    private boolean stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
         boolean tablecdc = RecordHeaders.present(record.headers());
         String table = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.TABLE) : record.topic();
         String flow = tablecdc && RecordHeaders.text(record.headers(), RecordHeaders.FLOW) != null
@@ -175,7 +189,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
             stagers.put(key, stager);
         }
-        normalizerOf(key);
+        TableNormalizer normalizer = normalizerOf(key);
         long batch;
         long version;
         RecordHeaders.Op op;
@@ -193,9 +207,17 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
         } else {
             // records of other producers: upserts, batches cut by size and time, versions from offsets
-            batch = stager.open() ? stager.batchId() : nextSelfCutBatchId(key);
+            batch = stager.open() ? stager.batchId() : -1;
             version = record.kafkaOffset();
             op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
+        }
+        if (!stager.open() && (pendingUploads.containsKey(key) || normalizer.pendingBatches() >= config.normalizeBufferBatches())) {
+            holdForBuffer(key, normalizer);
+            pause(key);
+            return false;
+        }
+        if (batch < 0) {
+            batch = nextSelfCutBatchId(key);
         }
         stager.append(record, batch, version, op, now);
         if (tablecdc && "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST))) {
@@ -203,6 +225,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
             closeBatch(stager);
         }
+        return true;
     }
 
     private long nextSelfCutBatchId(TableKey key) {
@@ -300,35 +323,36 @@ public class ClickHouseStageSinkTask extends SinkTask {
         });
     }
 
-    private void applyBackPressure() {
-        for (TableNormalizer normalizer : normalizers.values()) {
-            TableKey key = keyOf(normalizer);
-            if (key == null) {
-                continue;
+    private void holdForBuffer(TableKey key, TableNormalizer normalizer) {
+        if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pausedForBuffer.add(key)) {
+            log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
+                    key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+            try {
+                catalog.setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
+            } catch (RuntimeException e) {
+                log.debug("recording the pause of {} failed: {}", key, e.toString());
             }
-            boolean full = normalizer.pendingBatches() >= config.normalizeBufferBatches();
-            if (full && pausedForBuffer.add(key)) {
-                log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
-                        key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
-                catalog.setPause(key.flow(), key.table(), "sink_normalize_buffer_full", Instant.now());
-                pause(key);
-            } else if (!full && pausedForBuffer.remove(key)) {
+        }
+    }
+
+    /** Resumes the tables whose normalize drained below their buffer (and whose uploads are done). */
+    private void applyBackPressure() {
+        for (var it = pausedForBuffer.iterator(); it.hasNext(); ) {
+            TableKey key = it.next();
+            TableNormalizer normalizer = normalizers.get(key);
+            if (normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
+                it.remove();
                 log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                catalog.clearPause(key.flow(), key.table());
+                try {
+                    catalog.clearPause(key.flow(), key.table());
+                } catch (RuntimeException e) {
+                    log.debug("clearing the pause of {} failed: {}", key, e.toString());
+                }
                 if (!pendingUploads.containsKey(key)) {
                     resume(key);
                 }
             }
         }
-    }
-
-    private TableKey keyOf(TableNormalizer normalizer) {
-        for (Map.Entry<TableKey, TableNormalizer> e : normalizers.entrySet()) {
-            if (e.getValue() == normalizer) {
-                return e.getKey();
-            }
-        }
-        return null;
     }
 
     private void pause(TableKey key) {

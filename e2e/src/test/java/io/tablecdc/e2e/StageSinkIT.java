@@ -223,6 +223,71 @@ class StageSinkIT {
         assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-iso"));
     }
 
+    @Test
+    void aTableAtItsNormalizeBufferPausesOnlyItsOwnPartitionsAndCatchesUpWhenNormalizeRecovers() throws Exception {
+        String flow = "flow-bp";
+        String stuckTopic = "sinkit.bp.stuck";
+        String freeTopic = "sinkit.bp.free";
+        clickhouse.execute("CREATE TABLE bp_stuck (id Int64, customer Int64, _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(stuckTopic).topic(freeTopic)) {
+            for (int batch = 1; batch <= 4; batch++) {
+                producer.send(stuckTopic, key(batch), order(batch, "s" + batch, "1.00", batch), Headers.of(flow, "bp.stuck", "c", batch, batch, true));
+                producer.send(freeTopic, key(batch), order(batch, "f" + batch, "1.00", batch), Headers.of(flow, "bp.free", "c", batch, batch, true));
+            }
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.bp\\..*");
+        config.put("normalize.buffer.batches", "2");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-bp", config);
+        rest.awaitRunning("sink-bp", 1, Duration.ofSeconds(60));
+
+        // the free table goes all the way while the stuck one stops consuming at its buffer
+        awaitRows("SELECT id FROM bp_free_current", r -> r.size() == 4, Duration.ofSeconds(60));
+        awaitCatalog(flow, "bp.stuck", "paused_reason", "sink_normalize_buffer_full", Duration.ofSeconds(60));
+        Thread.sleep(2000);
+        assertTrue(stagedBatches(flow, "bp.stuck") <= 2, "staged batches of the paused table: " + stagedBatches(flow, "bp.stuck"));
+
+        clickhouse.execute("DROP TABLE bp_stuck").get().close();
+        awaitRows("SELECT id FROM bp_stuck_current", r -> r.size() == 4, Duration.ofSeconds(60));
+        awaitCatalog(flow, "bp.stuck", "coalesce(paused_reason, '')", "", Duration.ofSeconds(30));
+        assertEquals(0, stagedBatches(flow, "bp.stuck"));
+    }
+
+    private static long stagedBatches(String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect("sink_catalog");
+             PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    /** Waits until the catalog row's {@code column} (an SQL expression of this test's own) equals {@code expected}. */
+    private static void awaitCatalog(String flow, String table, String column, String expected, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try (Connection c = stack.postgres().connect("sink_catalog");
+                 PreparedStatement ps = c.prepareStatement("SELECT " + column + " FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    last = rs.next() ? rs.getString(1) : "(no row)";
+                    if (expected.equals(last)) {
+                        return;
+                    }
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError(column + " of " + flow + "/" + table + " never became '" + expected + "'; last '" + last + "'");
+    }
+
     private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (System.nanoTime() < deadline) {
