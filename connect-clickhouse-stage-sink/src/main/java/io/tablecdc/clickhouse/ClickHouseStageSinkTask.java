@@ -182,6 +182,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (stager == null) {
             try {
                 catalog.initTable(key.flow(), key.table());
+                catalog.recordSinkTopic(key.flow(), key.table(), connectorName, record.topic());
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
@@ -418,6 +419,29 @@ public class ClickHouseStageSinkTask extends SinkTask {
             safe.put(tp, new OffsetAndMetadata(committable));
         }
         return safe;
+    }
+
+    /**
+     * Starts the normalize loops of the tables of newly assigned partitions that have staged batches
+     * waiting (staged before a restart or a rebalance), so they load even if no new record arrives.
+     */
+    @Override
+    public void open(Collection<TopicPartition> partitions) {
+        Set<String> topics = new HashSet<>();
+        partitions.forEach(tp -> topics.add(tp.topic()));
+        if (topics.isEmpty()) {
+            return;
+        }
+        try {
+            for (String[] row : catalog.tablesWithStages(connectorName, topics)) {
+                TableKey key = new TableKey(row[0], row[1], config.clickHouseTable(row[1], row[2]));
+                log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
+                normalizerOf(key);
+            }
+        } catch (RuntimeException e) {
+            // not fatal: the loops also start when the tables' next records arrive
+            log.warn("sink {}: looking up staged batches of partitions {} failed: {}", connectorName, partitions, e.getMessage());
+        }
     }
 
     @Override
