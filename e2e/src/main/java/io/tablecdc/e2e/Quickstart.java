@@ -7,7 +7,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -21,6 +20,7 @@ import com.clickhouse.client.api.query.GenericRecord;
 
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 
@@ -68,20 +68,8 @@ public final class Quickstart {
 
         // the topic exists before the sink subscribes, so its pattern subscription sees it at once
         new RecordProducer(stack.kafka().bootstrapServers()).topic(TOPIC).close();
-        Map<String, String> sink = new HashMap<>();
-        sink.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
-        sink.put("tasks.max", "1");
+        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, "quickstart");
         sink.put("topics.regex", "quickstart\\..*");
-        sink.put("clickhouse.url", stack.clickhouse().httpUrl());
-        sink.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/quickstart");
-        sink.put("stage.s3.endpoint", stack.objectStore().endpoint());
-        sink.put("stage.s3.region", stack.objectStore().region());
-        sink.put("stage.s3.access.key", stack.objectStore().accessKey());
-        sink.put("stage.s3.secret.key", stack.objectStore().secretKey());
-        sink.put("catalog.jdbc.url", catalogUrl);
-        sink.put("catalog.user", stack.postgres().user());
-        sink.put("catalog.password", stack.postgres().password());
-        sink.put("consumer.override.auto.offset.reset", "earliest");
         out.println("PUT /connectors/quickstart-sink/config  (ClickHouse stage sink, topics quickstart.*)");
         stack.connect().rest().putConfig("quickstart-sink", sink);
         stack.connect().rest().awaitRunning("quickstart-sink", 1, Duration.ofSeconds(120));

@@ -22,6 +22,7 @@ import com.clickhouse.client.api.query.GenericRecord;
 
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.ConnectWorker;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -113,23 +114,11 @@ class StageSinkCrashIT {
     }
 
     private static Map<String, String> sinkConfig(String catalogUrl, String topic) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
-        config.put("tasks.max", "1");
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "crash");
         config.put("topics", topic);
-        config.put("clickhouse.url", stack.clickhouse().httpUrl());
-        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/crash");
-        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
-        config.put("stage.s3.region", stack.objectStore().region());
-        config.put("stage.s3.access.key", stack.objectStore().accessKey());
-        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         config.put("normalize.buffer.batches", "100");
         config.put("normalize.backoff.initial.ms", "500");
         config.put("normalize.backoff.max.ms", "1000");
-        config.put("consumer.override.auto.offset.reset", "earliest");
         config.put("consumer.override.max.poll.records", "60");
         // the killed worker's consumer leaves the group after this, not after the default 45 s
         config.put("consumer.override.session.timeout.ms", "6000");

@@ -9,7 +9,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
@@ -27,6 +26,7 @@ import com.clickhouse.client.api.query.GenericRecord;
 import io.tablecdc.common.TablecdcTypes;
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -55,23 +55,11 @@ class StageSinkIT {
     }
 
     private static Map<String, String> sinkConfig(String topicsRegex) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
-        config.put("tasks.max", "1");
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "stage");
         config.put("topics.regex", topicsRegex);
-        config.put("clickhouse.url", stack.clickhouse().httpUrl());
-        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/stage");
-        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
-        config.put("stage.s3.region", stack.objectStore().region());
-        config.put("stage.s3.access.key", stack.objectStore().accessKey());
-        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
         config.put("stage.local.dir", StackPaths.workDir("sink-local").toString());
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         config.put("normalize.backoff.initial.ms", "500");
         config.put("normalize.backoff.max.ms", "2000");
-        config.put("consumer.override.auto.offset.reset", "earliest");
         return config;
     }
 
@@ -113,10 +101,12 @@ class StageSinkIT {
             producer.send(topic, key(1), order(1, "ada lovelace", "11.00", 1_700_000_000_999_999L), Headers.of(flow, table, "u", 5, 2, false));
             producer.send(topic, key(2), null, Headers.of(flow, table, "d", 6, 2, false));
             producer.send(topic, key(4), order(4, "", "0.00", 7L), Headers.of(flow, table, "c", 7, 2, true));
+            // a later batch carrying an older version of row 1 (a change that committed earlier) must not win
+            producer.send(topic, key(1), order(1, "stale ada", "1.00", 1L), Headers.of(flow, table, "u", 4, 3, true));
         }
-        awaitRows("SELECT id, customer FROM shop_orders_current ORDER BY id",
-                r -> r.size() == 3 && r.get(0).getString("customer").equals("ada lovelace") && r.get(2).getLong("id") == 4,
-                Duration.ofSeconds(60));
+        awaitCatalog(flow, table, "normalized_batch_id::text", "3", Duration.ofSeconds(60));
+        List<GenericRecord> after = clickhouse.queryAll("SELECT id, customer FROM shop_orders_current ORDER BY id");
+        assertEquals("[[1, ada lovelace], [3, 東京 🚀], [4, ]]", describe(after));
 
         try (Connection c = stack.postgres().connect("sink_catalog");
              PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id, inserts_count, updates_count, deletes_count,"
@@ -127,9 +117,9 @@ class StageSinkIT {
             ps.setString(2, table);
             try (ResultSet rs = ps.executeQuery()) {
                 assertTrue(rs.next(), "no catalog row for " + table);
-                assertEquals(2, rs.getLong("normalized_batch_id"));
+                assertEquals(3, rs.getLong("normalized_batch_id"));
                 assertEquals(4, rs.getLong("inserts_count"));
-                assertEquals(1, rs.getLong("updates_count"));
+                assertEquals(2, rs.getLong("updates_count"));
                 assertEquals(1, rs.getLong("deletes_count"));
                 assertEquals(0, rs.getLong("stages"), "stage rows left after normalize");
             }
@@ -330,7 +320,7 @@ class StageSinkIT {
     private static String describe(List<GenericRecord> rows) {
         List<String> out = new ArrayList<>();
         for (GenericRecord row : rows) {
-            out.add(row.getValues().toString());
+            out.add(row.getValues().values().toString());
         }
         return out.toString();
     }
