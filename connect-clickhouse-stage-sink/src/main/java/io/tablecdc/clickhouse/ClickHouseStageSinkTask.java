@@ -122,6 +122,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
     }
 
     static StageStore openStore(ClickHouseStageSinkConfig config) {
+        if ("gs".equals(config.stageUri().getScheme())) {
+            return S3StageStore.gcs(config.stageUri(), config.gcsEndpoint(), config.gcsHmacAccessId(), config.gcsHmacSecret().value());
+        }
         if ("s3".equals(config.stageUri().getScheme())) {
             return new S3StageStore(config.stageUri(), config.s3Endpoint(), config.s3Region(), config.s3AccessKey(),
                     config.s3SecretKey().value());

@@ -178,6 +178,31 @@ class StageSinkIT {
         assertTrue(errors.get(0).contains("sinkit.push.events") && errors.get(0).contains("STRUCT"), errors.get(0));
     }
 
+    /**
+     * {@code gs://} goes through GCS's S3-compatible XML API with HMAC keys, and ClickHouse reads it with
+     * {@code gcs()}. No GCS server or emulator can run here, so S3Mock stands in for the XML API: this
+     * proves the sink's gs:// wiring and ClickHouse's gcs() reads, not Google's service itself.
+     */
+    @Test
+    void gsStageGoesThroughTheXmlApiAndClickHouseReadsItWithGcs() throws Exception {
+        String topic = "sinkit.gcs.orders";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(7), order(7, "via gcs", "7.00", 7L), Headers.of("flow-gcs", "gcs.orders", "c", 1, 1, true));
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.gcs\\..*");
+        config.put("stage.uri", "gs://" + stack.objectStore().bucket() + "/gcs-stage");
+        config.put("stage.gcs.endpoint", stack.objectStore().endpoint());
+        config.put("stage.gcs.hmac.access.id", stack.objectStore().accessKey());
+        config.put("stage.gcs.hmac.secret", stack.objectStore().secretKey());
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-gcs", config);
+        rest.awaitRunning("sink-gcs", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id, customer FROM gcs_orders_current", r -> r.size() == 1 && r.get(0).getString("customer").equals("via gcs"),
+                Duration.ofSeconds(60));
+        var listing = stack.objectStore().newClient().listObjectsV2(b -> b.bucket(stack.objectStore().bucket()).prefix("gcs-stage/"));
+        assertEquals(0, listing.keyCount(), "stage files left after normalize: " + listing.contents());
+    }
+
     @Test
     void oneTablesNormalizeFailureDoesNotHoldBackAnotherAndHealsWithoutARestart() throws Exception {
         String flow = "flow-iso";

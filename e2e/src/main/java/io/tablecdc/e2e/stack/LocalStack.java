@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.Deque;
 
+import org.apache.kafka.common.utils.internals.Exit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,6 +32,10 @@ public final class LocalStack {
     private Path pluginPath;
 
     private LocalStack() {
+        // Kafka and Connect call System.exit when they fail; inside a test JVM that would deadlock the
+        // shutdown hooks (or end the tests), so an in-process component may only log its exit
+        Exit.setExitProcedure((code, message) -> log.warn("an in-process Kafka component asked to exit ({}): {}", code, message));
+        Exit.setHaltProcedure((code, message) -> log.warn("an in-process Kafka component asked to halt ({}): {}", code, message));
         Runtime.getRuntime().addShutdownHook(new Thread(this::stopAll, "tablecdc-stack-shutdown"));
     }
 
