@@ -204,6 +204,25 @@ class StageSinkIT {
     }
 
     @Test
+    void aNewOptionalColumnIsAddedToTheTableAndItsCurrentView() throws Exception {
+        String topic = "sinkit.evo.items";
+        Schema v1 = SchemaBuilder.struct().name("item").field("id", Schema.INT64_SCHEMA).field("name", Schema.STRING_SCHEMA).build();
+        Schema v2 = SchemaBuilder.struct().name("item").field("id", Schema.INT64_SCHEMA).field("name", Schema.STRING_SCHEMA)
+                .field("color", Schema.OPTIONAL_STRING_SCHEMA).build();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), new Struct(v1).put("id", 1L).put("name", "a"), Headers.of("flow-evo", "evo.items", "c", 1, 1, true));
+            producer.send(topic, key(2), new Struct(v2).put("id", 2L).put("name", "b").put("color", "red"),
+                    Headers.of("flow-evo", "evo.items", "c", 2, 2, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-evo", sinkConfig("sinkit\\.evo\\..*"));
+        rest.awaitRunning("sink-evo", 1, Duration.ofSeconds(60));
+        List<GenericRecord> rows = awaitRows("SELECT id, name, color FROM evo_items_current ORDER BY id",
+                r -> r.size() == 2, Duration.ofSeconds(60));
+        assertEquals("[[1, a, null], [2, b, red]]", describe(rows));
+    }
+
+    @Test
     void oneTablesNormalizeFailureDoesNotHoldBackAnotherAndHealsWithoutARestart() throws Exception {
         String flow = "flow-iso";
         String brokenTopic = "sinkit.iso.broken";
@@ -345,7 +364,11 @@ class StageSinkIT {
     private static String describe(List<GenericRecord> rows) {
         List<String> out = new ArrayList<>();
         for (GenericRecord row : rows) {
-            out.add(row.getValues().values().toString());
+            List<Object> values = new ArrayList<>();
+            for (int i = 1; i <= row.getSchema().getColumns().size(); i++) {
+                values.add(row.getObject(i));
+            }
+            out.add(values.toString());
         }
         return out.toString();
     }
