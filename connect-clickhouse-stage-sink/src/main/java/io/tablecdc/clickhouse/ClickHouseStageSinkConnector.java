@@ -5,7 +5,10 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.sink.SinkConnector;
@@ -13,6 +16,7 @@ import org.apache.kafka.connect.sink.SinkConnector;
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConfig;
 
 /**
  * Stages each table's batches as typed Avro files in an object store and normalizes them per table into
@@ -66,5 +70,61 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
     @Override
     public ConfigDef config() {
         return ClickHouseStageSinkConfig.CONFIG_DEF;
+    }
+
+    /**
+     * Field checks, then whether ClickHouse answers at {@code clickhouse.url} and the catalog accepts a
+     * connection; each problem is reported on the field it concerns, and secrets never appear in messages.
+     */
+    @Override
+    public Config validate(Map<String, String> connectorConfigs) {
+        Config result = super.validate(connectorConfigs);
+        Map<String, ConfigValue> values = new HashMap<>();
+        for (ConfigValue value : result.configValues()) {
+            values.put(value.name(), value);
+        }
+        boolean fieldsValid = values.values().stream().allMatch(v -> v.errorMessages().isEmpty());
+        if (!fieldsValid) {
+            return result;
+        }
+        ClickHouseStageSinkConfig config;
+        try {
+            config = new ClickHouseStageSinkConfig(connectorConfigs);
+        } catch (ConfigException e) {
+            String field = e.getMessage() != null && e.getMessage().contains(ClickHouseStageSinkConfig.STAGE_URI_CONFIG)
+                    ? ClickHouseStageSinkConfig.STAGE_URI_CONFIG : ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG;
+            values.get(field).addErrorMessage(e.getMessage());
+            return result;
+        }
+        try (var client = ClickHouseStageSinkTask.client(config)) {
+            if (!client.ping(5_000)) {
+                values.get(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG).addErrorMessage(
+                        "ClickHouse does not answer at " + config.clickHouseUrl() + " (ping failed within 5 s)");
+            }
+        } catch (RuntimeException e) {
+            values.get(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG).addErrorMessage(
+                    "cannot reach ClickHouse at " + config.clickHouseUrl() + ": " + e.getMessage());
+        }
+        // the driver directly: DriverManager does not see drivers inside a plugin's class loader
+        try (var connection = new org.postgresql.Driver().connect(config.catalog().jdbcUrl(), catalogProperties(config))) {
+            if (connection == null) {
+                values.get(CatalogConfig.JDBC_URL_CONFIG).addErrorMessage("not a PostgreSQL JDBC URL");
+            }
+        } catch (java.sql.SQLException e) {
+            values.get(CatalogConfig.JDBC_URL_CONFIG).addErrorMessage("cannot connect to the catalog: "
+                    + (e.getMessage() == null ? e.getSQLState() : e.getMessage()));
+        }
+        return result;
+    }
+
+    private static java.util.Properties catalogProperties(ClickHouseStageSinkConfig config) {
+        java.util.Properties props = new java.util.Properties();
+        props.setProperty("user", config.catalog().user());
+        if (config.catalog().password() != null) {
+            props.setProperty("password", config.catalog().password().value());
+        }
+        props.setProperty("connectTimeout", "5");
+        props.setProperty("loginTimeout", "5");
+        return props;
     }
 }

@@ -204,6 +204,29 @@ class StageSinkIT {
     }
 
     @Test
+    void validateReportsEachProblemOnItsField() throws Exception {
+        ConnectRestClient rest = stack.connect().rest();
+        String sink = "io.tablecdc.clickhouse.ClickHouseStageSinkConnector";
+        Map<String, String> good = sinkConfig("sinkit\\.validate\\..*");
+        good.put("name", "sink-validate");
+        assertEquals(List.of(), ConnectRestClient.validationErrors(rest.validate(sink, good)));
+
+        Map<String, String> badStage = new java.util.HashMap<>(good);
+        badStage.put("stage.uri", "ftp://host/dir");
+        List<String> errors = ConnectRestClient.validationErrors(rest.validate(sink, badStage));
+        assertTrue(errors.size() == 1 && errors.get(0).startsWith("stage.uri: "), errors.toString());
+
+        Map<String, String> unreachable = new java.util.HashMap<>(good);
+        unreachable.put("clickhouse.url", "http://127.0.0.1:1");
+        unreachable.put("catalog.password", "wrong-secret-value");
+        unreachable.put("catalog.jdbc.url", catalogUrl.replace("/sink_catalog", "/no_such_database"));
+        errors = ConnectRestClient.validationErrors(rest.validate(sink, unreachable));
+        assertTrue(errors.stream().anyMatch(e -> e.startsWith("clickhouse.url: ")), errors.toString());
+        assertTrue(errors.stream().anyMatch(e -> e.startsWith("catalog.jdbc.url: ")), errors.toString());
+        assertTrue(errors.stream().noneMatch(e -> e.contains("wrong-secret-value")), errors.toString());
+    }
+
+    @Test
     void aNewOptionalColumnIsAddedToTheTableAndItsCurrentView() throws Exception {
         String topic = "sinkit.evo.items";
         Schema v1 = SchemaBuilder.struct().name("item").field("id", Schema.INT64_SCHEMA).field("name", Schema.STRING_SCHEMA).build();
