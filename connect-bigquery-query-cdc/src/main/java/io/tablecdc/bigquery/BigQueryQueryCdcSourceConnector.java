@@ -52,8 +52,7 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
 
     @Override
     public void start(Map<String, String> props) {
-        this.props = new HashMap<>(props);
-        this.config = new BigQueryQueryCdcConfig(props);
+        configureWithoutCatalog(props);
         String flow = flow(props);
         // migrations run once here, not raced by every task; removed tables lose their catalog rows
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
@@ -65,6 +64,12 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
         } catch (RuntimeException e) {
             throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);
         }
+    }
+
+    /** Reads the config (for {@link #taskConfigs}) without touching the catalog. */
+    void configureWithoutCatalog(Map<String, String> props) {
+        this.props = new HashMap<>(props);
+        this.config = new BigQueryQueryCdcConfig(props);
     }
 
     private static String flow(Map<String, String> props) {
