@@ -141,6 +141,15 @@ public final class SourceClient {
         return row.get(CdcSql.MAX_WATERMARK).isNull() ? null : row.get(CdcSql.MAX_WATERMARK).getTimestampInstant();
     }
 
+    /** The smallest watermark in {@code (lower, upper]}, or null when there is none. */
+    public Instant nextWatermark(TableSpec table, Instant lower, Instant upper) throws InterruptedException {
+        QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table)));
+        builder.addNamedParameter(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(lower)));
+        builder.addNamedParameter(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(upper)));
+        FieldValueList row = bigQuery.query(builder.build()).getValues().iterator().next();
+        return row.get(CdcSql.NEXT_WATERMARK).isNull() ? null : row.get(CdcSql.NEXT_WATERMARK).getTimestampInstant();
+    }
+
     /**
      * Runs a query with named parameters and returns its first page. Later pages are read with
      * {@link Pages#next()}, each at most {@code bigquery.page.size} rows.

@@ -45,6 +45,22 @@ public record Window(Instant lower, Instant upper) {
         return after(upper, limit(sourceNow, safetyLag), maxWindow);
     }
 
+    /**
+     * The window after {@code this} empty one when the next watermark above it is known to be {@code next}: the
+     * windows before {@code next} hold no rows, so the walk goes straight to the window that starts just below it
+     * (same maximum size, same limit). Empty when {@code next} is null (every window up to the limit is empty).
+     */
+    public Optional<Window> jumpTo(Instant next, Instant sourceNow, Duration safetyLag, Duration maxWindow) {
+        if (next == null) {
+            return Optional.empty();
+        }
+        Instant lower = next.minusNanos(1_000);
+        if (!lower.isAfter(upper)) {
+            return next(sourceNow, safetyLag, maxWindow);
+        }
+        return after(lower, limit(sourceNow, safetyLag), maxWindow);
+    }
+
     private static Optional<Window> after(Instant lower, Instant limit, Duration maxWindow) {
         Instant upper = lower.plus(maxWindow);
         if (upper.isAfter(limit)) {

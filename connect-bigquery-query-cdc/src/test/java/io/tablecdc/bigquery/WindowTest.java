@@ -82,6 +82,22 @@ class WindowTest {
     }
 
     @Test
+    void emptyWindowJumpsToTheWindowHoldingTheNextWatermark() {
+        Instant sourceNow = T0.plus(Duration.ofDays(400));
+        Window first = Window.first(T0, sourceNow, LAG, MAX).orElseThrow();
+        Instant next = T0.plus(Duration.ofDays(300));
+        Window jumped = first.jumpTo(next, sourceNow, LAG, MAX).orElseThrow();
+        assertEquals(next.minusNanos(1_000), jumped.lower());
+        assertEquals(jumped.lower().plus(MAX), jumped.upper(), "still at most max.query.window.ms");
+        assertTrue(first.jumpTo(null, sourceNow, LAG, MAX).isEmpty(), "no watermark ahead: the walk ends");
+        // a next watermark inside the following window: an ordinary step
+        assertEquals(first.next(sourceNow, LAG, MAX), first.jumpTo(first.upper().plusNanos(1_000), sourceNow, LAG, MAX));
+        // near the limit the jumped window ends at source_now - lag
+        Instant late = sourceNow.minus(LAG).minusSeconds(5);
+        assertEquals(sourceNow.minus(LAG), first.jumpTo(late, sourceNow, LAG, MAX).orElseThrow().upper());
+    }
+
+    @Test
     void cursorIsTheLargestWatermarkSeenNotTheUpperBound() {
         Window w = Window.first(T0, T0.plusSeconds(3600), LAG, MAX).orElseThrow();
         Instant maxSeen = T0.plusSeconds(10);

@@ -23,6 +23,8 @@ public final class CdcSql {
 
     /** Alias of the source clock in {@link #sourceNow()}. */
     public static final String NOW = "source_now";
+    /** Alias of the smallest watermark in {@link #nextWatermark}. */
+    public static final String NEXT_WATERMARK = "next_watermark";
     /** Alias of the largest watermark in {@link #maxWatermark}. */
     public static final String MAX_WATERMARK = "max_watermark";
 
@@ -61,6 +63,16 @@ public final class CdcSql {
     /** The largest watermark of the table (null when it has no rows with one). */
     public static String maxWatermark(TableSpec table) {
         return "SELECT MAX(TIMESTAMP(" + quote(table.watermarkColumn()) + ")) AS " + MAX_WATERMARK + " FROM " + table(table);
+    }
+
+    /**
+     * The smallest watermark in {@code (@lower, @upper]} (null when none): after an empty window, the windows up to
+     * that value are empty too, so the walk jumps there instead of querying each of them.
+     */
+    public static String nextWatermark(TableSpec table) {
+        String watermark = "TIMESTAMP(" + quote(table.watermarkColumn()) + ")";
+        return "SELECT MIN(" + watermark + ") AS " + NEXT_WATERMARK + " FROM " + table(table)
+                + " WHERE " + watermark + " > @" + LOWER + " AND " + watermark + " <= @" + UPPER;
     }
 
     /** The initial snapshot: every row with a watermark up to {@code @upper}, and the rows without one. */

@@ -1,0 +1,371 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.temporal.ChronoUnit;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Predicate;
+
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.google.cloud.bigquery.BigQuery;
+import com.google.cloud.bigquery.DatasetInfo;
+import com.google.cloud.bigquery.Field;
+import com.google.cloud.bigquery.InsertAllRequest;
+import com.google.cloud.bigquery.InsertAllResponse;
+import com.google.cloud.bigquery.QueryJobConfiguration;
+import com.google.cloud.bigquery.Schema;
+import com.google.cloud.bigquery.StandardSQLTypeName;
+import com.google.cloud.bigquery.StandardTableDefinition;
+import com.google.cloud.bigquery.TableId;
+import com.google.cloud.bigquery.TableInfo;
+
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * The BigQuery query CDC source deployed through the Connect REST API from its Hub archive, reading the BigQuery
+ * emulator, with the stage sink loading its batches into ClickHouse, both sharing one catalog.
+ */
+class BigQueryQueryCdcIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String SOURCE = "io.tablecdc.bigquery.BigQueryQueryCdcSourceConnector";
+    private static final String DATASET = "bqcdc_it";
+    /** Rows are stamped in the past, so that the safety lag never holds them back. */
+    private static final Instant BASE = Instant.now().minus(Duration.ofHours(1)).truncatedTo(ChronoUnit.SECONDS)
+            .plus(123_456, ChronoUnit.MICROS);
+
+    private static BigQuery bigQuery;
+    private static String project;
+    private static String catalogUrl;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        bigQuery = stack.bigquery().client();
+        project = stack.bigquery().projectId();
+        if (bigQuery.getDataset(DATASET) == null) {
+            bigQuery.create(DatasetInfo.of(DATASET));
+        }
+        catalogUrl = stack.postgres().createDatabase("bqcdc_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+                .compressServerResponse(false).build();
+    }
+
+    private static Map<String, String> sourceConfig(String tables, String topicPrefix) {
+        Map<String, String> config = new HashMap<>();
+        config.put("connector.class", SOURCE);
+        config.put("tasks.max", "4");
+        config.put("bigquery.project", project);
+        config.put("bigquery.dataset", DATASET);
+        config.put("bigquery.endpoint", stack.bigquery().endpoint());
+        config.put("tables", tables);
+        config.put("topic.prefix", topicPrefix);
+        config.put("sync.interval.ms", "1000");
+        config.put("safety.lag.ms", "1000");
+        config.put("bigquery.page.size", "7");
+        config.put("topic.creation.default.partitions", "1");
+        config.put("topic.creation.default.replication.factor", "1");
+        config.put("catalog.jdbc.url", catalogUrl);
+        config.put("catalog.user", stack.postgres().user());
+        config.put("catalog.password", stack.postgres().password());
+        return config;
+    }
+
+    private static Map<String, String> sinkConfig(String topicsRegex) {
+        Map<String, String> config = new HashMap<>();
+        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
+        config.put("tasks.max", "1");
+        config.put("topics.regex", topicsRegex);
+        config.put("clickhouse.url", stack.clickhouse().httpUrl());
+        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/bqcdc-stage");
+        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
+        config.put("stage.s3.region", stack.objectStore().region());
+        config.put("stage.s3.access.key", stack.objectStore().accessKey());
+        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
+        config.put("stage.local.dir", StackPaths.workDir("bqcdc-sink-local").toString());
+        config.put("catalog.jdbc.url", catalogUrl);
+        config.put("catalog.user", stack.postgres().user());
+        config.put("catalog.password", stack.postgres().password());
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "2000");
+        config.put("consumer.override.auto.offset.reset", "earliest");
+        // the sources create their topics after the sink subscribed: see new topics within a second
+        config.put("consumer.override.metadata.max.age.ms", "1000");
+        return config;
+    }
+
+    private static TableId createTable(String name, Schema schema) {
+        TableId id = TableId.of(project, DATASET, name);
+        bigQuery.delete(id);
+        bigQuery.create(TableInfo.of(id, StandardTableDefinition.of(schema)));
+        return id;
+    }
+
+    private static Schema ordersSchema() {
+        return Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("customer", StandardSQLTypeName.STRING),
+                Field.of("amount", StandardSQLTypeName.NUMERIC),
+                Field.of("tags", StandardSQLTypeName.STRING) .toBuilder().setMode(Field.Mode.REPEATED).build(),
+                Field.of("updated_at", StandardSQLTypeName.TIMESTAMP));
+    }
+
+    private static void insert(TableId id, List<Map<String, Object>> rows) {
+        InsertAllRequest.Builder insert = InsertAllRequest.newBuilder(id);
+        rows.forEach(insert::addRow);
+        InsertAllResponse response = bigQuery.insertAll(insert.build());
+        assertFalse(response.hasErrors(), () -> "insertAll errors: " + response.getInsertErrors());
+    }
+
+    private static Map<String, Object> order(long id, String customer, String amount, Instant updatedAt) {
+        Map<String, Object> row = new LinkedHashMap<>();
+        row.put("id", id);
+        row.put("customer", customer);
+        row.put("amount", amount);
+        row.put("tags", List.of("t" + id));
+        row.put("updated_at", updatedAt.toString());
+        return row;
+    }
+
+    private static String clickHouseTable(String table) {
+        return (project + "." + DATASET + "." + table).replaceAll("[^A-Za-z0-9_]", "_");
+    }
+
+    @Test
+    void rowsFlowIntoClickHouseAndOneTablesCursorRewindsAlone() throws Exception {
+        TableId orders = createTable("orders", ordersSchema());
+        TableId customers = createTable("customers", Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("name", StandardSQLTypeName.STRING),
+                Field.of("modified_at", StandardSQLTypeName.DATETIME)));
+        List<Map<String, Object>> rows = new ArrayList<>();
+        for (int i = 1; i <= 20; i++) {
+            rows.add(order(i, "c" + i, i + ".5", BASE.plus(i, ChronoUnit.MICROS)));
+        }
+        insert(orders, rows);
+        insert(customers, List.of(Map.of("id", 1, "name", "ada", "modified_at", "2024-02-29T12:34:56.654321")));
+
+        String flow = "bqcdc-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        long t0 = System.nanoTime();
+        rest.putConfig("bqcdc-sink", sinkConfig("bqcdc\\..*"));
+        rest.putConfig(flow, sourceConfig("orders:updated_at:id, customers:modified_at:id", "bqcdc"));
+        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+        rest.awaitRunning("bqcdc-sink", 1, Duration.ofSeconds(90));
+
+        String ordersTable = clickHouseTable("orders") + "_current";
+        awaitRows("SELECT count() AS n FROM " + ordersTable, r -> r.get(0).getLong("n") == 20, Duration.ofSeconds(120));
+        System.out.printf("initial snapshot of 20 rows in ClickHouse %d ms after deploying%n",
+                Duration.ofNanos(System.nanoTime() - t0).toMillis());
+        List<GenericRecord> first = clickhouse.queryAll("SELECT id, customer, toString(amount) AS amount,"
+                + " toString(updated_at) AS updated_at, arrayStringConcat(tags, ',') AS tags FROM " + ordersTable + " WHERE id = 7");
+        assertEquals("c7", first.get(0).getString("customer"));
+        assertEquals("7.5", first.get(0).getString("amount"));
+        assertEquals("t7", first.get(0).getString("tags"));
+        // microseconds kept end to end
+        assertEquals(BASE.plus(7, ChronoUnit.MICROS).toString().replace('T', ' ').replace("Z", ""),
+                first.get(0).getString("updated_at"));
+        awaitRows("SELECT toString(modified_at) AS m FROM " + clickHouseTable("customers") + "_current",
+                r -> r.size() == 1 && r.get(0).getString("m").equals("2024-02-29 12:34:56.654321"), Duration.ofSeconds(60));
+
+        // changes: an update (its watermark moves) and a new row
+        long t1 = System.nanoTime();
+        Instant later = BASE.plusSeconds(60);
+        bigQuery.query(QueryJobConfiguration.newBuilder("UPDATE `" + project + "`.`" + DATASET + "`.`orders`"
+                        + " SET customer = 'changed', updated_at = @at WHERE id = 3")
+                .addNamedParameter("at", com.google.cloud.bigquery.QueryParameterValue.timestamp(micros(later))).build());
+        insert(orders, List.of(order(21, "new", "0.001", later.plus(1, ChronoUnit.MICROS))));
+        awaitRows("SELECT count() AS n, countIf(customer = 'changed') AS changed FROM " + ordersTable,
+                r -> r.get(0).getLong("n") == 21 && r.get(0).getLong("changed") == 1, Duration.ofSeconds(60));
+        System.out.printf("an update and an insert reached ClickHouse in %d ms%n", Duration.ofNanos(System.nanoTime() - t1).toMillis());
+
+        String ordersName = project + "." + DATASET + ".orders";
+        String customersName = project + "." + DATASET + ".customers";
+        awaitCatalog(flow, ordersName, s -> s.cursor.equals(format(later.plus(1, ChronoUnit.MICROS))), Duration.ofSeconds(30));
+        State ordersBefore = state(flow, ordersName);
+        State customersBefore = state(flow, customersName);
+        assertNull(ordersBefore.pausedReason);
+        assertEquals(22, ordersBefore.syncedRows, "20 snapshot rows, then the update and the insert");
+
+        // rewind orders to just after row 10: rows 11..21 are read again; customers is untouched
+        rest.stop(flow);
+        rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        String rewound = format(BASE.plus(10, ChronoUnit.MICROS));
+        Map<String, Object> entry = new HashMap<>();
+        entry.put("partition", Map.of("table", ordersName));
+        entry.put("offset", Map.of("cursor", rewound, "batch", 1));
+        rest.alterOffsets(flow, List.of(entry));
+        JsonNode offsets = rest.offsets(flow);
+        Map<String, JsonNode> byTable = new HashMap<>();
+        offsets.path("offsets").forEach(o -> byTable.put(o.path("partition").path("table").asText(), o.path("offset")));
+        assertEquals(rewound, byTable.get(ordersName).path("cursor").asText());
+        assertEquals(format(Instant.parse("2024-02-29T12:34:56.654321Z")), byTable.get(customersName).path("cursor").asText());
+
+        rest.resume(flow);
+        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+        State ordersAfter = awaitCatalog(flow, ordersName, s -> s.syncedRows >= ordersBefore.syncedRows + 11, Duration.ofSeconds(60));
+        assertEquals(format(later.plus(1, ChronoUnit.MICROS)), ordersAfter.cursor);
+        assertTrue(ordersAfter.syncedBatchId > ordersBefore.syncedBatchId, "batch ids only grow, whatever the offset says");
+        State customersAfter = state(flow, customersName);
+        assertEquals(customersBefore.syncedRows, customersAfter.syncedRows, "customers read again");
+        assertEquals(customersBefore.cursor, customersAfter.cursor);
+        // re-reading is idempotent at the destination
+        awaitRows("SELECT count() AS n, countIf(customer = 'changed') AS changed FROM " + ordersTable,
+                r -> r.get(0).getLong("n") == 21 && r.get(0).getLong("changed") == 1, Duration.ofSeconds(30));
+
+        // a malformed offset is refused with the reason
+        rest.stop(flow);
+        rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        Map<String, Object> bad = new HashMap<>();
+        bad.put("partition", Map.of("table", ordersName));
+        bad.put("offset", Map.of("cursor", "yesterday", "batch", 1));
+        ConnectRestClient.ConnectRestException refused = org.junit.jupiter.api.Assertions.assertThrows(
+                ConnectRestClient.ConnectRestException.class, () -> rest.alterOffsets(flow, List.of(bad)));
+        assertTrue(refused.getMessage().contains("cursor 'yesterday' is not an RFC 3339"), refused.getMessage());
+        rest.delete(flow);
+        rest.delete("bqcdc-sink");
+    }
+
+    @Test
+    void newColumnsFlowThroughAndADroppedColumnRefreshesTheSchema() throws Exception {
+        TableId events = createTable("events", Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("gone", StandardSQLTypeName.STRING),
+                Field.of("ts", StandardSQLTypeName.TIMESTAMP)));
+        insert(events, List.of(Map.of("id", 1, "gone", "x", "ts", BASE.toString())));
+        String flow = "bqcdc-schema";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("bqcdc-schema-sink", sinkConfig("bqcdcs\\..*"));
+        rest.putConfig(flow, sourceConfig("events:ts:id", "bqcdcs"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        String table = clickHouseTable("events") + "_current";
+        awaitRows("SELECT count() AS n FROM " + table, r -> r.get(0).getLong("n") == 1, Duration.ofSeconds(120));
+
+        bigQuery.query(QueryJobConfiguration.of("ALTER TABLE `" + project + "`.`" + DATASET + "`.`events` DROP COLUMN gone"));
+        bigQuery.query(QueryJobConfiguration.of("ALTER TABLE `" + project + "`.`" + DATASET + "`.`events` ADD COLUMN extra STRING"));
+        insert(events, List.of(Map.of("id", 2, "extra", "new column", "ts", BASE.plusSeconds(1).toString())));
+        awaitRows("SELECT extra FROM " + table + " WHERE id = 2", r -> r.size() == 1 && "new column".equals(r.get(0).getString("extra")),
+                Duration.ofSeconds(60));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states(flow));
+        rest.delete(flow);
+        rest.delete("bqcdc-schema-sink");
+    }
+
+    @Test
+    void validateNamesTheFieldOfEveryError() throws Exception {
+        createTable("valid", Schema.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("note", StandardSQLTypeName.STRING),
+                Field.of("ts", StandardSQLTypeName.TIMESTAMP)));
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("valid:ts:id, valid2:ts", "bqcdcv");
+        config.put("name", "bqcdc-validate");
+        config.put("tasks.max", "1");
+        List<String> errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
+        assertTrue(errors.contains("tasks.max: tasks.max is 1 but 2 tables are configured; each table needs its own task:"
+                + " set tasks.max to at least 2"), errors.toString());
+        assertTrue(errors.contains("tables: table " + project + "." + DATASET + ".valid2 does not exist"), errors.toString());
+
+        config.put("tasks.max", "3");
+        config.put("tables", "valid:note, valid:missing, valid:ts:nokey");
+        errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
+        assertTrue(errors.stream().anyMatch(e -> e.startsWith("tables:") && e.contains("listed twice")), errors.toString());
+
+        config.put("tables", "valid:note");
+        errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
+        assertEquals(List.of("tables: table " + project + "." + DATASET + ".valid: watermark column note is STRING;"
+                + " it must be TIMESTAMP, DATETIME or DATE"), errors);
+        config.put("tables", "valid:missing");
+        errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
+        assertEquals(List.of("tables: table " + project + "." + DATASET + ".valid has no watermark column missing"), errors);
+        config.put("tables", "valid:ts:nokey");
+        errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
+        assertEquals(List.of("tables: table " + project + "." + DATASET + ".valid has no key column nokey"), errors);
+        config.put("tables", "valid:ts:id");
+        config.put("replication.mode", "CHANGES");
+        errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
+        assertEquals(1, errors.size(), errors.toString());
+        assertTrue(errors.get(0).startsWith("safety.lag.ms:"), errors.toString());
+    }
+
+    // ------------------------------------------------------------------------------------------ helpers
+
+    private static long micros(Instant instant) {
+        return ChronoUnit.MICROS.between(Instant.EPOCH, instant);
+    }
+
+    private static String format(Instant instant) {
+        return java.time.format.DateTimeFormatter.ofPattern("uuuu-MM-dd'T'HH:mm:ss.SSSSSSSSS'Z'")
+                .withZone(java.time.ZoneOffset.UTC).format(instant);
+    }
+
+    private record State(String cursor, long syncedBatchId, long normalizedBatchId, long syncedRows, String pausedReason,
+                         String lastError) {
+    }
+
+    private static State state(String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect("bqcdc_catalog");
+             PreparedStatement ps = c.prepareStatement("SELECT cursor_text, synced_batch_id, normalized_batch_id, synced_rows_count,"
+                     + " paused_reason, last_error FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (!rs.next()) {
+                    return new State("", 0, 0, 0, null, null);
+                }
+                return new State(rs.getString(1), rs.getLong(2), rs.getLong(3), rs.getLong(4), rs.getString(5), rs.getString(6));
+            }
+        }
+    }
+
+    private static State awaitCatalog(String flow, String table, Predicate<State> done, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        State last = null;
+        while (System.nanoTime() < deadline) {
+            last = state(flow, table);
+            if (done.test(last)) {
+                return last;
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("catalog row of " + flow + "/" + table + " never matched; last " + last);
+    }
+
+    private static List<GenericRecord> awaitRows(String sql, Predicate<List<GenericRecord>> done, Duration timeout)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<GenericRecord> rows = new ArrayList<>();
+        String lastError = null;
+        while (System.nanoTime() < deadline) {
+            try {
+                rows = clickhouse.queryAll(sql);
+                if (!rows.isEmpty() && done.test(rows)) {
+                    return rows;
+                }
+            } catch (RuntimeException e) {
+                lastError = e.getMessage();
+            }
+            Thread.sleep(300);
+        }
+        List<String> seen = new ArrayList<>();
+        rows.forEach(r -> seen.add(r.getValues().toString()));
+        throw new AssertionError("ClickHouse never answered as expected: " + sql + "; last rows " + seen
+                + (lastError == null ? "" : "; last error " + lastError));
+    }
+}
