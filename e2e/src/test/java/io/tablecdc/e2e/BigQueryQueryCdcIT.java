@@ -270,6 +270,78 @@ class BigQueryQueryCdcIT {
         rest.delete("bqcdc-schema-sink");
     }
 
+    /**
+     * Two tables of one flow, the sink reading only one of them: the other one's batches are never normalized, so
+     * it pauses at normalize.buffer.batches while its neighbour keeps flowing. Then a third table is dropped: its
+     * task fails with a message naming the table, and the others keep running.
+     */
+    @Test
+    void oneTablesBackPressureAndFailureLeaveItsNeighbourAlone() throws Exception {
+        TableId fast = createTable("fast", ordersSchema());
+        TableId stuck = createTable("stuck", ordersSchema());
+        TableId doomed = createTable("doomed", ordersSchema());
+        insert(doomed, List.of(order(1, "a", "1", BASE.plus(1, ChronoUnit.MICROS))));
+        insert(fast, List.of(order(1, "a", "1", BASE.plus(1, ChronoUnit.MICROS))));
+        insert(stuck, List.of(order(1, "a", "1", BASE.plus(1, ChronoUnit.MICROS))));
+        String flow = "bqcdc-independent";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("bqcdc-independent-sink", sinkConfig("bqcdci\\..*\\.(fast|doomed)"));
+        Map<String, String> config = sourceConfig("fast:updated_at:id, stuck:updated_at:id, doomed:updated_at:id", "bqcdci");
+        // ids start at 2 (a task skips one id at start), so 3 = two unnormalized batches here
+        config.put("normalize.buffer.batches", "3");
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 3, Duration.ofSeconds(90));
+
+        String stuckName = project + "." + DATASET + ".stuck";
+        String fastName = project + "." + DATASET + ".fast";
+        // stuck: snapshot (batch 2), one more batch (3), then paused: synced 3 - normalized 0 >= 3
+        awaitCatalog(flow, stuckName, st -> st.syncedBatchId == 2, Duration.ofSeconds(60));
+        insert(stuck, List.of(order(2, "b", "2", BASE.plus(2, ChronoUnit.MICROS))));
+        awaitCatalog(flow, stuckName, st -> st.syncedBatchId == 3, Duration.ofSeconds(60));
+        insert(stuck, List.of(order(3, "c", "3", BASE.plus(3, ChronoUnit.MICROS))));
+        State paused = awaitCatalog(flow, stuckName, st -> "normalize_buffer_full".equals(st.pausedReason), Duration.ofSeconds(60));
+        Thread.sleep(3_000);
+        assertEquals(3, state(flow, stuckName).syncedBatchId, "a paused table polls no further batch");
+        assertEquals(0, paused.normalizedBatchId);
+
+        // fast keeps flowing meanwhile
+        for (int i = 2; i <= 4; i++) {
+            insert(fast, List.of(order(i, "x" + i, "1", BASE.plus(i, ChronoUnit.MICROS))));
+            final int n = i;
+            awaitRows("SELECT count() AS n FROM " + clickHouseTable("fast") + "_current", r -> r.get(0).getLong("n") == n,
+                    Duration.ofSeconds(60));
+        }
+        assertNull(state(flow, fastName).pausedReason);
+
+        // another table disappears: only its task fails, naming it
+        String doomedName = project + "." + DATASET + ".doomed";
+        awaitCatalog(flow, doomedName, st -> st.syncedBatchId == 2, Duration.ofSeconds(60));
+        bigQuery.delete(doomed);
+        JsonNode status = rest.awaitStatus(flow, st -> {
+            for (JsonNode task : st.path("tasks")) {
+                if ("FAILED".equals(task.path("state").asText())) {
+                    return true;
+                }
+            }
+            return false;
+        }, Duration.ofSeconds(60));
+        List<String> states = new ArrayList<>();
+        String trace = "";
+        for (JsonNode task : status.path("tasks")) {
+            states.add(task.path("state").asText());
+            trace += task.path("trace").asText();
+        }
+        states.sort(null);
+        assertEquals(List.of("FAILED", "RUNNING", "RUNNING"), states, status.toString());
+        assertTrue(trace.contains("table " + doomedName + " does not exist"), trace);
+        assertEquals("normalize_buffer_full", state(flow, stuckName).pausedReason, "the paused table stays paused");
+        insert(fast, List.of(order(5, "after", "1", BASE.plus(5, ChronoUnit.MICROS))));
+        awaitRows("SELECT count() AS n FROM " + clickHouseTable("fast") + "_current", r -> r.get(0).getLong("n") == 5,
+                Duration.ofSeconds(60));
+        rest.delete(flow);
+        rest.delete("bqcdc-independent-sink");
+    }
+
     @Test
     void validateNamesTheFieldOfEveryError() throws Exception {
         createTable("valid", Schema.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("note", StandardSQLTypeName.STRING),
