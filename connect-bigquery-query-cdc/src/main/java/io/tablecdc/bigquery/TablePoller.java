@@ -92,6 +92,8 @@ final class TablePoller {
     private long lastBatchId;
     private TableSchema schema;
     private long nextDueAtMs;
+    /** Until when a failed start or catalog mirror waits before it is tried again. */
+    private long retryAtMs;
     private boolean paused;
     private boolean started;
     private Batch streaming;
@@ -155,6 +157,11 @@ final class TablePoller {
     /** The next step; returns the records to send (none when there is nothing to do now). */
     List<SourceRecord> poll() throws InterruptedException {
         try {
+            if (clock.millis() < retryAtMs) {
+                // after a failed start or catalog write: wait out the backoff before trying again
+                idle(retryAtMs - clock.millis());
+                return List.of();
+            }
             if (!started) {
                 start();
             }
@@ -378,9 +385,11 @@ final class TablePoller {
     private List<SourceRecord> emit(Batch batch, List<FieldValueList> page) {
         boolean lastPage = !batch.pages.hasNext();
         List<Converted> rows = new ArrayList<>(page.size());
+        List<Converted> read = new ArrayList<>(page.size());
         for (FieldValueList row : page) {
             Converted converted = convert(batch, row);
-            if (converted != null) {
+            read.add(converted);
+            if (converted.op != null) {
                 rows.add(converted);
             }
         }
@@ -388,7 +397,8 @@ final class TablePoller {
         if (batch.firstRowReceivedAt == null && !rows.isEmpty()) {
             batch.firstRowReceivedAt = receivedAt;
         }
-        for (Converted row : rows) {
+        // every row read moves the cursor, a dropped one too (else a window of dropped rows would be read forever)
+        for (Converted row : read) {
             if (row.watermarkMicros != null) {
                 Instant seen = Cursor.ofMicros(row.watermarkMicros);
                 batch.maxSeen = batch.maxSeen == null || seen.isAfter(batch.maxSeen) ? seen : batch.maxSeen;
@@ -430,6 +440,7 @@ final class TablePoller {
         return Window.advance(batch.startCursor, batch.maxSeen);
     }
 
+    /** A row as a record's parts; {@code op} null for a row that is dropped (the DELETE half of an update). */
     private record Converted(Struct key, Struct value, Long watermarkMicros, RecordHeaders.Op op) {
     }
 
@@ -443,9 +454,6 @@ final class TablePoller {
             watermark = io.tablecdc.bigquery.schema.BigQueryTypes.timestampMicros(row.get(CdcSql.CHANGE_TIMESTAMP));
             if (config.mode() == Mode.CHANGES) {
                 op = changeOp(row);
-                if (op == null) {
-                    return null;
-                }
             }
         }
         return new Converted(schema.key(value), value, watermark, op);
@@ -530,6 +538,9 @@ final class TablePoller {
         String message = describe(e);
         episode.failed(message, delay);
         nextDueAtMs = clock.millis() + delay;
+        if (!started || closing != null) {
+            retryAtMs = nextDueAtMs;
+        }
         try {
             Instant now = clock.instant();
             catalog.recordError(flow, table.fullName(), message, now, now.plusMillis(delay));
