@@ -186,7 +186,8 @@ class BigQueryQueryCdcIT {
         awaitRows("SELECT toString(modified_at) AS m FROM " + clickHouseTable("customers") + "_current",
                 r -> r.size() == 1 && r.get(0).getString("m").equals("2024-02-29 12:34:56.654321"), Duration.ofSeconds(60));
 
-        // changes: an update (its watermark moves) and a new row
+        // changes: an update (its watermark moves) and a new row, both stamped below the upper bound of the windows
+        // already read (now - 1 s) but above their largest watermark: a cursor at the upper bound would miss them
         long t1 = System.nanoTime();
         Instant later = BASE.plusSeconds(60);
         bigQuery.query(QueryJobConfiguration.newBuilder("UPDATE `" + project + "`.`" + DATASET + "`.`orders`"
@@ -340,6 +341,106 @@ class BigQueryQueryCdcIT {
                 Duration.ofSeconds(60));
         rest.delete(flow);
         rest.delete("bqcdc-independent-sink");
+    }
+
+    /** One row with every BigQuery type, through the source's mapping and the sink, into ClickHouse. */
+    @Test
+    void everyTypeArrivesInClickHouse() throws Exception {
+        TableId types = createTable("types", Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("c_numeric", StandardSQLTypeName.NUMERIC),
+                Field.of("c_bignumeric", StandardSQLTypeName.BIGNUMERIC),
+                Field.of("c_float", StandardSQLTypeName.FLOAT64),
+                Field.of("c_bool", StandardSQLTypeName.BOOL),
+                Field.of("c_string", StandardSQLTypeName.STRING),
+                Field.of("c_bytes", StandardSQLTypeName.BYTES),
+                Field.of("c_date", StandardSQLTypeName.DATE),
+                Field.of("c_datetime", StandardSQLTypeName.DATETIME),
+                Field.of("c_time", StandardSQLTypeName.TIME),
+                Field.of("c_json", StandardSQLTypeName.JSON),
+                Field.newBuilder("c_array", StandardSQLTypeName.STRING).setMode(Field.Mode.REPEATED).build(),
+                Field.of("c_struct", StandardSQLTypeName.STRUCT, Field.of("x", StandardSQLTypeName.INT64),
+                        Field.of("y", StandardSQLTypeName.STRING)),
+                Field.of("c_geography", StandardSQLTypeName.GEOGRAPHY),
+                Field.of("updated_at", StandardSQLTypeName.TIMESTAMP)));
+        Map<String, Object> row = new HashMap<>();
+        row.put("id", 1);
+        row.put("c_numeric", "123456789.123456789");
+        // within the emulator's BIGNUMERIC, DECIMAL(38, 18) (docs/notes/bigquery-emulator.md)
+        row.put("c_bignumeric", "12345678901234567890.123456789012345678");
+        row.put("c_float", 1.5);
+        row.put("c_bool", true);
+        row.put("c_string", "héllo ✓");
+        row.put("c_bytes", java.util.Base64.getEncoder().encodeToString(new byte[] {0, 1, 2, (byte) 255}));
+        row.put("c_date", "2024-02-29");
+        row.put("c_datetime", "2024-02-29T12:34:56.123456");
+        row.put("c_time", "12:34:56.654321");
+        row.put("c_json", "{\"a\":[1,2]}");
+        row.put("c_array", List.of("p", "q"));
+        row.put("c_struct", Map.of("x", 7, "y", "why"));
+        row.put("c_geography", "POINT(1 2)");
+        row.put("updated_at", BASE.plus(1, ChronoUnit.MICROS).toString());
+        insert(types, List.of(row));
+
+        String flow = "bqcdc-types";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("bqcdc-types-sink", sinkConfig("bqcdct\\..*"));
+        rest.putConfig(flow, sourceConfig("types:updated_at:id", "bqcdct"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        String table = clickHouseTable("types") + "_current";
+        List<GenericRecord> rows = awaitRows("SELECT toString(c_numeric) AS n, toString(c_bignumeric) AS bn, c_float, c_bool,"
+                + " c_string, hex(c_bytes) AS b, toString(c_date) AS d, toString(c_datetime) AS dt, toString(c_time) AS t,"
+                + " c_json, arrayStringConcat(c_array, ',') AS arr, c_struct, c_geography, toString(updated_at) AS u,"
+                + " toTypeName(c_bignumeric) AS bn_type FROM " + table, r -> r.size() == 1, Duration.ofSeconds(120));
+        GenericRecord r = rows.get(0);
+        Map<String, String> got = new LinkedHashMap<>();
+        for (String column : List.of("n", "bn", "c_float", "c_bool", "c_string", "b", "d", "dt", "t", "c_json", "arr",
+                "c_struct", "c_geography", "u", "bn_type")) {
+            got.put(column, r.getString(column));
+        }
+        System.out.println("every type in ClickHouse: " + got);
+        assertEquals("123456789.123456789", got.get("n"));
+        assertEquals("12345678901234567890.123456789012345678", got.get("bn"));
+        assertEquals("Nullable(Decimal(76, 38))", got.get("bn_type"));
+        assertEquals("1.5", got.get("c_float"));
+        assertTrue(got.get("c_bool").equals("true") || got.get("c_bool").equals("1"), got.get("c_bool"));
+        assertEquals("héllo ✓", got.get("c_string"));
+        assertEquals("000102FF", got.get("b"));
+        assertEquals("2024-02-29", got.get("d"));
+        assertEquals("2024-02-29 12:34:56.123456", got.get("dt"));
+        // TIME is io.tablecdc.MicroTime: the sink keeps it as microseconds since midnight
+        assertEquals(Long.toString(((12 * 60 + 34) * 60 + 56) * 1_000_000L + 654_321L), got.get("t"));
+        assertEquals("{\"a\":[1,2]}", got.get("c_json").replace(" ", ""));
+        assertEquals("p,q", got.get("arr"));
+        assertEquals("{\"x\":7,\"y\":\"why\"}", got.get("c_struct"));
+        assertEquals("POINT(1 2)", got.get("c_geography"));
+        assertEquals(BASE.plus(1, ChronoUnit.MICROS).toString().replace('T', ' ').replace("Z", ""), got.get("u"));
+        rest.delete(flow);
+        rest.delete("bqcdc-types-sink");
+    }
+
+    /** initial.load=skip: rows already in the table are not read, rows after them are. */
+    @Test
+    void skipStartsFromTheLargestWatermark() throws Exception {
+        TableId table = createTable("skipped", ordersSchema());
+        insert(table, List.of(order(1, "old", "1", BASE.plus(1, ChronoUnit.MICROS))));
+        String flow = "bqcdc-skip";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("bqcdc-skip-sink", sinkConfig("bqcdck\\..*"));
+        Map<String, String> config = sourceConfig("skipped:updated_at:id", "bqcdck");
+        config.put("initial.load", "skip");
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        String name = project + "." + DATASET + ".skipped";
+        awaitCatalog(flow, name, st -> st.cursor.equals(format(BASE.plus(1, ChronoUnit.MICROS))), Duration.ofSeconds(60));
+        insert(table, List.of(order(2, "new", "2", BASE.plus(2, ChronoUnit.MICROS))));
+        List<GenericRecord> rows = awaitRows("SELECT id, customer FROM " + clickHouseTable("skipped") + "_current",
+                r -> r.size() == 1, Duration.ofSeconds(120));
+        assertEquals("new", rows.get(0).getString("customer"));
+        Thread.sleep(3_000);
+        assertEquals(1, clickhouse.queryAll("SELECT id FROM " + clickHouseTable("skipped") + "_current").size());
+        rest.delete(flow);
+        rest.delete("bqcdc-skip-sink");
     }
 
     @Test
