@@ -106,7 +106,8 @@ final class TablePoller {
         final Instant startCursor;
         final RecordHeaders.Op op;
         final SourceClient.Pages pages;
-        final Instant cursorIfEmpty;
+        /** The cursor a snapshot batch ends at (the largest watermark, or BigQuery's clock); null for windows. */
+        final Instant snapshotCursor;
         Instant maxSeen;
         long rows;
         Instant firstRowReceivedAt;
@@ -114,12 +115,12 @@ final class TablePoller {
         boolean failed;
         Instant endCursor;
 
-        Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant cursorIfEmpty) {
+        Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant snapshotCursor) {
             this.id = id;
             this.startCursor = startCursor;
             this.op = op;
             this.pages = pages;
-            this.cursorIfEmpty = cursorIfEmpty;
+            this.snapshotCursor = snapshotCursor;
         }
     }
 
@@ -208,12 +209,10 @@ final class TablePoller {
             return List.of();
         }
         Instant sourceNow = client.sourceNow();
-        if (cursor != null || config.mode() != Mode.QUERY) {
-            if (cursor != null && Window.first(cursor, sourceNow, lag(), maxWindow()).isEmpty()) {
-                // nothing can be read yet; no attempt is recorded
-                nextDueAtMs = now + config.syncIntervalMs();
-                return List.of();
-            }
+        if (cursor != null && Window.first(cursor, sourceNow, lag(), maxWindow()).isEmpty()) {
+            // nothing can be read yet; no attempt is recorded
+            nextDueAtMs = now + config.syncIntervalMs();
+            return List.of();
         }
         if (!permits.tryAcquire(IDLE_SLEEP_MS, TimeUnit.MILLISECONDS)) {
             return List.of();
@@ -279,7 +278,7 @@ final class TablePoller {
             SourceClient.Pages pages = runWindow(w);
             if (!pages.page().isEmpty() || pages.hasNext()) {
                 return new Batch(++lastBatchId, cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
-                        : RecordHeaders.Op.UPDATE, pages, cursor);
+                        : RecordHeaders.Op.UPDATE, pages, null);
             }
             Optional<Window> next = w.next(sourceNow, lag(), maxWindow());
             if (next.isPresent() && config.mode() == Mode.QUERY) {
@@ -435,7 +434,7 @@ final class TablePoller {
 
     private Instant endCursor(Batch batch) {
         if (batch.op == RecordHeaders.Op.SNAPSHOT) {
-            return batch.cursorIfEmpty;
+            return batch.snapshotCursor;
         }
         return Window.advance(batch.startCursor, batch.maxSeen);
     }
