@@ -60,7 +60,8 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
 
     public static final String MAXIMUM_BYTES_BILLED_CONFIG = "maximum.bytes.billed";
     private static final String MAXIMUM_BYTES_BILLED_DOC = "Cost guard sent with every query (maximumBytesBilled): BigQuery"
-            + " fails a query that would bill more, and the table then retries with backoff. 0 for no limit.";
+            + " fails a query that would bill more, and the table then retries with backoff. BigQuery bills at least 10 MB"
+            + " per table a query reads, so keep it above that. 0 for no limit.";
     private static final long MAXIMUM_BYTES_BILLED_DEFAULT = 0L;
 
     public static final String TABLES_CONFIG = "tables";
