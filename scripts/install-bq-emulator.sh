@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the BigQuery emulator of the local test stack (PyPI local-bigquery, DuckDB-backed) into
 # <project root>/.cache/bqemulator/ and prints the path of the executable to start it with.
-# Idempotent: once installed, a run only prints that path. See docs/notes/bigquery-emulator.md.
+# Idempotent: once installed, a run only prints that path. See docs/test-stack-bigquery.md.
 #
 # Environment:
 #   TABLECDC_PYTHON   a Python >= 3.13 interpreter to build the virtualenv with (local-bigquery needs 3.13+);

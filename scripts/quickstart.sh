@@ -10,4 +10,6 @@ bash scripts/install-bq-emulator.sh >/dev/null
 mvnw -q -DskipTests install
 mvnw -q -pl e2e dependency:build-classpath -Dmdep.outputFile=target/quickstart.classpath -Dmdep.includeScope=runtime
 exec "$JAVA_HOME/bin/java" -Xmx2g --enable-native-access=ALL-UNNAMED -Dtablecdc.root="$TABLECDC_ROOT" \
+  --sun-misc-unsafe-memory-access=allow -Dlogback.configurationFile=e2e/src/main/resources/logback-quickstart.xml \
+  -Dlogging.config=e2e/src/main/resources/logback-quickstart.xml -Dtablecdc.log.file=e2e/target/quickstart.log \
   -cp "e2e/target/classes:$(cat e2e/target/quickstart.classpath)" io.tablecdc.e2e.Quickstart "$@"

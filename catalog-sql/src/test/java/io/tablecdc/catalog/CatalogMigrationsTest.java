@@ -182,7 +182,8 @@ class CatalogMigrationsTest {
         assertEquals(1, MigrateCommand.run(new String[] {"--check"}, env, o, e), "nothing applied yet");
         assertTrue(err.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0"));
         assertEquals(0, MigrateCommand.run(new String[0], env, o, e));
-        assertTrue(out.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0 -> 1 (1 migrations applied)"),
+        assertTrue(out.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0 -> " + CatalogMigrations.knownVersion()
+                        + " (" + CatalogMigrations.knownVersion() + " migrations applied)"),
                 out.toString(java.nio.charset.StandardCharsets.UTF_8));
         assertEquals(0, MigrateCommand.run(new String[] {"--check"}, env, o, e));
         assertEquals(2, MigrateCommand.run(new String[] {"--url", "jdbc:mysql://x/y"}, java.util.Map.of(), o, e));
@@ -206,7 +207,7 @@ class CatalogMigrationsTest {
                 applied += run.get().migrationsApplied();
                 assertEquals(CatalogMigrations.knownVersion(), run.get().versionAfter());
             }
-            assertEquals(1, applied, "the migration ran once");
+            assertEquals(Integer.parseInt(CatalogMigrations.knownVersion()), applied, "each migration ran once");
         } finally {
             pool.shutdownNow();
         }

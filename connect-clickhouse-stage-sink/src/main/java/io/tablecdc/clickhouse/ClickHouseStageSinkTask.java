@@ -72,6 +72,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
     private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
+    static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
 
     private static final class PendingUpload {
         final TableStager.ClosedBatch batch;
@@ -121,6 +122,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
     }
 
     static StageStore openStore(ClickHouseStageSinkConfig config) {
+        if ("gs".equals(config.stageUri().getScheme())) {
+            return S3StageStore.gcs(config.stageUri(), config.gcsEndpoint(), config.gcsHmacAccessId(), config.gcsHmacSecret().value());
+        }
         if ("s3".equals(config.stageUri().getScheme())) {
             return new S3StageStore(config.stageUri(), config.s3Endpoint(), config.s3Region(), config.s3AccessKey(),
                     config.s3SecretKey().value());
@@ -142,10 +146,19 @@ public class ClickHouseStageSinkTask extends SinkTask {
     public void put(Collection<SinkRecord> records) {
         long now = System.currentTimeMillis();
         retryPendingUploads(now);
+        Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
             TopicPartition tp = new TopicPartition(record.topic(), record.kafkaPartition());
+            if (held.contains(tp)) {
+                continue;
+            }
             try {
-                stageRecord(record, tp, now);
+                if (!stageRecord(record, tp, now)) {
+                    // the table is held at a batch boundary: read this record again once it resumes
+                    context.offset(tp, record.kafkaOffset());
+                    held.add(tp);
+                    continue;
+                }
             } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
                 report(record, e);
             } catch (IOException e) {
@@ -157,7 +170,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
         applyBackPressure();
     }
 
-    private void stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
+    /**
+     * Stages one record; returns false (nothing staged) when the record would start a new batch of a table
+     * that must wait: its previous batch is not uploaded yet, or its staged batches fill its normalize buffer.
+     */
+    private boolean stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
         boolean tablecdc = RecordHeaders.present(record.headers());
         String table = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.TABLE) : record.topic();
         String flow = tablecdc && RecordHeaders.text(record.headers(), RecordHeaders.FLOW) != null
@@ -168,6 +185,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (stager == null) {
             try {
                 catalog.initTable(key.flow(), key.table());
+                catalog.recordSinkTopic(key.flow(), key.table(), connectorName, record.topic());
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
@@ -175,7 +193,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
             stagers.put(key, stager);
         }
-        normalizerOf(key);
+        TableNormalizer normalizer = normalizerOf(key);
         long batch;
         long version;
         RecordHeaders.Op op;
@@ -193,9 +211,17 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
         } else {
             // records of other producers: upserts, batches cut by size and time, versions from offsets
-            batch = stager.open() ? stager.batchId() : nextSelfCutBatchId(key);
+            batch = stager.open() ? stager.batchId() : -1;
             version = record.kafkaOffset();
             op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
+        }
+        if (!stager.open() && (pendingUploads.containsKey(key) || normalizer.pendingBatches() >= config.normalizeBufferBatches())) {
+            holdForBuffer(key, normalizer);
+            pause(key);
+            return false;
+        }
+        if (batch < 0) {
+            batch = nextSelfCutBatchId(key);
         }
         stager.append(record, batch, version, op, now);
         if (tablecdc && "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST))) {
@@ -203,6 +229,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
             closeBatch(stager);
         }
+        return true;
     }
 
     private long nextSelfCutBatchId(TableKey key) {
@@ -300,35 +327,36 @@ public class ClickHouseStageSinkTask extends SinkTask {
         });
     }
 
-    private void applyBackPressure() {
-        for (TableNormalizer normalizer : normalizers.values()) {
-            TableKey key = keyOf(normalizer);
-            if (key == null) {
-                continue;
+    private void holdForBuffer(TableKey key, TableNormalizer normalizer) {
+        if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pausedForBuffer.add(key)) {
+            log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
+                    key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+            try {
+                catalog.setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
+            } catch (RuntimeException e) {
+                log.debug("recording the pause of {} failed: {}", key, e.toString());
             }
-            boolean full = normalizer.pendingBatches() >= config.normalizeBufferBatches();
-            if (full && pausedForBuffer.add(key)) {
-                log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
-                        key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
-                catalog.setPause(key.flow(), key.table(), "sink_normalize_buffer_full", Instant.now());
-                pause(key);
-            } else if (!full && pausedForBuffer.remove(key)) {
+        }
+    }
+
+    /** Resumes the tables whose normalize drained below their buffer (and whose uploads are done). */
+    private void applyBackPressure() {
+        for (var it = pausedForBuffer.iterator(); it.hasNext(); ) {
+            TableKey key = it.next();
+            TableNormalizer normalizer = normalizers.get(key);
+            if (normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
+                it.remove();
                 log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                catalog.clearPause(key.flow(), key.table());
+                try {
+                    catalog.clearPause(key.flow(), key.table());
+                } catch (RuntimeException e) {
+                    log.debug("clearing the pause of {} failed: {}", key, e.toString());
+                }
                 if (!pendingUploads.containsKey(key)) {
                     resume(key);
                 }
             }
         }
-    }
-
-    private TableKey keyOf(TableNormalizer normalizer) {
-        for (Map.Entry<TableKey, TableNormalizer> e : normalizers.entrySet()) {
-            if (e.getValue() == normalizer) {
-                return e.getKey();
-            }
-        }
-        return null;
     }
 
     private void pause(TableKey key) {
@@ -394,6 +422,29 @@ public class ClickHouseStageSinkTask extends SinkTask {
             safe.put(tp, new OffsetAndMetadata(committable));
         }
         return safe;
+    }
+
+    /**
+     * Starts the normalize loops of the tables of newly assigned partitions that have staged batches
+     * waiting (staged before a restart or a rebalance), so they load even if no new record arrives.
+     */
+    @Override
+    public void open(Collection<TopicPartition> partitions) {
+        Set<String> topics = new HashSet<>();
+        partitions.forEach(tp -> topics.add(tp.topic()));
+        if (topics.isEmpty()) {
+            return;
+        }
+        try {
+            for (String[] row : catalog.tablesWithStages(connectorName, topics)) {
+                TableKey key = new TableKey(row[0], row[1], config.clickHouseTable(row[1], row[2]));
+                log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
+                normalizerOf(key);
+            }
+        } catch (RuntimeException e) {
+            // not fatal: the loops also start when the tables' next records arrive
+            log.warn("sink {}: looking up staged batches of partitions {} failed: {}", connectorName, partitions, e.getMessage());
+        }
     }
 
     @Override

@@ -85,6 +85,11 @@ final class TableStager {
      */
     void append(SinkRecord record, long recordBatchId, long version, RecordHeaders.Op op, long nowMs) throws IOException {
         Schema valueSchema = record.valueSchema();
+        if (record.value() != null && !(record.value() instanceof Struct)) {
+            throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()
+                    + "@" + record.kafkaOffset() + " has a " + (valueSchema == null ? "schemaless" : valueSchema.type().toString())
+                    + " value where a row needs a STRUCT with a schema; use a converter that keeps schemas");
+        }
         Struct value = (Struct) record.value();
         if (op == RecordHeaders.Op.DELETE && value == null && record.key() instanceof Struct keyStruct) {
             // a tombstone-style delete: the key carries the columns that identify the row

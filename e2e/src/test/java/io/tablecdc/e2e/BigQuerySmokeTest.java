@@ -48,7 +48,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Checks, against the real emulator (or {@code TABLECDC_BIGQUERY_ENDPOINT}), the BigQuery features query CDC relies on.
- * What the emulator cannot do is listed in docs/notes/bigquery-emulator.md and pinned by {@link #knownGapsOfTheEmulator}.
+ * What the emulator cannot do is listed in docs/test-stack-bigquery.md and pinned by {@link #knownGapsOfTheEmulator}.
  */
 class BigQuerySmokeTest {
 
@@ -360,7 +360,7 @@ class BigQuerySmokeTest {
     }
 
     /**
-     * Pins the gaps written down in docs/notes/bigquery-emulator.md: if one of these starts to work after an upgrade,
+     * Pins the gaps written down in docs/test-stack-bigquery.md: if one of these starts to work after an upgrade,
      * this fails, and the notes (and the tests that skip the feature) should be updated.
      */
     @Test

@@ -11,6 +11,7 @@ import com.clickhouse.client.api.query.QuerySettings;
 import com.clickhouse.data.ClickHouseFormat;
 import io.tablecdc.e2e.clickhouse.LocalClickHouse;
 import io.tablecdc.e2e.objectstore.LocalObjectStore;
+import io.tablecdc.e2e.stack.LocalStack;
 import org.apache.avro.Conversions;
 import org.apache.avro.LogicalTypes;
 import org.apache.avro.Schema;
@@ -35,12 +36,10 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.time.temporal.ChronoUnit;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -69,25 +68,23 @@ class ClickHouseSmokeTest {
     private static final Instant T1 = Instant.parse("2024-03-01T12:34:56.123456Z");
     private static final Instant T2 = Instant.parse("2025-12-31T23:59:59.999999Z");
 
-    private static Path workDir;
     private static LocalClickHouse clickHouse;
     private static LocalObjectStore objectStore;
     private static Client client;
 
     @BeforeAll
-    static void startStack() throws IOException {
-        Files.createDirectories(Path.of("target"));
-        workDir = Files.createTempDirectory(Path.of("target").toAbsolutePath(), "clickhouse-smoke-");
-
+    static void startStack() {
+        // the engine is one per JVM: take the stack's (other tests may have started it already)
+        LocalStack stack = LocalStack.get();
         long rssBefore = rssKiB();
         long t0 = System.nanoTime();
-        clickHouse = LocalClickHouse.start(workDir);
+        clickHouse = stack.clickhouse();
         long engineMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
         long rssEngine = rssKiB();
         t0 = System.nanoTime();
-        objectStore = LocalObjectStore.start(workDir);
+        objectStore = stack.objectStore();
         long storeMillis = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
-        System.out.printf("stack: engine started in %d ms (RSS %d -> %d MiB, +%d MiB), object store in %d ms"
+        System.out.printf("stack: engine ready in %d ms (RSS %d -> %d MiB, +%d MiB), object store in %d ms"
                         + " (RSS now %d MiB)%n", engineMillis, rssBefore / 1024, rssEngine / 1024,
                 (rssEngine - rssBefore) / 1024, storeMillis, rssKiB() / 1024);
 
@@ -100,15 +97,9 @@ class ClickHouseSmokeTest {
     }
 
     @AfterAll
-    static void stopStack() throws IOException {
-        try (Client c = client; LocalObjectStore s = objectStore; LocalClickHouse ch = clickHouse) {
-            System.out.printf("stack: RSS at the end %d MiB%n", rssKiB() / 1024);
-        }
-        try (Stream<Path> files = Files.walk(workDir)) {
-            for (Path p : files.sorted(Comparator.reverseOrder()).toList()) {
-                Files.delete(p);
-            }
-        }
+    static void stopClient() {
+        client.close();
+        System.out.printf("stack: RSS at the end %d MiB%n", rssKiB() / 1024);
     }
 
     @Test

@@ -9,7 +9,6 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Supplier;
@@ -27,6 +26,7 @@ import com.clickhouse.client.api.query.GenericRecord;
 import io.tablecdc.common.TablecdcTypes;
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -55,23 +55,11 @@ class StageSinkIT {
     }
 
     private static Map<String, String> sinkConfig(String topicsRegex) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
-        config.put("tasks.max", "1");
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "stage");
         config.put("topics.regex", topicsRegex);
-        config.put("clickhouse.url", stack.clickhouse().httpUrl());
-        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/stage");
-        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
-        config.put("stage.s3.region", stack.objectStore().region());
-        config.put("stage.s3.access.key", stack.objectStore().accessKey());
-        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
         config.put("stage.local.dir", StackPaths.workDir("sink-local").toString());
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         config.put("normalize.backoff.initial.ms", "500");
         config.put("normalize.backoff.max.ms", "2000");
-        config.put("consumer.override.auto.offset.reset", "earliest");
         return config;
     }
 
@@ -113,10 +101,12 @@ class StageSinkIT {
             producer.send(topic, key(1), order(1, "ada lovelace", "11.00", 1_700_000_000_999_999L), Headers.of(flow, table, "u", 5, 2, false));
             producer.send(topic, key(2), null, Headers.of(flow, table, "d", 6, 2, false));
             producer.send(topic, key(4), order(4, "", "0.00", 7L), Headers.of(flow, table, "c", 7, 2, true));
+            // a later batch carrying an older version of row 1 (a change that committed earlier) must not win
+            producer.send(topic, key(1), order(1, "stale ada", "1.00", 1L), Headers.of(flow, table, "u", 4, 3, true));
         }
-        awaitRows("SELECT id, customer FROM shop_orders_current ORDER BY id",
-                r -> r.size() == 3 && r.get(0).getString("customer").equals("ada lovelace") && r.get(2).getLong("id") == 4,
-                Duration.ofSeconds(60));
+        awaitCatalog(flow, table, "normalized_batch_id::text", "3", Duration.ofSeconds(60));
+        List<GenericRecord> after = clickhouse.queryAll("SELECT id, customer FROM shop_orders_current ORDER BY id");
+        assertEquals("[[1, ada lovelace], [3, 東京 🚀], [4, ]]", describe(after));
 
         try (Connection c = stack.postgres().connect("sink_catalog");
              PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id, inserts_count, updates_count, deletes_count,"
@@ -127,15 +117,228 @@ class StageSinkIT {
             ps.setString(2, table);
             try (ResultSet rs = ps.executeQuery()) {
                 assertTrue(rs.next(), "no catalog row for " + table);
-                assertEquals(2, rs.getLong("normalized_batch_id"));
+                assertEquals(3, rs.getLong("normalized_batch_id"));
                 assertEquals(4, rs.getLong("inserts_count"));
-                assertEquals(1, rs.getLong("updates_count"));
+                assertEquals(2, rs.getLong("updates_count"));
                 assertEquals(1, rs.getLong("deletes_count"));
                 assertEquals(0, rs.getLong("stages"), "stage rows left after normalize");
             }
         }
         var listing = stack.objectStore().newClient().listObjectsV2(b -> b.bucket(stack.objectStore().bucket()).prefix("stage/flow-pull"));
         assertEquals(0, listing.keyCount(), "stage files left after normalize: " + listing.contents());
+    }
+
+    @Test
+    void pushModeFromAFileStageTakesRecordsOfOtherProducersAsUpsertsAndSendsBadOnesToTheDeadLetterQueue() throws Exception {
+        String topic = "sinkit.push.events";
+        Schema eventKey = SchemaBuilder.struct().name("event_key").field("id", Schema.INT32_SCHEMA).build();
+        Schema event = SchemaBuilder.struct().name("event").field("id", Schema.INT32_SCHEMA)
+                .field("kind", Schema.STRING_SCHEMA).field("score", Schema.OPTIONAL_FLOAT64_SCHEMA).build();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, new Struct(eventKey).put("id", 1), new Struct(event).put("id", 1).put("kind", "open").put("score", 1.5), Map.of());
+            producer.send(topic, new Struct(eventKey).put("id", 2), new Struct(event).put("id", 2).put("kind", "open"), Map.of());
+            // a value without a STRUCT schema cannot become a row: it must go to the dead letter queue, alone
+            producer.sendRaw(topic, null, "{\"schema\":{\"type\":\"string\",\"optional\":false},\"payload\":\"oops\"}"
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            producer.send(topic, new Struct(eventKey).put("id", 1), new Struct(event).put("id", 1).put("kind", "closed").put("score", 2.0), Map.of());
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.push\\..*");
+        config.put("normalize.mode", "push");
+        config.put("stage.uri", StackPaths.workDir("sink-file-stage").toUri().toString());
+        config.put("batch.max.ms", "500");
+        config.put("errors.tolerance", "all");
+        config.put("errors.deadletterqueue.topic.name", "sinkit.dlq");
+        config.put("errors.deadletterqueue.topic.replication.factor", "1");
+        config.put("errors.deadletterqueue.context.headers.enable", "true");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-push", config);
+        rest.awaitRunning("sink-push", 1, Duration.ofSeconds(60));
+
+        awaitRows("SELECT id, kind FROM sinkit_push_events FINAL ORDER BY id",
+                r -> r.size() == 2 && r.get(0).getString("kind").equals("closed") && r.get(1).getString("kind").equals("open"),
+                Duration.ofSeconds(60));
+
+        java.util.Properties props = new java.util.Properties();
+        props.put("bootstrap.servers", stack.kafka().bootstrapServers());
+        props.put("group.id", "dlq-reader-" + System.nanoTime());
+        props.put("auto.offset.reset", "earliest");
+        List<String> errors = new ArrayList<>();
+        try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]>(props,
+                new org.apache.kafka.common.serialization.ByteArrayDeserializer(), new org.apache.kafka.common.serialization.ByteArrayDeserializer())) {
+            consumer.subscribe(List.of("sinkit.dlq"));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            while (errors.isEmpty() && System.nanoTime() < deadline) {
+                for (var record : consumer.poll(Duration.ofMillis(300))) {
+                    var header = record.headers().lastHeader("__connect.errors.exception.message");
+                    errors.add(header == null ? "(no message)" : new String(header.value(), java.nio.charset.StandardCharsets.UTF_8));
+                }
+            }
+        }
+        assertEquals(1, errors.size(), "records in the dead letter queue: " + errors);
+        assertTrue(errors.get(0).contains("sinkit.push.events") && errors.get(0).contains("STRUCT"), errors.get(0));
+    }
+
+    /**
+     * {@code gs://} goes through GCS's S3-compatible XML API with HMAC keys, and ClickHouse reads it with
+     * {@code gcs()}. No GCS server or emulator can run here, so S3Mock stands in for the XML API: this
+     * proves the sink's gs:// wiring and ClickHouse's gcs() reads, not Google's service itself.
+     */
+    @Test
+    void gsStageGoesThroughTheXmlApiAndClickHouseReadsItWithGcs() throws Exception {
+        String topic = "sinkit.gcs.orders";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(7), order(7, "via gcs", "7.00", 7L), Headers.of("flow-gcs", "gcs.orders", "c", 1, 1, true));
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.gcs\\..*");
+        config.put("stage.uri", "gs://" + stack.objectStore().bucket() + "/gcs-stage");
+        config.put("stage.gcs.endpoint", stack.objectStore().endpoint());
+        config.put("stage.gcs.hmac.access.id", stack.objectStore().accessKey());
+        config.put("stage.gcs.hmac.secret", stack.objectStore().secretKey());
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-gcs", config);
+        rest.awaitRunning("sink-gcs", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id, customer FROM gcs_orders_current", r -> r.size() == 1 && r.get(0).getString("customer").equals("via gcs"),
+                Duration.ofSeconds(60));
+        var listing = stack.objectStore().newClient().listObjectsV2(b -> b.bucket(stack.objectStore().bucket()).prefix("gcs-stage/"));
+        assertEquals(0, listing.keyCount(), "stage files left after normalize: " + listing.contents());
+    }
+
+    @Test
+    void aNewOptionalColumnIsAddedToTheTableAndItsCurrentView() throws Exception {
+        String topic = "sinkit.evo.items";
+        Schema v1 = SchemaBuilder.struct().name("item").field("id", Schema.INT64_SCHEMA).field("name", Schema.STRING_SCHEMA).build();
+        Schema v2 = SchemaBuilder.struct().name("item").field("id", Schema.INT64_SCHEMA).field("name", Schema.STRING_SCHEMA)
+                .field("color", Schema.OPTIONAL_STRING_SCHEMA).build();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), new Struct(v1).put("id", 1L).put("name", "a"), Headers.of("flow-evo", "evo.items", "c", 1, 1, true));
+            producer.send(topic, key(2), new Struct(v2).put("id", 2L).put("name", "b").put("color", "red"),
+                    Headers.of("flow-evo", "evo.items", "c", 2, 2, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-evo", sinkConfig("sinkit\\.evo\\..*"));
+        rest.awaitRunning("sink-evo", 1, Duration.ofSeconds(60));
+        List<GenericRecord> rows = awaitRows("SELECT id, name, color FROM evo_items_current ORDER BY id",
+                r -> r.size() == 2, Duration.ofSeconds(60));
+        assertEquals("[[1, a, null], [2, b, red]]", describe(rows));
+    }
+
+    @Test
+    void oneTablesNormalizeFailureDoesNotHoldBackAnotherAndHealsWithoutARestart() throws Exception {
+        String flow = "flow-iso";
+        String brokenTopic = "sinkit.iso.broken";
+        String healthyTopic = "sinkit.iso.healthy";
+        // the broken table exists with a column type the records cannot fill
+        clickhouse.execute("CREATE TABLE iso_broken (id Int64, customer Int64, amount Nullable(Decimal(38, 2)),"
+                + " placed_at Nullable(DateTime64(6, 'UTC')), _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(brokenTopic).topic(healthyTopic)) {
+            producer.send(brokenTopic, key(1), order(1, "x", "1.00", 1L), Headers.of(flow, "iso.broken", "c", 1, 1, true));
+            producer.send(healthyTopic, key(1), order(1, "y", "2.00", 1L), Headers.of(flow, "iso.healthy", "c", 1, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-iso", sinkConfig("sinkit\\.iso\\..*"));
+        rest.awaitRunning("sink-iso", 1, Duration.ofSeconds(60));
+
+        awaitRows("SELECT id FROM iso_healthy_current", r -> r.size() == 1, Duration.ofSeconds(60));
+        String error = awaitCatalogError(flow, "iso.broken", Duration.ofSeconds(60));
+        assertTrue(error.contains("customer") && error.contains("Int64"), error);
+
+        // the healthy table keeps flowing while the broken one retries
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            producer.send(healthyTopic, key(2), order(2, "z", "3.00", 2L), Headers.of(flow, "iso.healthy", "c", 2, 2, true));
+        }
+        awaitRows("SELECT id FROM iso_healthy_current", r -> r.size() == 2, Duration.ofSeconds(60));
+        assertEquals("[]", describe(clickhouse.queryAll("SELECT id FROM iso_broken")));
+
+        // fixing the destination heals the table on its next retry, without a restart and without losing the row
+        clickhouse.execute("DROP TABLE iso_broken").get().close();
+        awaitRows("SELECT id, customer FROM iso_broken_current", r -> r.size() == 1 && r.get(0).getString("customer").equals("x"),
+                Duration.ofSeconds(60));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-iso"));
+    }
+
+    @Test
+    void aTableAtItsNormalizeBufferPausesOnlyItsOwnPartitionsAndCatchesUpWhenNormalizeRecovers() throws Exception {
+        String flow = "flow-bp";
+        String stuckTopic = "sinkit.bp.stuck";
+        String freeTopic = "sinkit.bp.free";
+        clickhouse.execute("CREATE TABLE bp_stuck (id Int64, customer Int64, _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(stuckTopic).topic(freeTopic)) {
+            for (int batch = 1; batch <= 4; batch++) {
+                producer.send(stuckTopic, key(batch), order(batch, "s" + batch, "1.00", batch), Headers.of(flow, "bp.stuck", "c", batch, batch, true));
+                producer.send(freeTopic, key(batch), order(batch, "f" + batch, "1.00", batch), Headers.of(flow, "bp.free", "c", batch, batch, true));
+            }
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.bp\\..*");
+        config.put("normalize.buffer.batches", "2");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-bp", config);
+        rest.awaitRunning("sink-bp", 1, Duration.ofSeconds(60));
+
+        // the free table goes all the way while the stuck one stops consuming at its buffer
+        awaitRows("SELECT id FROM bp_free_current", r -> r.size() == 4, Duration.ofSeconds(60));
+        awaitCatalog(flow, "bp.stuck", "paused_reason", "sink_normalize_buffer_full", Duration.ofSeconds(60));
+        Thread.sleep(2000);
+        assertTrue(stagedBatches(flow, "bp.stuck") <= 2, "staged batches of the paused table: " + stagedBatches(flow, "bp.stuck"));
+
+        clickhouse.execute("DROP TABLE bp_stuck").get().close();
+        awaitRows("SELECT id FROM bp_stuck_current", r -> r.size() == 4, Duration.ofSeconds(60));
+        awaitCatalog(flow, "bp.stuck", "coalesce(paused_reason, '')", "", Duration.ofSeconds(30));
+        assertEquals(0, stagedBatches(flow, "bp.stuck"));
+    }
+
+    private static long stagedBatches(String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect("sink_catalog");
+             PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    /** Waits until the catalog row's {@code column} (an SQL expression of this test's own) equals {@code expected}. */
+    private static void awaitCatalog(String flow, String table, String column, String expected, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try (Connection c = stack.postgres().connect("sink_catalog");
+                 PreparedStatement ps = c.prepareStatement("SELECT " + column + " FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    last = rs.next() ? rs.getString(1) : "(no row)";
+                    if (expected.equals(last)) {
+                        return;
+                    }
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError(column + " of " + flow + "/" + table + " never became '" + expected + "'; last '" + last + "'");
+    }
+
+    private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            try (Connection c = stack.postgres().connect("sink_catalog");
+                 PreparedStatement ps = c.prepareStatement("SELECT last_error FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ? AND last_error IS NOT NULL")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        return rs.getString(1);
+                    }
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("no error recorded in the catalog for " + flow + "/" + table);
     }
 
     private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout)
@@ -161,7 +364,11 @@ class StageSinkIT {
     private static String describe(List<GenericRecord> rows) {
         List<String> out = new ArrayList<>();
         for (GenericRecord row : rows) {
-            out.add(row.getValues().toString());
+            List<Object> values = new ArrayList<>();
+            for (int i = 1; i <= row.getSchema().getColumns().size(); i++) {
+                values.add(row.getObject(i));
+            }
+            out.add(values.toString());
         }
         return out.toString();
     }

@@ -329,6 +329,56 @@ public final class Catalog implements AutoCloseable {
     }
 
     /**
+     * Records which sink connector loads the table and from which Kafka topic. Writes only when either
+     * changed. May be called again after a crash.
+     *
+     * @return true if the row changed now
+     */
+    public boolean recordSinkTopic(String flow, String table, String sinkName, String topic) {
+        return onTable("recordSinkTopic", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET sink_name = ?, sink_topic = ?"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND (sink_name IS DISTINCT FROM ? OR sink_topic IS DISTINCT FROM ?)")) {
+                ps.setString(1, sinkName);
+                ps.setString(2, topic);
+                ps.setString(3, flow);
+                ps.setString(4, table);
+                ps.setString(5, sinkName);
+                ps.setString(6, topic);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * The tables that sink {@code sinkName} loads from any of {@code topics} and that have staged batches
+     * waiting, as {@code [flow, table, topic]}. Read-only.
+     */
+    public List<String[]> tablesWithStages(String sinkName, Collection<String> topics) {
+        return onCatalog("tablesWithStages", c -> {
+            Array topicArray = c.createArrayOf("text", topics.toArray());
+            try (PreparedStatement ps = c.prepareStatement("SELECT s.flow_name, s.source_table_identifier, s.sink_topic FROM " + STATE + " s"
+                    + " WHERE s.sink_name = ? AND s.sink_topic = ANY (?)"
+                    + " AND EXISTS (SELECT 1 FROM " + STAGE + " st WHERE st.flow_name = s.flow_name"
+                    + "   AND st.source_table_identifier = s.source_table_identifier)"
+                    + " ORDER BY s.flow_name, s.source_table_identifier")) {
+                ps.setString(1, sinkName);
+                ps.setArray(2, topicArray);
+                List<String[]> tables = new ArrayList<>();
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        tables.add(new String[] {rs.getString(1), rs.getString(2), rs.getString(3)});
+                    }
+                }
+                return tables;
+            } finally {
+                topicArray.free();
+            }
+        });
+    }
+
+    /**
      * Ends the table's pause. May be called again after a crash.
      *
      * @return true if the table was paused

@@ -40,7 +40,17 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
     public static final String STAGE_URI_CONFIG = "stage.uri";
     private static final String STAGE_URI_DOC = "Where stage files wait to be normalized: file:///dir (ClickHouse must see the same path"
-            + " in pull mode), s3://bucket/prefix (AWS or any S3-compatible store).";
+            + " in pull mode), s3://bucket/prefix (AWS or any S3-compatible store), gs://bucket/prefix (Google Cloud Storage"
+            + " through its S3-compatible XML API with HMAC keys).";
+
+    public static final String STAGE_GCS_ENDPOINT_CONFIG = "stage.gcs.endpoint";
+    private static final String STAGE_GCS_ENDPOINT_DOC = "Endpoint of GCS's XML API for gs:// stages; ClickHouse's gcs() must reach the same endpoint.";
+
+    public static final String STAGE_GCS_HMAC_ACCESS_ID_CONFIG = "stage.gcs.hmac.access.id";
+    private static final String STAGE_GCS_HMAC_ACCESS_ID_DOC = "Access id of a GCS HMAC key (of a service account that may write and delete in the bucket).";
+
+    public static final String STAGE_GCS_HMAC_SECRET_CONFIG = "stage.gcs.hmac.secret";
+    private static final String STAGE_GCS_HMAC_SECRET_DOC = "Secret of the GCS HMAC key. Never logged; passed to ClickHouse as a query parameter, never in SQL text.";
 
     public static final String STAGE_S3_ENDPOINT_CONFIG = "stage.s3.endpoint";
     private static final String STAGE_S3_ENDPOINT_DOC = "Endpoint of an S3-compatible store (http://host:port); empty for AWS. ClickHouse must reach the same endpoint in pull mode.";
@@ -121,8 +131,8 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     public ClickHouseStageSinkConfig(Map<String, String> props) {
         super(CONFIG_DEF, props);
         URI stage = stageUri();
-        if (!"file".equals(stage.getScheme()) && !"s3".equals(stage.getScheme())) {
-            throw new ConfigException(STAGE_URI_CONFIG, stage.toString(), "the scheme must be file:// or s3://");
+        if (!"file".equals(stage.getScheme()) && !"s3".equals(stage.getScheme()) && !"gs".equals(stage.getScheme())) {
+            throw new ConfigException(STAGE_URI_CONFIG, stage.toString(), "the scheme must be file://, s3:// or gs://");
         }
     }
 
@@ -153,6 +163,12 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 STAGE_GROUP, ++order, Width.MEDIUM, "S3 access key");
         def.define(STAGE_S3_SECRET_KEY_CONFIG, Type.PASSWORD, "", Importance.MEDIUM, STAGE_S3_SECRET_KEY_DOC,
                 STAGE_GROUP, ++order, Width.MEDIUM, "S3 secret key");
+        def.define(STAGE_GCS_ENDPOINT_CONFIG, Type.STRING, "https://storage.googleapis.com", Importance.MEDIUM, STAGE_GCS_ENDPOINT_DOC,
+                STAGE_GROUP, ++order, Width.LONG, "GCS endpoint");
+        def.define(STAGE_GCS_HMAC_ACCESS_ID_CONFIG, Type.STRING, "", Importance.MEDIUM, STAGE_GCS_HMAC_ACCESS_ID_DOC,
+                STAGE_GROUP, ++order, Width.MEDIUM, "GCS HMAC access id");
+        def.define(STAGE_GCS_HMAC_SECRET_CONFIG, Type.PASSWORD, "", Importance.MEDIUM, STAGE_GCS_HMAC_SECRET_DOC,
+                STAGE_GROUP, ++order, Width.MEDIUM, "GCS HMAC secret");
         def.define(STAGE_LOCAL_DIR_CONFIG, Type.STRING, "", Importance.LOW, STAGE_LOCAL_DIR_DOC,
                 STAGE_GROUP, ++order, Width.LONG, "Local stage folder");
         def.define(STAGE_MAX_FILE_BYTES_CONFIG, Type.LONG, STAGE_MAX_FILE_BYTES_DEFAULT, ConfigDef.Range.atLeast(64 * 1024), Importance.LOW,
@@ -228,6 +244,18 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
     public Password s3SecretKey() {
         return getPassword(STAGE_S3_SECRET_KEY_CONFIG);
+    }
+
+    public String gcsEndpoint() {
+        return getString(STAGE_GCS_ENDPOINT_CONFIG);
+    }
+
+    public String gcsHmacAccessId() {
+        return getString(STAGE_GCS_HMAC_ACCESS_ID_CONFIG);
+    }
+
+    public Password gcsHmacSecret() {
+        return getPassword(STAGE_GCS_HMAC_SECRET_CONFIG);
     }
 
     public String stageLocalDir() {
@@ -326,18 +354,18 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 if ("file".equals(uri.getScheme()) && uri.getPath() != null && uri.getPath().startsWith("/")) {
                     return;
                 }
-                if ("s3".equals(uri.getScheme()) && uri.getHost() != null) {
+                if (("s3".equals(uri.getScheme()) || "gs".equals(uri.getScheme())) && uri.getHost() != null) {
                     return;
                 }
             } catch (IllegalArgumentException e) {
                 throw new ConfigException(name, value, "is not a URI: " + e.getMessage());
             }
-            throw new ConfigException(name, value, "must be file:///absolute/dir or s3://bucket[/prefix]");
+            throw new ConfigException(name, value, "must be file:///absolute/dir, s3://bucket[/prefix] or gs://bucket[/prefix]");
         }
 
         @Override
         public String toString() {
-            return "file:///absolute/dir or s3://bucket[/prefix]";
+            return "file:///absolute/dir, s3://bucket[/prefix] or gs://bucket[/prefix]";
         }
     }
 }

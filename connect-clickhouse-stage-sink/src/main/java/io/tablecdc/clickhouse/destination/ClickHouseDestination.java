@@ -107,6 +107,9 @@ public final class ClickHouseDestination implements AutoCloseable {
             }
             execute(FinalTableDdl.addColumn(database, table, column), Map.of());
         }
+        if (!missing.isEmpty() && autoCreate) {
+            execute(FinalTableDdl.replaceCurrentView(database, table), Map.of());
+        }
         known.put(table, missing.isEmpty() ? existing : columns(table));
     }
 

@@ -37,6 +37,11 @@ public final class FinalTableDdl {
                 + Sql.table(database, table) + " FINAL WHERE " + Sql.id(StageSchema.IS_DELETED_COLUMN) + " = 0";
     }
 
+    /** The view again, after columns were added (a view keeps the columns its SELECT * had when created). */
+    public static String replaceCurrentView(String database, String table) {
+        return createCurrentView(database, table).replace("CREATE VIEW IF NOT EXISTS", "CREATE OR REPLACE VIEW");
+    }
+
     /** Adds a column that a newer value schema brought. May be run again after a crash. */
     public static String addColumn(String database, String table, StageColumn column) {
         return "ALTER TABLE " + Sql.table(database, table) + " ADD COLUMN IF NOT EXISTS " + Sql.id(column.column()) + " " + column.type();

@@ -19,8 +19,9 @@ import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.model.NoSuchKeyException;
 
 /**
- * A stage store in an S3 bucket ({@code s3://bucket/prefix}) on AWS or any S3-compatible endpoint.
- * ClickHouse reads it in pull mode through {@code s3()} at the same endpoint.
+ * A stage store in an S3 bucket ({@code s3://bucket/prefix}) on AWS or any S3-compatible endpoint, read by
+ * ClickHouse through {@code s3()}; or in a Google Cloud Storage bucket ({@code gs://bucket/prefix}) through
+ * GCS's S3-compatible XML API with HMAC keys, read by ClickHouse through {@code gcs()}.
  */
 public final class S3StageStore implements StageStore {
     private final S3Client s3;
@@ -29,6 +30,20 @@ public final class S3StageStore implements StageStore {
     private final String endpoint;
     private final String accessKey;
     private final String secretKey;
+    private final String scheme;
+    private final String tableFunction;
+
+    /** The GCS XML API endpoint that {@code gs://} uses unless another is configured. */
+    public static final String GCS_ENDPOINT = "https://storage.googleapis.com";
+
+    /**
+     * A {@code gs://bucket/prefix} store: GCS's S3-compatible XML API at {@code endpoint} (default
+     * {@link #GCS_ENDPOINT}) with an HMAC key of a service account.
+     */
+    public static S3StageStore gcs(URI uri, String endpoint, String hmacAccessId, String hmacSecret) {
+        return new S3StageStore(uri, endpoint == null || endpoint.isBlank() ? GCS_ENDPOINT : endpoint, "auto",
+                hmacAccessId, hmacSecret, "gs", "gcs");
+    }
 
     /**
      * @param uri       {@code s3://bucket/prefix}
@@ -37,6 +52,12 @@ public final class S3StageStore implements StageStore {
      * @param accessKey null to use the default AWS credential chain (then ClickHouse needs its own access)
      */
     public S3StageStore(URI uri, String endpoint, String region, String accessKey, String secretKey) {
+        this(uri, endpoint, region, accessKey, secretKey, "s3", "s3");
+    }
+
+    private S3StageStore(URI uri, String endpoint, String region, String accessKey, String secretKey, String scheme, String tableFunction) {
+        this.scheme = scheme;
+        this.tableFunction = tableFunction;
         this.bucket = uri.getHost();
         String path = uri.getPath() == null ? "" : uri.getPath();
         this.prefix = path.replaceAll("^/+", "").replaceAll("/+$", "");
@@ -62,9 +83,9 @@ public final class S3StageStore implements StageStore {
         try {
             s3.putObject(b -> b.bucket(bucket).key(objectKey), RequestBody.fromFile(localFile));
         } catch (SdkException e) {
-            throw new IOException("uploading s3://" + bucket + "/" + objectKey + " failed: " + e.getMessage(), e);
+            throw new IOException("uploading " + scheme + "://" + bucket + "/" + objectKey + " failed: " + e.getMessage(), e);
         }
-        return "s3://" + bucket + "/" + objectKey;
+        return scheme + "://" + bucket + "/" + objectKey;
     }
 
     @Override
@@ -108,11 +129,11 @@ public final class S3StageStore implements StageStore {
         Map<String, Object> params = new HashMap<>();
         params.put("stage_url", url);
         if (accessKey == null || accessKey.isBlank()) {
-            return new PullSource("s3({stage_url:String}, 'Avro')", params);
+            return new PullSource(tableFunction + "({stage_url:String}, 'Avro')", params);
         }
         params.put("stage_access_key", accessKey);
         params.put("stage_secret_key", secretKey);
-        return new PullSource("s3({stage_url:String}, {stage_access_key:String}, {stage_secret_key:String}, 'Avro')", params);
+        return new PullSource(tableFunction + "({stage_url:String}, {stage_access_key:String}, {stage_secret_key:String}, 'Avro')", params);
     }
 
     private String objectKey(String key) {
@@ -120,7 +141,7 @@ public final class S3StageStore implements StageStore {
     }
 
     private String keyOf(String uri) {
-        String expected = "s3://" + bucket + "/";
+        String expected = scheme + "://" + bucket + "/";
         if (!uri.startsWith(expected)) {
             throw new IllegalArgumentException(uri + " is not in the stage bucket " + bucket);
         }

@@ -31,7 +31,7 @@ class ConfigDocsTest {
 
     @Test
     void secretsArePasswords() {
-        for (String name : new String[] {"clickhouse.password", "stage.s3.secret.key", "catalog.password"}) {
+        for (String name : new String[] {"clickhouse.password", "stage.s3.secret.key", "stage.gcs.hmac.secret", "catalog.password"}) {
             assertEquals(ConfigDef.Type.PASSWORD, ClickHouseStageSinkConfig.CONFIG_DEF.configKeys().get(name).type, name);
         }
     }

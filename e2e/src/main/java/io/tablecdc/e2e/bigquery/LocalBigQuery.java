@@ -30,7 +30,7 @@ import org.slf4j.LoggerFactory;
  * <p>If the environment variable {@value #ENV_ENDPOINT} is set, nothing is installed or started: the handle points
  * at that endpoint, with the project from {@value #ENV_PROJECT} (default {@value #DEFAULT_PROJECT}).
  *
- * <p>What the emulator can and cannot do is written down in {@code docs/notes/bigquery-emulator.md}.
+ * <p>What the emulator can and cannot do is written down in {@code docs/test-stack-bigquery.md}.
  */
 public final class LocalBigQuery implements AutoCloseable {
 

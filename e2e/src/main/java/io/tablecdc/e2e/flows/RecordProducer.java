@@ -24,10 +24,11 @@ public final class RecordProducer implements AutoCloseable {
     private final KafkaProducer<byte[], byte[]> producer;
     private final JsonConverter keyConverter = new JsonConverter();
     private final JsonConverter valueConverter = new JsonConverter();
+    private volatile Exception failure;
 
     public RecordProducer(String bootstrap) {
         this.bootstrap = bootstrap;
-        this.producer = new KafkaProducer<>(Map.of("bootstrap.servers", bootstrap, "linger.ms", "5", "enable.idempotence", "true"),
+        this.producer = new KafkaProducer<>(Map.of("bootstrap.servers", bootstrap, "linger.ms", "20", "batch.size", "262144", "enable.idempotence", "true"),
                 new ByteArraySerializer(), new ByteArraySerializer());
         keyConverter.configure(Map.of("schemas.enable", "true"), true);
         valueConverter.configure(Map.of("schemas.enable", "true"), false);
@@ -52,6 +53,27 @@ public final class RecordProducer implements AutoCloseable {
         byte[] keyBytes = key == null ? null : keyConverter.fromConnectData(topic, key.schema(), key);
         byte[] valueBytes = value == null ? null : valueConverter.fromConnectData(topic, value.schema(), value);
         producer.send(new ProducerRecord<>(topic, null, keyBytes, valueBytes, kafkaHeaders)).get(30, TimeUnit.SECONDS);
+    }
+
+    /** Sends one record without waiting for the acknowledgement; {@link #flush()} waits for all. */
+    public void sendAsync(String topic, Struct key, Struct value, Map<String, String> headers) {
+        RecordHeaders kafkaHeaders = new RecordHeaders();
+        headers.forEach((k, v) -> kafkaHeaders.add(k, v.getBytes(StandardCharsets.UTF_8)));
+        byte[] keyBytes = key == null ? null : keyConverter.fromConnectData(topic, key.schema(), key);
+        byte[] valueBytes = value == null ? null : valueConverter.fromConnectData(topic, value.schema(), value);
+        producer.send(new ProducerRecord<>(topic, null, keyBytes, valueBytes, kafkaHeaders), (metadata, error) -> {
+            if (error != null) {
+                failure = error;
+            }
+        });
+    }
+
+    /** Waits until every record sent so far is acknowledged; fails with the first send error. */
+    public void flush() {
+        producer.flush();
+        if (failure != null) {
+            throw new IllegalStateException("a record could not be sent: " + failure.getMessage(), failure);
+        }
     }
 
     /** Sends raw bytes (for records no converter would accept). */

@@ -69,7 +69,7 @@ public final class LocalKafka implements AutoCloseable {
 
         String clusterId = Uuid.randomUuid().toString();
         new Formatter()
-                .setPrintStream(System.out)
+                .setPrintStream(new java.io.PrintStream(java.io.OutputStream.nullOutputStream()))
                 .setClusterId(clusterId)
                 .setNodeId(1)
                 .setControllerListenerName("CONTROLLER")

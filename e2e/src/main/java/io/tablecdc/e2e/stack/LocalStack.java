@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.Deque;
 
+import org.apache.kafka.common.utils.internals.Exit;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,6 +32,10 @@ public final class LocalStack {
     private Path pluginPath;
 
     private LocalStack() {
+        // Kafka and Connect call System.exit when they fail; inside a test JVM that would deadlock the
+        // shutdown hooks (or end the tests), so an in-process component may only log its exit
+        Exit.setExitProcedure((code, message) -> log.warn("an in-process Kafka component asked to exit ({}): {}", code, message));
+        Exit.setHaltProcedure((code, message) -> log.warn("an in-process Kafka component asked to halt ({}): {}", code, message));
         Runtime.getRuntime().addShutdownHook(new Thread(this::stopAll, "tablecdc-stack-shutdown"));
     }
 
@@ -106,8 +111,10 @@ public final class LocalStack {
     private synchronized void stopAll() {
         while (!started.isEmpty()) {
             AutoCloseable component = started.pop();
+            long begin = System.nanoTime();
             try {
                 component.close();
+                log.info("stopped {} in {} ms", component.getClass().getSimpleName(), (System.nanoTime() - begin) / 1_000_000);
             } catch (Exception e) {
                 log.warn("stopping {} failed: {}", component.getClass().getSimpleName(), e.toString());
             }

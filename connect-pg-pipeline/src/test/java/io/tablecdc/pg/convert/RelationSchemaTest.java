@@ -1,0 +1,136 @@
+package io.tablecdc.pg.convert;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+import java.util.Set;
+
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.Test;
+
+import io.tablecdc.pg.wire.PgOutputMessage.Column;
+import io.tablecdc.pg.wire.PgOutputMessage.OldTuple;
+import io.tablecdc.pg.wire.PgOutputMessage.Relation;
+import io.tablecdc.pg.wire.PgOutputMessage.ReplicaIdentity;
+import io.tablecdc.pg.wire.TupleData;
+import io.tablecdc.pg.wire.TupleValue;
+
+class RelationSchemaTest {
+    private static Relation relation(ReplicaIdentity identity, int idFlags, int bodyFlags) {
+        return new Relation(16384, "public", "docs", identity, List.of(
+                new Column(idFlags, "id", PgTypes.INT8, -1),
+                new Column(0, "title", PgTypes.TEXT, -1),
+                new Column(bodyFlags, "body", PgTypes.TEXT, -1)));
+    }
+
+    @Test
+    void keyColumnsAreRequiredAndEveryOtherColumnOptionalBecausePgoutputDoesNotSendNullability() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        assertEquals(List.of("id"), schema.keyColumns());
+        assertFalse(schema.valueSchema().field("id").schema().isOptional());
+        assertTrue(schema.valueSchema().field("title").schema().isOptional());
+        assertEquals(1, schema.keySchema().fields().size());
+        assertEquals(Schema.Type.INT64, schema.keySchema().field("id").schema().type());
+        assertEquals(List.of("id", "title", "body"), schema.valueSchema().fields().stream().map(f -> f.name()).toList());
+    }
+
+    @Test
+    void replicaIdentityFullDoesNotMakeEveryColumnAKey() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.FULL, 1, 1));
+        assertNull(schema.keySchema());
+        assertTrue(schema.valueSchema().field("title").schema().isOptional());
+        RelationSchema withPrimaryKey = RelationSchema.of(relation(ReplicaIdentity.FULL, 1, 1), List.of("id"));
+        assertEquals(List.of("id"), withPrimaryKey.keyColumns());
+    }
+
+    @Test
+    void defaultIdentityOfATableWithoutPrimaryKeyHasNoKeyAndNoRequiredColumn() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 0, 0));
+        assertNull(schema.keySchema());
+        assertNull(schema.key(schema.row(TupleData.of(TupleValue.NULL, TupleValue.NULL, TupleValue.NULL)).value()));
+        assertTrue(schema.valueSchema().fields().stream().allMatch(f -> f.schema().isOptional()));
+    }
+
+    @Test
+    void replicaIdentityNothingHasNoKey() {
+        assertNull(RelationSchema.of(relation(ReplicaIdentity.NOTHING, 0, 0)).keySchema());
+    }
+
+    @Test
+    void keyNamingAMissingColumnFailsAtSchemaTimeNotAtTheFirstRow() {
+        assertThrows(ConversionException.class, () -> RelationSchema.of(relation(ReplicaIdentity.FULL, 1, 1), List.of("nope")));
+    }
+
+    @Test
+    void insertRowConvertsEveryColumnAndProjectsTheKey() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        RelationSchema.Row row = schema.row(TupleData.of(TupleValue.text("7"), TupleValue.NULL, TupleValue.text("hello")));
+        assertEquals(7L, row.value().get("id"));
+        assertNull(row.value().get("title"));
+        assertEquals("hello", row.value().get("body"));
+        assertTrue(row.unchangedToastColumns().isEmpty());
+        Struct key = schema.key(row.value());
+        assertEquals(7L, key.get("id"));
+        key.validate();
+    }
+
+    @Test
+    void unchangedToastIsMarkedAndNeverPassedOffAsANull() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        RelationSchema.Row row = schema.row(TupleData.of(TupleValue.text("7"), TupleValue.text("t"), TupleValue.UNCHANGED_TOAST));
+        assertEquals(Set.of("body"), row.unchangedToastColumns());
+        assertNull(row.value().get("body"));
+    }
+
+    @Test
+    void unchangedToastIsTakenFromTheFullOldRowWhenTheServerSentIt() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.FULL, 1, 1), List.of("id"));
+        OldTuple old = new OldTuple(true, TupleData.of(TupleValue.text("7"), TupleValue.text("old"), TupleValue.text("long body")));
+        RelationSchema.Row row = schema.row(TupleData.of(TupleValue.text("7"), TupleValue.text("new"), TupleValue.UNCHANGED_TOAST), old);
+        assertEquals("long body", row.value().get("body"));
+        assertEquals("new", row.value().get("title"));
+        assertTrue(row.unchangedToastColumns().isEmpty());
+    }
+
+    @Test
+    void deleteByKeyHasOnlyTheKeyColumns() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        RelationSchema.Row row = schema.row(TupleData.of(TupleValue.text("9"), TupleValue.NULL, TupleValue.NULL));
+        assertEquals(9L, schema.key(row.value()).get("id"));
+    }
+
+    @Test
+    void nullKeyColumnFailsNamingTableAndColumn() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        ConversionException e = assertThrows(ConversionException.class,
+                () -> schema.row(TupleData.of(TupleValue.NULL, TupleValue.NULL, TupleValue.NULL)));
+        assertTrue(e.getMessage().contains("public.docs") && e.getMessage().contains("id"), e.getMessage());
+    }
+
+    @Test
+    void badValueFailsNamingTableColumnTypeAndValue() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        ConversionException e = assertThrows(ConversionException.class,
+                () -> schema.row(TupleData.of(TupleValue.text("seven"), TupleValue.NULL, TupleValue.NULL)));
+        assertTrue(e.getMessage().contains("column id") && e.getMessage().contains("'seven'") && e.getMessage().contains("oid 20"), e.getMessage());
+    }
+
+    @Test
+    void tupleWithAnotherColumnCountThanTheRelationFails() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        assertThrows(ConversionException.class, () -> schema.row(TupleData.of(TupleValue.text("1"))));
+    }
+
+    @Test
+    void binaryTupleValuesFailWithAdviceInsteadOfBeingReadAsText() {
+        RelationSchema schema = RelationSchema.of(relation(ReplicaIdentity.DEFAULT, 1, 0));
+        ConversionException e = assertThrows(ConversionException.class, () -> schema.row(TupleData.of(
+                TupleValue.text("1"), new TupleValue.Binary(new byte[] {1}), TupleValue.NULL)));
+        assertTrue(e.getMessage().contains("binary"), e.getMessage());
+    }
+}

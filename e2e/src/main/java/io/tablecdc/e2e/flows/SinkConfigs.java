@@ -1,0 +1,34 @@
+package io.tablecdc.e2e.flows;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import io.tablecdc.e2e.stack.LocalStack;
+
+/** Connector configs of the ClickHouse stage sink against the local stack, as tests and the quickstart deploy it. */
+public final class SinkConfigs {
+    private SinkConfigs() {
+    }
+
+    /**
+     * A sink staging into the stack's S3 bucket under {@code stagePrefix}, loading into the stack's
+     * ClickHouse in pull mode, with its catalog at {@code catalogUrl}; the caller adds {@code topics} or
+     * {@code topics.regex}. The map is mutable.
+     */
+    public static Map<String, String> stageSink(LocalStack stack, String catalogUrl, String stagePrefix) {
+        Map<String, String> config = new HashMap<>();
+        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
+        config.put("tasks.max", "1");
+        config.put("clickhouse.url", stack.clickhouse().httpUrl());
+        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/" + stagePrefix);
+        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
+        config.put("stage.s3.region", stack.objectStore().region());
+        config.put("stage.s3.access.key", stack.objectStore().accessKey());
+        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
+        config.put("catalog.jdbc.url", catalogUrl);
+        config.put("catalog.user", stack.postgres().user());
+        config.put("catalog.password", stack.postgres().password());
+        config.put("consumer.override.auto.offset.reset", "earliest");
+        return config;
+    }
+}
