@@ -366,7 +366,7 @@ class BigQueryQueryCdcIT {
         Map<String, Object> row = new HashMap<>();
         row.put("id", 1);
         row.put("c_numeric", "123456789.123456789");
-        // within the emulator's BIGNUMERIC, DECIMAL(38, 18) (docs/notes/bigquery-emulator.md)
+        // within the emulator's BIGNUMERIC, DECIMAL(38, 18) (docs/test-stack-bigquery.md)
         row.put("c_bignumeric", "12345678901234567890.123456789012345678");
         row.put("c_float", 1.5);
         row.put("c_bool", true);
