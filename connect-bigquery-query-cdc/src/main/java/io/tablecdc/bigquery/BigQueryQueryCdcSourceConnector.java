@@ -1,25 +1,49 @@
 package io.tablecdc.bigquery;
 
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
+import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.apache.kafka.connect.source.SourceConnector;
-import org.apache.kafka.connect.source.SourceRecord;
-import org.apache.kafka.connect.source.SourceTask;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
+import com.google.cloud.bigquery.BigQueryException;
+import com.google.cloud.bigquery.FieldList;
+
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
+import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.bigquery.schema.TableSchema;
 import io.tablecdc.common.Version;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.FlowIdentity;
 
 /**
- * Query-based CDC from BigQuery: one task per table, each polling its own cursor.
+ * Query-based CDC from BigQuery: one task per table, each polling its own cursor (see {@link TablePoller}).
  *
- * <p>This build only packages the plugin: starting it fails with a clear message until issue #5 lands.
+ * <p>{@link #validate} checks single fields first, then that {@code tasks.max} covers the tables, then (when BigQuery
+ * answers) that every table, watermark column and key column exists with a usable type; each error is reported on
+ * the field it concerns. {@link #alterOffsets} checks offsets proposed through the REST API.
  */
 public class BigQueryQueryCdcSourceConnector extends SourceConnector {
-    static final String NOT_YET = "BigQueryQueryCdcSourceConnector does not replicate yet in tablecdc " + Version.get()
-            + " (it is packaged so that the plugin installs and loads; issue #5 builds it)";
+    private static final Logger log = LoggerFactory.getLogger(BigQueryQueryCdcSourceConnector.class);
+    static final String SOURCE_KIND = "bigquery_query_cdc";
+    private static final String TASKS_MAX = "tasks.max";
+    private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
+
+    private Map<String, String> props;
+    private BigQueryQueryCdcConfig config;
 
     @Override
     public String version() {
@@ -28,7 +52,28 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
 
     @Override
     public void start(Map<String, String> props) {
-        throw new ConnectException(NOT_YET);
+        configureWithoutCatalog(props);
+        String flow = flow(props);
+        // migrations run once here, not raced by every task; removed tables lose their catalog rows
+        try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
+            catalog.registerFlow(flow, FlowIdentity.ofKind(SOURCE_KIND), null);
+            List<String> pruned = catalog.pruneTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
+            if (!pruned.isEmpty()) {
+                log.info("flow {}: tables no longer configured, catalog rows removed: {}", flow, pruned);
+            }
+        } catch (RuntimeException e) {
+            throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);
+        }
+    }
+
+    /** Reads the config (for {@link #taskConfigs}) without touching the catalog. */
+    void configureWithoutCatalog(Map<String, String> props) {
+        this.props = new HashMap<>(props);
+        this.config = new BigQueryQueryCdcConfig(props);
+    }
+
+    private static String flow(Map<String, String> props) {
+        return props.getOrDefault("name", "bigquery-query-cdc");
     }
 
     @Override
@@ -38,7 +83,19 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
 
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        throw new ConnectException(NOT_YET);
+        List<TableSpec> tables = config.tables();
+        if (maxTasks < tables.size()) {
+            throw new ConnectException("tasks.max is " + maxTasks + " but " + tables.size()
+                    + " tables are configured: each table needs its own task");
+        }
+        List<Map<String, String>> configs = new ArrayList<>();
+        for (TableSpec table : tables) {
+            Map<String, String> task = new HashMap<>(props);
+            task.put(BigQueryQueryCdcSourceTask.TABLE_PROP, table.fullName());
+            task.put(BigQueryQueryCdcSourceTask.FLOW_PROP, flow(props));
+            configs.add(task);
+        }
+        return configs;
     }
 
     @Override
@@ -47,28 +104,132 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
 
     @Override
     public ConfigDef config() {
-        return new ConfigDef();
+        return BigQueryQueryCdcConfig.CONFIG_DEF;
     }
-
-    /** The task of {@link BigQueryQueryCdcSourceConnector}. */
-    public static class BigQueryQueryCdcSourceTask extends SourceTask {
-        @Override
-        public String version() {
-            return Version.get();
-        }
-
-        @Override
-        public void start(Map<String, String> props) {
-            throw new ConnectException(NOT_YET);
-        }
 
     @Override
-    public List<SourceRecord> poll() {
-        throw new ConnectException(NOT_YET);
+    public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
+        return ExactlyOnceSupport.UNSUPPORTED;
     }
 
-        @Override
-        public void stop() {
+    @Override
+    public Config validate(Map<String, String> connectorConfigs) {
+        Config result = super.validate(connectorConfigs);
+        Map<String, ConfigValue> values = new HashMap<>();
+        for (ConfigValue value : result.configValues()) {
+            values.put(value.name(), value);
         }
+        boolean fieldsValid = values.values().stream().allMatch(v -> v.errorMessages().isEmpty());
+        if (!fieldsValid) {
+            return result;
+        }
+        BigQueryQueryCdcConfig parsed;
+        try {
+            parsed = new BigQueryQueryCdcConfig(connectorConfigs);
+        } catch (ConfigException e) {
+            addError(result, values, fieldOf(e, connectorConfigs), e.getMessage());
+            return result;
+        }
+        String tasksMax = connectorConfigs.get(TASKS_MAX);
+        int max = 1;
+        try {
+            max = tasksMax == null ? 1 : Integer.parseInt(tasksMax.trim());
+        } catch (NumberFormatException e) {
+            // Connect reports a malformed tasks.max itself
+        }
+        if (max < parsed.tables().size()) {
+            addError(result, values, TASKS_MAX, "tasks.max is " + max + " but " + parsed.tables().size()
+                    + " tables are configured; each table needs its own task: set tasks.max to at least " + parsed.tables().size());
+        }
+        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
+        if (partitions != null && !partitions.trim().equals("1")) {
+            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
+                    + "; a table's topic must have one partition to keep its changes in order");
+        }
+        checkTables(parsed, result, values);
+        return result;
+    }
+
+    /** Checks tables and columns against BigQuery; skipped (with a log line) when BigQuery does not answer. */
+    private static void checkTables(BigQueryQueryCdcConfig config, Config result, Map<String, ConfigValue> values) {
+        SourceClient client;
+        try {
+            client = SourceClient.create(config, Duration.ofSeconds(10));
+        } catch (RuntimeException e) {
+            addError(result, values, config.credentialsJson() != null ? BigQueryQueryCdcConfig.CREDENTIALS_JSON_CONFIG
+                    : BigQueryQueryCdcConfig.CREDENTIALS_FILE_CONFIG, e.getMessage());
+            return;
+        }
+        for (TableSpec table : config.tables()) {
+            FieldList columns;
+            try {
+                columns = client.columns(table);
+            } catch (BigQueryException e) {
+                log.info("validate: BigQuery did not answer for table {} ({}); tables and columns are checked when the tasks start",
+                        table.fullName(), e.getMessage());
+                return;
+            }
+            if (columns == null) {
+                addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, "table " + table.fullName() + " does not exist");
+                continue;
+            }
+            try {
+                TableSchema.of(table, columns, config.mode() == BigQueryQueryCdcConfig.Mode.QUERY);
+            } catch (TableSchema.SchemaException e) {
+                addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, e.getMessage());
+            }
+        }
+    }
+
+    private static String fieldOf(ConfigException e, Map<String, String> configs) {
+        String message = e.getMessage() == null ? "" : e.getMessage();
+        for (String name : BigQueryQueryCdcConfig.CONFIG_DEF.names()) {
+            if (message.contains("for configuration " + name + ":") || message.contains("configuration " + name + " ")) {
+                return name;
+            }
+        }
+        return BigQueryQueryCdcConfig.TABLES_CONFIG;
+    }
+
+    private static void addError(Config result, Map<String, ConfigValue> values, String name, String message) {
+        ConfigValue value = values.get(name);
+        if (value == null) {
+            value = new ConfigValue(name);
+            values.put(name, value);
+            result.configValues().add(value);
+        }
+        value.addErrorMessage(message);
+    }
+
+    /**
+     * Checks offsets proposed through the REST API ({@code PATCH /connectors/{name}/offsets}): each partition is
+     * {@code {"table": "project.dataset.table"}} naming a configured table, each offset {@code {"cursor": "<RFC 3339
+     * UTC>", "batch": <id>}} or null (a reset: the table starts again with its initial load). Batch ids never go
+     * back, whatever the offset says: a task takes the larger of the offset's and the catalog's.
+     */
+    @Override
+    public boolean alterOffsets(Map<String, String> connectorConfig, Map<Map<String, ?>, Map<String, ?>> offsets) {
+        Set<String> tables = new HashSet<>();
+        try {
+            new BigQueryQueryCdcConfig(connectorConfig).tables().forEach(t -> tables.add(t.fullName()));
+        } catch (ConfigException e) {
+            throw new ConnectException("the connector's configuration is not valid: " + e.getMessage());
+        }
+        for (Map.Entry<Map<String, ?>, Map<String, ?>> entry : offsets.entrySet()) {
+            Map<String, ?> partition = entry.getKey();
+            Object table = partition == null ? null : partition.get(TablePoller.PARTITION_KEY);
+            if (partition == null || partition.size() != 1 || !(table instanceof String name)) {
+                throw new ConnectException("a partition is {\"table\": \"project.dataset.table\"}, not " + partition);
+            }
+            if (!tables.contains(name)) {
+                throw new ConnectException("table '" + name + "' is not one of this connector's tables " + tables);
+            }
+            try {
+                OffsetValue.of(entry.getValue());
+            } catch (IllegalArgumentException e) {
+                throw new ConnectException("offset of table " + name + ": " + e.getMessage());
+            }
+        }
+        return true;
     }
 }

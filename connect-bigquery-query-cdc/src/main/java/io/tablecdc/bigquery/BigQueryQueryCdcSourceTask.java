@@ -1,0 +1,69 @@
+package io.tablecdc.bigquery;
+
+import java.time.Clock;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.source.SourceRecord;
+import org.apache.kafka.connect.source.SourceTask;
+
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
+import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.common.Version;
+import io.tablecdc.common.catalog.Catalog;
+
+/** The task of {@link BigQueryQueryCdcSourceConnector}: replicates one table with a {@link TablePoller}. */
+public class BigQueryQueryCdcSourceTask extends SourceTask {
+    /** The table this task replicates ({@code project.dataset.table}), set by the connector. */
+    static final String TABLE_PROP = "tablecdc.task.table";
+    /** The flow (the connector's name), set by the connector. */
+    static final String FLOW_PROP = "tablecdc.flow";
+
+    private Catalog catalog;
+    private TablePoller poller;
+
+    @Override
+    public String version() {
+        return Version.get();
+    }
+
+    @Override
+    public void start(Map<String, String> props) {
+        BigQueryQueryCdcConfig config = new BigQueryQueryCdcConfig(props);
+        String flow = props.get(FLOW_PROP);
+        String tableName = props.get(TABLE_PROP);
+        TableSpec table = config.tables().stream().filter(t -> t.fullName().equals(tableName)).findFirst()
+                .orElseThrow(() -> new ConnectException("task of flow " + flow + " was given table " + tableName
+                        + ", which is not in tables"));
+        catalog = Catalog.open(config.catalog(), "source " + flow + " " + tableName);
+        SourceClient client = SourceClient.create(config, Duration.ofSeconds(60));
+        Map<String, Object> offset = context.offsetStorageReader().offset(TablePoller.partition(table));
+        poller = new TablePoller(flow, table, config, client, catalog,
+                PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset);
+    }
+
+    @Override
+    public List<SourceRecord> poll() throws InterruptedException {
+        List<SourceRecord> records = poller.poll();
+        return records.isEmpty() ? null : records;
+    }
+
+    /** Runs on the producer's thread: only counts the acknowledgement; the poll thread mirrors it to the catalog. */
+    @Override
+    public void commitRecord(SourceRecord record, RecordMetadata metadata) {
+        poller.acknowledged();
+    }
+
+    @Override
+    public void stop() {
+        if (poller != null) {
+            poller.stop();
+        }
+        if (catalog != null) {
+            catalog.close();
+        }
+    }
+}

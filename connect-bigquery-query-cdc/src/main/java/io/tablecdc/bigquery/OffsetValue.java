@@ -1,0 +1,55 @@
+package io.tablecdc.bigquery;
+
+import java.time.Instant;
+import java.util.Map;
+
+/**
+ * A table's source offset {@code {"cursor": "<RFC 3339>", "batch": <id>}}, read with type checks.
+ *
+ * @param cursor the cursor, or null when the table has none yet ({@code ""})
+ * @param batch  the last batch id used, 0 for none
+ */
+record OffsetValue(Instant cursor, long batch) {
+
+    static final OffsetValue NONE = new OffsetValue(null, 0);
+
+    /**
+     * Reads a stored or proposed offset; null is no offset.
+     *
+     * @throws IllegalArgumentException saying which field is wrong and what it should be
+     */
+    static OffsetValue of(Map<String, ?> offset) {
+        if (offset == null) {
+            return NONE;
+        }
+        for (String key : offset.keySet()) {
+            if (!TablePoller.CURSOR_KEY.equals(key) && !TablePoller.BATCH_KEY.equals(key)) {
+                throw new IllegalArgumentException("unknown offset field '" + key + "': an offset is {\"cursor\": \"<RFC 3339 UTC"
+                        + " timestamp>\", \"batch\": <last batch id>}");
+            }
+        }
+        Object cursor = offset.get(TablePoller.CURSOR_KEY);
+        if (!(cursor instanceof String text)) {
+            throw new IllegalArgumentException("offset field 'cursor' must be a string such as \"2024-03-01T10:00:00.123456000Z\""
+                    + " (or \"\" to start with the initial load), not " + describe(cursor));
+        }
+        Instant instant = Cursor.parse(text);
+        Object batch = offset.get(TablePoller.BATCH_KEY);
+        long id;
+        if (batch == null) {
+            id = 0;
+        } else if (batch instanceof Long || batch instanceof Integer || batch instanceof Short || batch instanceof Byte) {
+            id = ((Number) batch).longValue();
+        } else {
+            throw new IllegalArgumentException("offset field 'batch' must be an integer (the last batch id), not " + describe(batch));
+        }
+        if (id < 0) {
+            throw new IllegalArgumentException("offset field 'batch' cannot be negative: " + id);
+        }
+        return new OffsetValue(instant, id);
+    }
+
+    private static String describe(Object value) {
+        return value == null ? "null" : value.getClass().getSimpleName() + " " + value;
+    }
+}

@@ -1,0 +1,232 @@
+package io.tablecdc.bigquery;
+
+import java.io.ByteArrayInputStream;
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.common.config.types.Password;
+
+import com.google.api.gax.retrying.RetrySettings;
+import com.google.auth.oauth2.GoogleCredentials;
+import com.google.cloud.NoCredentials;
+import com.google.cloud.bigquery.BigQuery;
+import com.google.cloud.bigquery.BigQueryError;
+import com.google.cloud.bigquery.BigQueryException;
+import com.google.cloud.bigquery.BigQueryOptions;
+import com.google.cloud.bigquery.FieldList;
+import com.google.cloud.bigquery.FieldValueList;
+import com.google.cloud.bigquery.Job;
+import com.google.cloud.bigquery.JobId;
+import com.google.cloud.bigquery.JobInfo;
+import com.google.cloud.bigquery.QueryJobConfiguration;
+import com.google.cloud.bigquery.QueryParameterValue;
+import com.google.cloud.bigquery.Schema;
+import com.google.cloud.bigquery.StandardTableDefinition;
+import com.google.cloud.bigquery.Table;
+import com.google.cloud.bigquery.TableId;
+import com.google.cloud.bigquery.TableResult;
+import com.google.cloud.http.HttpTransportOptions;
+
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
+import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.bigquery.sql.CdcSql;
+
+/**
+ * The BigQuery calls of the source: the source clock, table schemas, and parameterised queries read page by page.
+ * Thread-safe (the Google client is).
+ */
+public final class SourceClient {
+    private static final String SCOPE = "https://www.googleapis.com/auth/bigquery";
+
+    private final BigQuery bigQuery;
+    private final String location;
+    private final long maximumBytesBilled;
+    private final int pageSize;
+
+    SourceClient(BigQuery bigQuery, String location, long maximumBytesBilled, int pageSize) {
+        this.bigQuery = bigQuery;
+        this.location = location;
+        this.maximumBytesBilled = maximumBytesBilled;
+        this.pageSize = pageSize;
+    }
+
+    /**
+     * A client for the connector's settings.
+     *
+     * @param timeout how long one HTTP request may take (connect and read), and the total of its retries
+     */
+    public static SourceClient create(BigQueryQueryCdcConfig config, Duration timeout) {
+        HttpTransportOptions transport = HttpTransportOptions.newBuilder()
+                .setConnectTimeout((int) timeout.toMillis())
+                .setReadTimeout((int) timeout.toMillis())
+                .build();
+        BigQueryOptions.Builder options = BigQueryOptions.newBuilder()
+                .setProjectId(config.billingProject())
+                .setTransportOptions(transport)
+                .setRetrySettings(RetrySettings.newBuilder()
+                        .setMaxAttempts(3)
+                        .setInitialRetryDelayDuration(Duration.ofMillis(200))
+                        .setMaxRetryDelayDuration(Duration.ofSeconds(2))
+                        .setRetryDelayMultiplier(2.0)
+                        .setTotalTimeoutDuration(timeout.multipliedBy(3))
+                        .setInitialRpcTimeoutDuration(timeout)
+                        .setMaxRpcTimeoutDuration(timeout)
+                        .setRpcTimeoutMultiplier(1.0)
+                        .build());
+        if (!config.location().isEmpty()) {
+            options.setLocation(config.location());
+        }
+        if (!config.endpoint().isEmpty()) {
+            options.setHost(config.endpoint());
+        }
+        options.setCredentials(credentials(config));
+        return new SourceClient(options.build().getService(), config.location(), config.maximumBytesBilled(), config.pageSize());
+    }
+
+    private static com.google.auth.Credentials credentials(BigQueryQueryCdcConfig config) {
+        Password json = config.credentialsJson();
+        try {
+            if (json != null && !json.value().isBlank()) {
+                try (InputStream in = new ByteArrayInputStream(json.value().getBytes(StandardCharsets.UTF_8))) {
+                    return GoogleCredentials.fromStream(in).createScoped(SCOPE);
+                }
+            }
+            if (!config.credentialsFile().isEmpty()) {
+                try (InputStream in = new FileInputStream(config.credentialsFile())) {
+                    return GoogleCredentials.fromStream(in).createScoped(SCOPE);
+                }
+            }
+            if (!config.endpoint().isEmpty()) {
+                return NoCredentials.getInstance();
+            }
+            return GoogleCredentials.getApplicationDefault().createScoped(SCOPE);
+        } catch (IOException e) {
+            // the message of a bad key never contains the key itself
+            throw new IllegalArgumentException("BigQuery credentials cannot be loaded ("
+                    + (json != null ? "bigquery.credentials.json" : !config.credentialsFile().isEmpty()
+                    ? "bigquery.credentials.file " + config.credentialsFile() : "application default credentials")
+                    + "): " + e.getMessage(), e);
+        }
+    }
+
+    /** BigQuery's clock: {@code CURRENT_TIMESTAMP()}. */
+    public Instant sourceNow() throws InterruptedException {
+        TableResult result = bigQuery.query(configure(QueryJobConfiguration.newBuilder(CdcSql.sourceNow())).build());
+        FieldValueList row = result.getValues().iterator().next();
+        return row.get(CdcSql.NOW).getTimestampInstant();
+    }
+
+    /** The table's columns, or null when the table does not exist. */
+    public FieldList columns(TableSpec table) {
+        Table found = bigQuery.getTable(TableId.of(table.project(), table.dataset(), table.table()));
+        if (found == null) {
+            return null;
+        }
+        Schema schema = found.getDefinition() instanceof StandardTableDefinition standard ? standard.getSchema()
+                : found.getDefinition().getSchema();
+        return schema == null ? FieldList.of() : schema.getFields();
+    }
+
+    /** The largest watermark of the table, or null when no row has one. */
+    public Instant maxWatermark(TableSpec table) throws InterruptedException {
+        TableResult result = bigQuery.query(configure(QueryJobConfiguration.newBuilder(CdcSql.maxWatermark(table))).build());
+        FieldValueList row = result.getValues().iterator().next();
+        return row.get(CdcSql.MAX_WATERMARK).isNull() ? null : row.get(CdcSql.MAX_WATERMARK).getTimestampInstant();
+    }
+
+    /** The smallest watermark in {@code (lower, upper]}, or null when there is none. */
+    public Instant nextWatermark(TableSpec table, Instant lower, Instant upper) throws InterruptedException {
+        QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table)));
+        builder.addNamedParameter(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(lower)));
+        builder.addNamedParameter(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(upper)));
+        FieldValueList row = bigQuery.query(builder.build()).getValues().iterator().next();
+        return row.get(CdcSql.NEXT_WATERMARK).isNull() ? null : row.get(CdcSql.NEXT_WATERMARK).getTimestampInstant();
+    }
+
+    /**
+     * Runs a query with named parameters and returns its first page. Later pages are read with
+     * {@link Pages#next()}, each at most {@code bigquery.page.size} rows.
+     */
+    public Pages query(String sql, Map<String, QueryParameterValue> parameters) throws InterruptedException {
+        QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(sql));
+        parameters.forEach(builder::addNamedParameter);
+        JobId jobId = location.isEmpty() ? JobId.of() : JobId.newBuilder().setLocation(location).build();
+        Job job = bigQuery.create(JobInfo.newBuilder(builder.build()).setJobId(jobId).build()).waitFor();
+        if (job == null) {
+            throw new BigQueryException(404, "the query job vanished before it finished");
+        }
+        BigQueryError error = job.getStatus().getError();
+        if (error != null) {
+            throw new BigQueryException(400, error.getMessage(), error);
+        }
+        TableResult first = job.getQueryResults(BigQuery.QueryResultsOption.pageSize(pageSize));
+        TableId results = ((QueryJobConfiguration) job.getConfiguration()).getDestinationTable();
+        return new Pages(first, results);
+    }
+
+    private QueryJobConfiguration.Builder configure(QueryJobConfiguration.Builder builder) {
+        builder.setUseLegacySql(false);
+        if (maximumBytesBilled > 0) {
+            builder.setMaximumBytesBilled(maximumBytesBilled);
+        }
+        return builder;
+    }
+
+    /**
+     * The pages of one query's result. The client sends no page size for the pages after the first, so every page
+     * after the first is read from the job's result table with an explicit page size and token.
+     */
+    public final class Pages {
+        private final Schema schema;
+        private final TableId results;
+        private List<FieldValueList> page;
+        private String token;
+        private final long totalRows;
+
+        Pages(TableResult first, TableId results) {
+            this.schema = first.getSchema();
+            this.results = results;
+            this.totalRows = first.getTotalRows();
+            this.page = rows(first);
+            this.token = first.getNextPageToken();
+        }
+
+        public long totalRows() {
+            return totalRows;
+        }
+
+        /** The current page's rows. */
+        public List<FieldValueList> page() {
+            return page;
+        }
+
+        /** Whether a page follows the current one. */
+        public boolean hasNext() {
+            return token != null && !token.isEmpty();
+        }
+
+        /** Reads the next page and makes it the current one. */
+        public List<FieldValueList> next() {
+            TableResult result = bigQuery.listTableData(results, schema, BigQuery.TableDataListOption.pageSize(pageSize),
+                    BigQuery.TableDataListOption.pageToken(token));
+            page = rows(result);
+            token = result.getNextPageToken();
+            return page;
+        }
+
+        private List<FieldValueList> rows(TableResult result) {
+            List<FieldValueList> rows = new ArrayList<>();
+            for (FieldValueList row : result.getValues()) {
+                rows.add(schema != null && !row.hasSchema() ? FieldValueList.of(row, schema.getFields()) : row);
+            }
+            return rows;
+        }
+    }
+}

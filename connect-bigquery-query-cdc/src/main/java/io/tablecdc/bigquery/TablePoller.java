@@ -1,0 +1,590 @@
+package io.tablecdc.bigquery;
+
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.connect.data.Struct;
+import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.header.ConnectHeaders;
+import org.apache.kafka.connect.source.SourceRecord;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import com.google.cloud.bigquery.BigQueryException;
+import com.google.cloud.bigquery.FieldList;
+import com.google.cloud.bigquery.FieldValue;
+import com.google.cloud.bigquery.FieldValueList;
+import com.google.cloud.bigquery.QueryParameterValue;
+
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig.InitialLoad;
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig.Mode;
+import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.bigquery.schema.TableSchema;
+import io.tablecdc.bigquery.sql.CdcSql;
+import io.tablecdc.common.Backoff;
+import io.tablecdc.common.ErrorEpisode;
+import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.SyncedBatch;
+import io.tablecdc.common.catalog.TableState;
+
+/**
+ * One table's poll loop. Each {@link #poll()} takes the next step of the spec, in order: back-pressure against the
+ * catalog, cadence, window on BigQuery's clock, pull permit, the parameterised query, then the batch's rows page by
+ * page, then (once Kafka acknowledged every record of the batch) the catalog mirror.
+ *
+ * <h2>Batch ids never repeat</h2>
+ * A batch id is used as soon as one of its records is handed to Connect, and the catalog learns it only once every
+ * record of the batch is acknowledged. Two rules make reuse impossible after a crash:
+ * <ol>
+ * <li>A new batch starts only after every record of the previous one is acknowledged and the previous batch is
+ * recorded in the catalog (a batch cut short by an error is recorded too, with the old cursor). So at most one id
+ * beyond the catalog's {@code synced_batch_id} can have records in Kafka.</li>
+ * <li>At start the poller takes {@code max(offset batch, catalog synced_batch_id) + 1} as used: the id that may
+ * have been in flight when the task stopped is skipped, and the next batch is one higher.</li>
+ * </ol>
+ * Reserving each id in the catalog before emitting would also work but costs a catalog write per batch and a column
+ * the catalog does not have; skipping one id per task start costs a gap in the ids, which the sink accepts (it loads
+ * whatever batches are staged, in order). Reusing an id would be worse than a gap: the sink treats a batch id at or
+ * below its normalized id as already loaded and would drop the rows.
+ *
+ * <h2>Offsets</h2>
+ * Source partition {@code {"table": "project.dataset.table"}}, offset {@code {"cursor": RFC 3339, "batch": id}}.
+ * Records inside a batch carry the cursor the batch started from; only the batch's last record carries the new
+ * cursor, so a task stopped mid-batch reads the whole window again.
+ *
+ * <p>{@link #acknowledged()} runs on the producer's thread and only counts; the catalog is written by the task
+ * thread in {@link #poll()}.
+ */
+final class TablePoller {
+    private static final Logger log = LoggerFactory.getLogger(TablePoller.class);
+    static final String PARTITION_KEY = "table";
+    static final String CURSOR_KEY = "cursor";
+    static final String BATCH_KEY = "batch";
+    static final String PAUSED_REASON = "normalize_buffer_full";
+    private static final long IDLE_SLEEP_MS = 500;
+    private static final long BACKPRESSURE_RECHECK_MS = 2_000;
+
+    private final String flow;
+    private final TableSpec table;
+    private final BigQueryQueryCdcConfig config;
+    private final SourceClient client;
+    private final Catalog catalog;
+    private final Semaphore permits;
+    private final Clock clock;
+    private final String topic;
+    private final Map<String, String> partition;
+    private final Backoff backoff;
+    private final ErrorEpisode episode;
+    private final AtomicLong inFlight = new AtomicLong();
+
+    private Instant cursor;
+    private long lastBatchId;
+    private TableSchema schema;
+    private long nextDueAtMs;
+    /** Until when a failed start or catalog mirror waits before it is tried again. */
+    private long retryAtMs;
+    private boolean paused;
+    private boolean started;
+    private Batch streaming;
+    private Batch closing;
+    private volatile boolean stopping;
+
+    /** The rows of one batch as they stream out, and what the catalog learns about it. */
+    private static final class Batch {
+        final long id;
+        final Instant startCursor;
+        final RecordHeaders.Op op;
+        final SourceClient.Pages pages;
+        /** The cursor a snapshot batch ends at (the largest watermark, or BigQuery's clock); null for windows. */
+        final Instant snapshotCursor;
+        Instant maxSeen;
+        long rows;
+        Instant firstRowReceivedAt;
+        Long oldestCommitMicros;
+        boolean failed;
+        Instant endCursor;
+
+        Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant snapshotCursor) {
+            this.id = id;
+            this.startCursor = startCursor;
+            this.op = op;
+            this.pages = pages;
+            this.snapshotCursor = snapshotCursor;
+        }
+    }
+
+    TablePoller(String flow, TableSpec table, BigQueryQueryCdcConfig config, SourceClient client, Catalog catalog,
+                Semaphore permits, Clock clock, Map<String, Object> offset) {
+        this.flow = flow;
+        this.table = table;
+        this.config = config;
+        this.client = client;
+        this.catalog = catalog;
+        this.permits = permits;
+        this.clock = clock;
+        this.topic = config.topic(table);
+        this.partition = Map.of(PARTITION_KEY, table.fullName());
+        this.backoff = new Backoff(5_000, Math.max(5_000, Math.min(60_000, config.syncIntervalMs())));
+        this.episode = new ErrorEpisode(log, "poll of flow " + flow + ", table " + table.fullName());
+        OffsetValue stored = OffsetValue.of(offset);
+        this.cursor = stored.cursor();
+        this.lastBatchId = stored.batch();
+    }
+
+    static Map<String, String> partition(TableSpec table) {
+        return Map.of(PARTITION_KEY, table.fullName());
+    }
+
+    /** Called from {@code commitRecord}, on the producer's thread: one record of this table is acknowledged. */
+    void acknowledged() {
+        inFlight.decrementAndGet();
+    }
+
+    void stop() {
+        stopping = true;
+    }
+
+    /** The next step; returns the records to send (none when there is nothing to do now). */
+    List<SourceRecord> poll() throws InterruptedException {
+        try {
+            if (clock.millis() < retryAtMs) {
+                // after a failed start or catalog write: wait out the backoff before trying again
+                idle(retryAtMs - clock.millis());
+                return List.of();
+            }
+            if (!started) {
+                start();
+            }
+            if (streaming != null) {
+                return nextPage();
+            }
+            if (closing != null && !mirror()) {
+                return List.of();
+            }
+            return startBatch();
+        } catch (TableSchema.SchemaException e) {
+            throw new ConnectException("flow " + flow + ": " + e.getMessage());
+        } catch (InterruptedException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            failed(e);
+            return List.of();
+        }
+    }
+
+    private void start() {
+        catalog.initTable(flow, table.fullName());
+        TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
+        // the id after the last known one may have been in flight when the task stopped: skip it
+        lastBatchId = Math.max(lastBatchId, state.syncedBatchId()) + 1;
+        boolean failedLast = state.lastError() != null;
+        nextDueAtMs = state.lastAttemptAt() == null || failedLast ? 0
+                : state.lastAttemptAt().toEpochMilli() + config.syncIntervalMs();
+        started = true;
+        log.info("flow {}, table {}: starting from cursor {} (batch ids continue after {})", flow, table.fullName(),
+                cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
+                lastBatchId);
+    }
+
+    // ------------------------------------------------------------------------------------------ steps 1-4
+
+    private List<SourceRecord> startBatch() throws InterruptedException {
+        long now = clock.millis();
+        if (now < nextDueAtMs) {
+            idle(nextDueAtMs - now);
+            return List.of();
+        }
+        if (backPressured(now)) {
+            return List.of();
+        }
+        Instant sourceNow = client.sourceNow();
+        if (cursor != null && Window.first(cursor, sourceNow, lag(), maxWindow()).isEmpty()) {
+            // nothing can be read yet; no attempt is recorded
+            nextDueAtMs = now + config.syncIntervalMs();
+            return List.of();
+        }
+        if (!permits.tryAcquire(IDLE_SLEEP_MS, TimeUnit.MILLISECONDS)) {
+            return List.of();
+        }
+        try {
+            catalog.recordAttempt(flow, table.fullName(), clock.instant());
+            nextDueAtMs = now + config.syncIntervalMs();
+            refreshSchema();
+            Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
+            succeeded();
+            if (batch == null) {
+                return List.of();
+            }
+            streaming = batch;
+            return emitOrClose(batch, batch.pages.page());
+        } finally {
+            permits.release();
+        }
+    }
+
+    private boolean backPressured(long now) {
+        TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
+        long buffer = config.normalizeBufferBatches();
+        if (state.unnormalizedBatches() >= buffer) {
+            if (catalog.setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
+                log.info("flow {}, table {}: {} batches synced but not normalized (normalize.buffer.batches={}); pausing this table",
+                        flow, table.fullName(), state.unnormalizedBatches(), buffer);
+            }
+            paused = true;
+            nextDueAtMs = now + Math.min(BACKPRESSURE_RECHECK_MS, config.syncIntervalMs());
+            return true;
+        }
+        if (paused || PAUSED_REASON.equals(state.pausedReason())) {
+            catalog.clearPause(flow, table.fullName());
+            log.info("flow {}, table {}: normalize caught up; resuming", flow, table.fullName());
+            paused = false;
+        }
+        return false;
+    }
+
+    private void refreshSchema() {
+        FieldList columns = client.columns(table);
+        if (columns == null) {
+            throw new TableSchema.SchemaException("table " + table.fullName() + " does not exist");
+        }
+        if (schema == null || !schema.sameColumns(columns)) {
+            if (schema != null) {
+                log.info("flow {}, table {}: columns changed to {}", flow, table.fullName(), columns);
+            }
+            schema = TableSchema.of(table, columns, config.mode() == Mode.QUERY);
+        }
+    }
+
+    /**
+     * Step 5: the first window, then on while windows are empty, up to {@code source_now - safety lag}. In QUERY mode
+     * the walk asks BigQuery for the smallest watermark after the empty window and goes straight to the window that
+     * holds it: a table idle for a year costs three queries, not 365.
+     */
+    private Batch walk(Instant sourceNow) throws InterruptedException {
+        Optional<Window> window = Window.first(cursor, sourceNow, lag(), maxWindow());
+        while (window.isPresent()) {
+            Window w = window.get();
+            SourceClient.Pages pages = runWindow(w);
+            if (!pages.page().isEmpty() || pages.hasNext()) {
+                return new Batch(++lastBatchId, cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
+                        : RecordHeaders.Op.UPDATE, pages, null);
+            }
+            Optional<Window> next = w.next(sourceNow, lag(), maxWindow());
+            if (next.isPresent() && config.mode() == Mode.QUERY) {
+                // one query finds where rows resume instead of one query per empty window
+                Instant resume = client.nextWatermark(table, w.upper(), Window.limit(sourceNow, lag()));
+                next = w.jumpTo(resume, sourceNow, lag(), maxWindow());
+            }
+            window = stopping ? Optional.empty() : next;
+        }
+        return null; // every window was empty: the cursor stays
+    }
+
+    private SourceClient.Pages runWindow(Window window) throws InterruptedException {
+        Map<String, QueryParameterValue> parameters = new HashMap<>();
+        parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
+        parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
+        try {
+            return client.query(sql(), parameters);
+        } catch (BigQueryException e) {
+            if (e.getMessage() == null || !e.getMessage().contains("Unrecognized name")) {
+                throw e;
+            }
+            // a column was dropped since the schema was read: read it again and retry once
+            log.info("flow {}, table {}: {}; reading the table's columns again", flow, table.fullName(), e.getMessage());
+            schema = null;
+            refreshSchema();
+            return client.query(sql(), parameters);
+        }
+    }
+
+    private String sql() {
+        return switch (config.mode()) {
+            case QUERY -> CdcSql.window(table, schema.columns());
+            case APPENDS -> CdcSql.appends(table, schema.columns());
+            case CHANGES -> CdcSql.changes(table, schema.columns());
+        };
+    }
+
+    /** The initial load of a table without a cursor ({@code initial.load}). */
+    private Batch initialLoad(Instant sourceNow) throws InterruptedException {
+        if (config.mode() != Mode.QUERY) {
+            // change history: everything up to now, then changes after now
+            if (config.initialLoad() == InitialLoad.SKIP) {
+                cursor = sourceNow;
+                mirrorCursorOnly();
+                return null;
+            }
+            SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of());
+            return new Batch(++lastBatchId, null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow);
+        }
+        Instant max = client.maxWatermark(table);
+        if (max == null) {
+            log.debug("flow {}, table {}: no rows with a watermark yet", flow, table.fullName());
+            return null;
+        }
+        if (config.initialLoad() == InitialLoad.SKIP) {
+            cursor = max;
+            mirrorCursorOnly();
+            log.info("flow {}, table {}: initial.load=skip, polling from {}", flow, table.fullName(), Cursor.format(max));
+            return null;
+        }
+        SourceClient.Pages pages = client.query(CdcSql.snapshot(table, schema.columns()),
+                Map.of(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(max))));
+        log.info("flow {}, table {}: initial snapshot of {} rows up to {}", flow, table.fullName(), pages.totalRows(),
+                Cursor.format(max));
+        return new Batch(++lastBatchId, null, RecordHeaders.Op.SNAPSHOT, pages, max);
+    }
+
+    private void mirrorCursorOnly() {
+        catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), lastBatchId), clock.instant());
+    }
+
+    // ------------------------------------------------------------------------------------------ step 6: emit
+
+    private List<SourceRecord> nextPage() {
+        Batch batch = streaming;
+        List<FieldValueList> page;
+        try {
+            page = batch.pages.next();
+        } catch (RuntimeException e) {
+            // the rows sent so far stay a batch of their own (the sink stages it without its last record);
+            // the window is read again, under a new batch id, once they are acknowledged
+            batch.failed = true;
+            streaming = null;
+            closing = batch;
+            throw e;
+        }
+        return emitOrClose(batch, page);
+    }
+
+    /** {@link #emit}, closing the batch as failed when a row cannot be converted (none of the page is sent). */
+    private List<SourceRecord> emitOrClose(Batch batch, List<FieldValueList> page) {
+        try {
+            return emit(batch, page);
+        } catch (RuntimeException e) {
+            batch.failed = true;
+            streaming = null;
+            closing = batch;
+            throw e;
+        }
+    }
+
+    private List<SourceRecord> emit(Batch batch, List<FieldValueList> page) {
+        boolean lastPage = !batch.pages.hasNext();
+        List<Converted> rows = new ArrayList<>(page.size());
+        List<Converted> read = new ArrayList<>(page.size());
+        for (FieldValueList row : page) {
+            Converted converted = convert(batch, row);
+            read.add(converted);
+            if (converted.op != null) {
+                rows.add(converted);
+            }
+        }
+        Instant receivedAt = clock.instant();
+        if (batch.firstRowReceivedAt == null && !rows.isEmpty()) {
+            batch.firstRowReceivedAt = receivedAt;
+        }
+        // every row read moves the cursor, a dropped one too (else a window of dropped rows would be read forever)
+        for (Converted row : read) {
+            if (row.watermarkMicros != null) {
+                Instant seen = Cursor.ofMicros(row.watermarkMicros);
+                batch.maxSeen = batch.maxSeen == null || seen.isAfter(batch.maxSeen) ? seen : batch.maxSeen;
+                if (batch.oldestCommitMicros == null || row.watermarkMicros < batch.oldestCommitMicros) {
+                    batch.oldestCommitMicros = row.watermarkMicros;
+                }
+            }
+        }
+        batch.rows += rows.size();
+        List<SourceRecord> records = new ArrayList<>(rows.size());
+        String startCursor = batch.startCursor == null ? "" : Cursor.format(batch.startCursor);
+        for (int i = 0; i < rows.size(); i++) {
+            boolean last = lastPage && i == rows.size() - 1;
+            String offsetCursor = startCursor;
+            if (last) {
+                batch.endCursor = endCursor(batch);
+                offsetCursor = Cursor.format(batch.endCursor);
+            }
+            records.add(record(batch, rows.get(i), offsetCursor, last));
+        }
+        if (lastPage) {
+            streaming = null;
+            closing = batch;
+            if (rows.isEmpty()) {
+                // every row of the window was dropped (CHANGES: halves of updates): the batch has no records
+                batch.endCursor = endCursor(batch);
+            }
+            log.debug("flow {}, table {}: batch {} of {} rows, cursor {}", flow, table.fullName(), batch.id, batch.rows,
+                    Cursor.format(batch.endCursor));
+        }
+        inFlight.addAndGet(records.size());
+        return records;
+    }
+
+    private Instant endCursor(Batch batch) {
+        if (batch.op == RecordHeaders.Op.SNAPSHOT) {
+            return batch.snapshotCursor;
+        }
+        return Window.advance(batch.startCursor, batch.maxSeen);
+    }
+
+    /** A row as a record's parts; {@code op} null for a row that is dropped (the DELETE half of an update). */
+    private record Converted(Struct key, Struct value, Long watermarkMicros, RecordHeaders.Op op) {
+    }
+
+    private Converted convert(Batch batch, FieldValueList row) {
+        Struct value = schema.value(row);
+        Long watermark;
+        RecordHeaders.Op op = batch.op;
+        if (config.mode() == Mode.QUERY || batch.op == RecordHeaders.Op.SNAPSHOT) {
+            watermark = schema.watermarkMicros(row);
+        } else {
+            watermark = io.tablecdc.bigquery.schema.BigQueryTypes.timestampMicros(row.get(CdcSql.CHANGE_TIMESTAMP));
+            if (config.mode() == Mode.CHANGES) {
+                op = changeOp(row);
+            }
+        }
+        return new Converted(schema.key(value), value, watermark, op);
+    }
+
+    /**
+     * The operation of a CHANGES row: INSERT {@code c}, UPDATE {@code u}, DELETE {@code d}; null for the DELETE half of
+     * an update ({@code _CHANGE_IS_FOR_UPDATE}), which is dropped.
+     */
+    static RecordHeaders.Op changeOp(FieldValueList row) {
+        String type = row.get(CdcSql.CHANGE_TYPE).getStringValue();
+        FieldValue forUpdate = row.get(CdcSql.CHANGE_IS_FOR_UPDATE);
+        boolean isForUpdate = forUpdate != null && !forUpdate.isNull() && forUpdate.getBooleanValue();
+        return switch (type) {
+            case "INSERT" -> RecordHeaders.Op.CREATE;
+            case "UPDATE" -> RecordHeaders.Op.UPDATE;
+            case "DELETE" -> isForUpdate ? null : RecordHeaders.Op.DELETE;
+            default -> throw new IllegalArgumentException("table: unknown _CHANGE_TYPE '" + type + "'");
+        };
+    }
+
+    /**
+     * The record's version: the watermark (or change timestamp) in nanoseconds. The sink's version column is UInt64,
+     * so a row without a watermark, or with one before 1970, gets version 0: any later change of the row wins.
+     */
+    static long version(Long watermarkMicros) {
+        if (watermarkMicros == null || watermarkMicros < 0) {
+            return 0L;
+        }
+        return Math.multiplyExact(watermarkMicros, 1_000L);
+    }
+
+    private SourceRecord record(Batch batch, Converted row, String offsetCursor, boolean last) {
+        ConnectHeaders headers = new ConnectHeaders();
+        headers.addString(RecordHeaders.FLOW, flow);
+        headers.addString(RecordHeaders.TABLE, table.fullName());
+        headers.addString(RecordHeaders.OP, row.op.code());
+        headers.addString(RecordHeaders.VERSION, Long.toString(version(row.watermarkMicros)));
+        headers.addString(RecordHeaders.BATCH, Long.toString(batch.id));
+        if (last) {
+            headers.addString(RecordHeaders.BATCH_LAST, "true");
+        }
+        Map<String, Object> offset = Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id);
+        return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,
+                null, headers);
+    }
+
+    // ------------------------------------------------------------------------------------------ catalog mirror
+
+    /**
+     * Records the closing batch in the catalog once Kafka acknowledged all its records; false while records are still
+     * in flight or the catalog is unreachable (retried at the next poll, never skipped). May be called again after a
+     * crash: the catalog ignores a repeat.
+     */
+    private boolean mirror() {
+        if (inFlight.get() > 0) {
+            idle(50);
+            return false;
+        }
+        Batch batch = closing;
+        Instant newCursor = batch.failed ? batch.startCursor : batch.endCursor;
+        Instant commitTime = batch.oldestCommitMicros == null ? null : Cursor.ofMicros(batch.oldestCommitMicros);
+        if (newCursor == null) {
+            newCursor = cursor;
+        }
+        String cursorText = newCursor == null ? "" : Cursor.format(newCursor);
+        Instant firstRow = batch.firstRowReceivedAt;
+        catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, batch.id, batch.rows,
+                batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
+                clock.instant());
+        if (!batch.failed) {
+            cursor = newCursor;
+        }
+        closing = null;
+        return true;
+    }
+
+    // ------------------------------------------------------------------------------------------ step 7: errors
+
+    private void failed(RuntimeException e) {
+        long delay = backoff.failed();
+        String message = describe(e);
+        episode.failed(message, delay);
+        nextDueAtMs = clock.millis() + delay;
+        if (!started || closing != null) {
+            retryAtMs = nextDueAtMs;
+        }
+        try {
+            Instant now = clock.instant();
+            catalog.recordError(flow, table.fullName(), message, now, now.plusMillis(delay));
+        } catch (RuntimeException catalogDown) {
+            log.debug("flow {}, table {}: recording the error in the catalog failed: {}", flow, table.fullName(), catalogDown.toString());
+        }
+    }
+
+    private void succeeded() {
+        backoff.succeeded();
+        if (episode.succeeded()) {
+            catalog.clearError(flow, table.fullName());
+        }
+    }
+
+    private static String describe(Throwable e) {
+        String message = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+        return message.length() > 2000 ? message.substring(0, 2000) + "…" : message;
+    }
+
+    private void idle(long ms) {
+        if (stopping) {
+            return;
+        }
+        try {
+            Thread.sleep(Math.max(1, Math.min(ms, IDLE_SLEEP_MS)));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private Duration lag() {
+        return Duration.ofMillis(config.safetyLagMs());
+    }
+
+    private Duration maxWindow() {
+        return Duration.ofMillis(config.maxQueryWindowMs());
+    }
+
+    // for tests and the task
+    Instant cursor() {
+        return cursor;
+    }
+
+    long lastBatchId() {
+        return lastBatchId;
+    }
+}

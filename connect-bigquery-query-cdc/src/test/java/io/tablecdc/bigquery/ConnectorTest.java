@@ -1,0 +1,92 @@
+package io.tablecdc.bigquery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.common.config.Config;
+import org.apache.kafka.common.config.ConfigValue;
+import org.apache.kafka.connect.errors.ConnectException;
+import org.junit.jupiter.api.Test;
+
+/** Connector checks that need no BigQuery: the endpoint below refuses connections, so table checks are skipped. */
+class ConnectorTest {
+    private static Map<String, String> config() {
+        Map<String, String> props = new HashMap<>();
+        props.put("name", "bq-unit");
+        props.put("bigquery.project", "p");
+        props.put("bigquery.dataset", "d");
+        props.put("bigquery.endpoint", "http://127.0.0.1:9");
+        props.put("tables", "a:ts,b:ts,c:ts");
+        props.put("topic.prefix", "cdc");
+        props.put("tasks.max", "3");
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:9/catalog");
+        return props;
+    }
+
+    private static List<String> errors(Config config, String name) {
+        return config.configValues().stream().filter(v -> v.name().equals(name)).findFirst()
+                .map(ConfigValue::errorMessages).orElse(List.of());
+    }
+
+    @Test
+    void tasksMaxBelowTheNumberOfTablesIsAnErrorNamingBothNumbers() {
+        Map<String, String> props = config();
+        props.put("tasks.max", "2");
+        Config result = new BigQueryQueryCdcSourceConnector().validate(props);
+        assertEquals(List.of("tasks.max is 2 but 3 tables are configured; each table needs its own task: set tasks.max to at least 3"),
+                errors(result, "tasks.max"));
+        assertEquals(List.of(), errors(result, "tables"));
+    }
+
+    @Test
+    void moreThanOnePartitionPerTopicIsRefused() {
+        Map<String, String> props = config();
+        props.put("topic.creation.default.partitions", "3");
+        Config result = new BigQueryQueryCdcSourceConnector().validate(props);
+        assertTrue(errors(result, "topic.creation.default.partitions").get(0).contains("one partition"));
+    }
+
+    @Test
+    void crossFieldErrorsAreReportedOnTheirField() {
+        Map<String, String> props = config();
+        props.put("replication.mode", "CHANGES");
+        Config result = new BigQueryQueryCdcSourceConnector().validate(props);
+        assertEquals(1, errors(result, "safety.lag.ms").size(), result.configValues().toString());
+    }
+
+    @Test
+    void oneTaskPerTable() {
+        BigQueryQueryCdcSourceConnector connector = new BigQueryQueryCdcSourceConnector();
+        // start() needs the catalog; taskConfigs only needs the parsed config
+        TestAccess.configure(connector, config());
+        List<Map<String, String>> tasks = connector.taskConfigs(5);
+        assertEquals(List.of("p.d.a", "p.d.b", "p.d.c"), tasks.stream().map(t -> t.get(BigQueryQueryCdcSourceTask.TABLE_PROP)).toList());
+        assertEquals("bq-unit", tasks.get(0).get(BigQueryQueryCdcSourceTask.FLOW_PROP));
+        ConnectException e = assertThrows(ConnectException.class, () -> connector.taskConfigs(2));
+        assertTrue(e.getMessage().contains("tasks.max is 2 but 3 tables"), e.getMessage());
+    }
+
+    @Test
+    void alterOffsetsChecksPartitionsAndOffsets() {
+        BigQueryQueryCdcSourceConnector connector = new BigQueryQueryCdcSourceConnector();
+        Map<Map<String, ?>, Map<String, ?>> good = new HashMap<>();
+        good.put(Map.of("table", "p.d.a"), Map.of("cursor", "2024-01-01T00:00:00.000001000Z", "batch", 3L));
+        good.put(Map.of("table", "p.d.b"), null);
+        assertTrue(connector.alterOffsets(config(), good));
+
+        ConnectException e = assertThrows(ConnectException.class, () -> connector.alterOffsets(config(),
+                Map.of(Map.of("table", "p.d.zzz"), Map.of("cursor", "", "batch", 1L))));
+        assertTrue(e.getMessage().contains("'p.d.zzz' is not one of this connector's tables"), e.getMessage());
+        e = assertThrows(ConnectException.class, () -> connector.alterOffsets(config(),
+                Map.of(Map.of("tbl", "p.d.a"), Map.of("cursor", "", "batch", 1L))));
+        assertTrue(e.getMessage().contains("a partition is {\"table\""), e.getMessage());
+        e = assertThrows(ConnectException.class, () -> connector.alterOffsets(config(),
+                Map.of(Map.of("table", "p.d.a"), Map.of("cursor", "2024-13-45", "batch", 1L))));
+        assertTrue(e.getMessage().contains("offset of table p.d.a: cursor '2024-13-45' is not an RFC 3339"), e.getMessage());
+    }
+}

@@ -1,0 +1,147 @@
+package io.tablecdc.bigquery.schema;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.math.BigDecimal;
+import java.util.Base64;
+import java.util.List;
+
+import org.apache.kafka.connect.data.Date;
+import org.apache.kafka.connect.data.Decimal;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.Test;
+
+import com.google.cloud.bigquery.Field;
+import com.google.cloud.bigquery.FieldList;
+import com.google.cloud.bigquery.FieldValue;
+import com.google.cloud.bigquery.FieldValueList;
+import com.google.cloud.bigquery.StandardSQLTypeName;
+
+import io.tablecdc.bigquery.TablePollerTestAccess;
+import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.TablecdcTypes;
+
+class BigQueryTypesTest {
+    private static Field f(String name, StandardSQLTypeName type) {
+        return Field.of(name, type);
+    }
+
+    private static FieldValue v(String text) {
+        return FieldValue.of(FieldValue.Attribute.PRIMITIVE, text);
+    }
+
+    @Test
+    void everyTypeHasASchema() {
+        assertEquals(Schema.Type.INT64, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.INT64)).type());
+        assertEquals(Schema.Type.FLOAT64, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.FLOAT64)).type());
+        assertEquals(Schema.Type.BOOLEAN, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.BOOL)).type());
+        assertEquals(Schema.Type.STRING, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.STRING)).type());
+        assertEquals(Schema.Type.BYTES, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.BYTES)).type());
+        Schema numeric = BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.NUMERIC));
+        assertEquals(Decimal.LOGICAL_NAME, numeric.name());
+        assertEquals("9", numeric.parameters().get(Decimal.SCALE_FIELD));
+        assertEquals("38", numeric.parameters().get(BigQueryTypes.PRECISION_PARAMETER));
+        Schema big = BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.BIGNUMERIC));
+        assertEquals("38", big.parameters().get(Decimal.SCALE_FIELD));
+        assertEquals("76", big.parameters().get(BigQueryTypes.PRECISION_PARAMETER));
+        Schema parameterized = BigQueryTypes.schemaOf(Field.newBuilder("a", StandardSQLTypeName.NUMERIC).setPrecision(10L).setScale(2L).build());
+        assertEquals("2", parameterized.parameters().get(Decimal.SCALE_FIELD));
+        assertEquals("10", parameterized.parameters().get(BigQueryTypes.PRECISION_PARAMETER));
+        assertEquals(Date.LOGICAL_NAME, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.DATE)).name());
+        assertEquals(TablecdcTypes.MICRO_TIMESTAMP, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.DATETIME)).name());
+        assertEquals(TablecdcTypes.MICRO_TIMESTAMP, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.TIMESTAMP)).name());
+        assertEquals(TablecdcTypes.MICRO_TIME, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.TIME)).name());
+        assertEquals(TablecdcTypes.JSON, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.JSON)).name());
+        assertEquals(Schema.Type.STRING, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.GEOGRAPHY)).type());
+        assertEquals(Schema.Type.STRING, BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.INTERVAL)).type());
+        Schema struct = BigQueryTypes.schemaOf(Field.of("a", StandardSQLTypeName.STRUCT, f("x", StandardSQLTypeName.INT64)));
+        assertEquals(TablecdcTypes.JSON, struct.name());
+        Schema array = BigQueryTypes.schemaOf(Field.newBuilder("a", StandardSQLTypeName.STRING).setMode(Field.Mode.REPEATED).build());
+        assertEquals(Schema.Type.ARRAY, array.type());
+        assertEquals(Schema.Type.STRING, array.valueSchema().type());
+        assertTrue(!array.isOptional(), "arrays are never null in BigQuery");
+        assertTrue(BigQueryTypes.schemaOf(f("a", StandardSQLTypeName.INT64)).isOptional());
+        assertTrue(!BigQueryTypes.schemaOf(Field.newBuilder("a", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build()).isOptional());
+    }
+
+    @Test
+    void valuesKeepTheirPrecision() {
+        assertEquals(1_709_287_200_123_456L, value(f("a", StandardSQLTypeName.TIMESTAMP), v("1709287200.123456")));
+        assertEquals(1_709_210_096_123_456L, value(f("a", StandardSQLTypeName.DATETIME), v("2024-02-29T12:34:56.123456")));
+        assertEquals(45_296_654_321L, value(f("a", StandardSQLTypeName.TIME), v("12:34:56.654321")));
+        assertEquals(new java.util.Date(19_782L * 86_400_000L), value(f("a", StandardSQLTypeName.DATE), v("2024-02-29")));
+        assertEquals(new BigDecimal("123456789.123456789"), value(f("a", StandardSQLTypeName.NUMERIC), v("123456789.123456789")));
+        assertEquals(new BigDecimal("-2.50000000000000000000000000000000000000"),
+                value(f("a", StandardSQLTypeName.BIGNUMERIC), v("-2.5")));
+        assertArrayEquals(new byte[] {0, (byte) 255}, (byte[]) value(f("a", StandardSQLTypeName.BYTES),
+                v(Base64.getEncoder().encodeToString(new byte[] {0, (byte) 255}))));
+        assertEquals("{\"a\":[1,2]}", value(f("a", StandardSQLTypeName.JSON), v("{\"a\":[1,2]}")));
+        assertEquals("POINT(1 2)", value(f("a", StandardSQLTypeName.GEOGRAPHY), v("POINT(1 2)")));
+        assertNull(value(f("a", StandardSQLTypeName.INT64), FieldValue.of(FieldValue.Attribute.PRIMITIVE, null)));
+    }
+
+    @Test
+    void structsBecomeJsonAndArraysConnectArrays() {
+        Field struct = Field.of("s", StandardSQLTypeName.STRUCT, f("x", StandardSQLTypeName.INT64), f("y", StandardSQLTypeName.STRING),
+                Field.newBuilder("z", StandardSQLTypeName.FLOAT64).setMode(Field.Mode.REPEATED).build());
+        FieldValue structValue = FieldValue.of(FieldValue.Attribute.RECORD, FieldValueList.of(List.of(v("7"), v("say \"hi\"\n"),
+                FieldValue.of(FieldValue.Attribute.REPEATED, List.of(v("1.5"), v("2.0")))), struct.getSubFields()));
+        assertEquals("{\"x\":7,\"y\":\"say \\\"hi\\\"\\n\",\"z\":[1.5,2.0]}", value(struct, structValue));
+
+        Field array = Field.newBuilder("arr", StandardSQLTypeName.INT64).setMode(Field.Mode.REPEATED).build();
+        assertEquals(List.of(1L, 2L), value(array, FieldValue.of(FieldValue.Attribute.REPEATED, List.of(v("1"), v("2")))));
+        assertEquals(List.of(), value(array, FieldValue.of(FieldValue.Attribute.PRIMITIVE, null)));
+    }
+
+    @Test
+    void rowsBecomeKeyAndValueStructs() {
+        FieldList fields = FieldList.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                f("name", StandardSQLTypeName.STRING),
+                f("updated_at", StandardSQLTypeName.TIMESTAMP));
+        TableSpec spec = new TableSpec("p", "d", "t", "updated_at", List.of("id"));
+        TableSchema schema = TableSchema.of(spec, fields, true);
+        FieldValueList row = FieldValueList.of(List.of(v("42"), v("ada"), v("1709287200.000001")), fields);
+        Struct value = schema.value(row);
+        assertEquals(42L, value.get("id"));
+        assertEquals("ada", value.get("name"));
+        assertEquals(1_709_287_200_000_001L, value.get("updated_at"));
+        assertEquals(42L, schema.key(value).get("id"));
+        assertEquals(1_709_287_200_000_001L, schema.watermarkMicros(row));
+        assertEquals("io.tablecdc.bigquery.p_d_t.Value", schema.valueSchema().name());
+    }
+
+    @Test
+    void configurationErrorsNameTheTableAndTheColumn() {
+        FieldList fields = FieldList.of(f("id", StandardSQLTypeName.INT64), f("note", StandardSQLTypeName.STRING));
+        TableSchema.SchemaException e = assertThrows(TableSchema.SchemaException.class,
+                () -> TableSchema.of(new TableSpec("p", "d", "t", "updated_at", List.of()), fields, true));
+        assertEquals("table p.d.t has no watermark column updated_at", e.getMessage());
+        e = assertThrows(TableSchema.SchemaException.class,
+                () -> TableSchema.of(new TableSpec("p", "d", "t", "note", List.of()), fields, true));
+        assertEquals("table p.d.t: watermark column note is STRING; it must be TIMESTAMP, DATETIME or DATE", e.getMessage());
+        e = assertThrows(TableSchema.SchemaException.class, () -> TableSchema.of(
+                new TableSpec("p", "d", "t", "", List.of("missing")), fields, false));
+        assertEquals("table p.d.t has no key column missing", e.getMessage());
+    }
+
+    @Test
+    void changeTypesBecomeOperationsAndTheDeleteHalfOfAnUpdateIsDropped() {
+        FieldList fields = FieldList.of(f("tablecdc_change_type", StandardSQLTypeName.STRING),
+                f("tablecdc_change_is_for_update", StandardSQLTypeName.BOOL));
+        assertEquals(RecordHeaders.Op.CREATE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("INSERT"), v(null)), fields)));
+        assertEquals(RecordHeaders.Op.UPDATE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("UPDATE"), v(null)), fields)));
+        assertEquals(RecordHeaders.Op.DELETE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("DELETE"), v("false")), fields)));
+        assertNull(TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("DELETE"), v("true")), fields)));
+    }
+
+    private static Object value(Field field, FieldValue value) {
+        return BigQueryTypes.valueOf(field, BigQueryTypes.schemaOf(field), value);
+    }
+}
