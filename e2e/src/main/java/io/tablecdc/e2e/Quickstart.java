@@ -1,39 +1,42 @@
 package io.tablecdc.e2e;
 
 import java.io.PrintStream;
-import java.math.BigDecimal;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-
-import org.apache.kafka.connect.data.Decimal;
-import org.apache.kafka.connect.data.Schema;
-import org.apache.kafka.connect.data.SchemaBuilder;
-import org.apache.kafka.connect.data.Struct;
+import java.util.function.Predicate;
 
 import com.clickhouse.client.api.Client;
 import com.clickhouse.client.api.query.GenericRecord;
+import com.google.cloud.bigquery.BigQuery;
+import com.google.cloud.bigquery.DatasetId;
+import com.google.cloud.bigquery.DatasetInfo;
+import com.google.cloud.bigquery.Field;
+import com.google.cloud.bigquery.InsertAllRequest;
+import com.google.cloud.bigquery.InsertAllResponse;
+import com.google.cloud.bigquery.QueryJobConfiguration;
+import com.google.cloud.bigquery.StandardSQLTypeName;
+import com.google.cloud.bigquery.StandardTableDefinition;
+import com.google.cloud.bigquery.TableId;
+import com.google.cloud.bigquery.TableInfo;
 
-import io.tablecdc.e2e.flows.Headers;
-import io.tablecdc.e2e.flows.RecordProducer;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 
 /**
- * The quickstart: starts the local stack, prints its endpoints, deploys the ClickHouse stage sink through
- * the Connect REST API, feeds it two batches of a sample table the way a tablecdc source writes them,
- * shows the table in ClickHouse and the catalog's status, and keeps the stack up until Ctrl-C when run from
- * a terminal ({@code --exit} leaves at once).
+ * The quickstart: starts the local stack, prints its endpoints, creates a table in the BigQuery emulator,
+ * deploys the BigQuery query CDC source and the ClickHouse stage sink through the Connect REST API, shows
+ * the rows and an update arriving in ClickHouse and the catalog's status, and keeps the stack up until
+ * Ctrl-C when run from a terminal ({@code --exit} leaves at once).
  */
 public final class Quickstart {
-    private static final String FLOW = "quickstart";
-    private static final String TABLE = "shop.orders";
-    private static final String TOPIC = "quickstart.shop.orders";
 
     private Quickstart() {
     }
@@ -66,35 +69,72 @@ public final class Quickstart {
         out.println("  tablecdc plugins    " + String.join(", ", plugins));
         out.printf("  started in %.1f s%n%n", (System.nanoTime() - started) / 1e9);
 
-        // the topic exists before the sink subscribes, so its pattern subscription sees it at once
-        new RecordProducer(stack.kafka().bootstrapServers()).topic(TOPIC).close();
+        // a BigQuery table in the emulator: three customers
+        BigQuery bigquery = stack.bigquery().client();
+        String project = stack.bigquery().projectId();
+        TableId customers = TableId.of(project, "shop", "customers");
+        if (bigquery.getDataset(DatasetId.of(project, "shop")) == null) {
+            bigquery.create(DatasetInfo.newBuilder(project, "shop").build());
+        }
+        bigquery.delete(customers);
+        bigquery.create(TableInfo.of(customers, StandardTableDefinition.of(com.google.cloud.bigquery.Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("name", StandardSQLTypeName.STRING),
+                Field.of("updated_at", StandardSQLTypeName.TIMESTAMP)))));
+        Instant now = Instant.now();
+        InsertAllRequest.Builder rows = InsertAllRequest.newBuilder(customers);
+        String[] names = {"ada", "grace", "edsger"};
+        for (int i = 0; i < names.length; i++) {
+            rows.addRow(Map.of("id", i + 1, "name", names[i], "updated_at", now.minusSeconds(600 - i).toString()));
+        }
+        InsertAllResponse inserted = bigquery.insertAll(rows.build());
+        if (inserted.hasErrors()) {
+            throw new IllegalStateException("inserting the sample rows failed: " + inserted.getInsertErrors());
+        }
+        out.println("BigQuery emulator: " + project + ".shop.customers with 3 rows");
+
         Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, "quickstart");
         sink.put("topics.regex", "quickstart\\..*");
-        out.println("PUT /connectors/quickstart-sink/config  (ClickHouse stage sink, topics quickstart.*)");
+        // the source creates its topics after the sink subscribed: look for new topics every second
+        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        out.println("PUT /connectors/quickstart-sink/config      (ClickHouse stage sink, topics quickstart.*)");
         stack.connect().rest().putConfig("quickstart-sink", sink);
+
+        Map<String, String> source = new HashMap<>();
+        source.put("connector.class", "io.tablecdc.bigquery.BigQueryQueryCdcSourceConnector");
+        source.put("tasks.max", "1");
+        source.put("bigquery.project", project);
+        source.put("bigquery.dataset", "shop");
+        source.put("bigquery.endpoint", stack.bigquery().endpoint());
+        source.put("tables", "customers:updated_at:id");
+        source.put("topic.prefix", "quickstart");
+        source.put("sync.interval.ms", "1000");
+        source.put("safety.lag.ms", "1000");
+        source.put("topic.creation.default.partitions", "1");
+        source.put("topic.creation.default.replication.factor", "1");
+        source.put("catalog.jdbc.url", catalogUrl);
+        source.put("catalog.user", stack.postgres().user());
+        source.put("catalog.password", stack.postgres().password());
+        out.println("PUT /connectors/quickstart-bigquery/config  (BigQuery query CDC source, table shop.customers)");
+        stack.connect().rest().putConfig("quickstart-bigquery", source);
         stack.connect().rest().awaitRunning("quickstart-sink", 1, Duration.ofSeconds(120));
+        stack.connect().rest().awaitRunning("quickstart-bigquery", 1, Duration.ofSeconds(120));
 
-        Schema key = SchemaBuilder.struct().name("orders_key").field("id", Schema.INT64_SCHEMA).build();
-        Schema value = SchemaBuilder.struct().name("orders").field("id", Schema.INT64_SCHEMA)
-                .field("customer", Schema.STRING_SCHEMA).field("amount", Decimal.builder(2).optional().build()).build();
-        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
-            out.println("batch 1 of " + TABLE + ": three new orders");
-            producer.send(TOPIC, new Struct(key).put("id", 1L), order(value, 1, "ada", "12.50"), Headers.of(FLOW, TABLE, "r", 1, 1, false));
-            producer.send(TOPIC, new Struct(key).put("id", 2L), order(value, 2, "grace", "7.25"), Headers.of(FLOW, TABLE, "r", 1, 1, false));
-            producer.send(TOPIC, new Struct(key).put("id", 3L), order(value, 3, "edsger", "99.00"), Headers.of(FLOW, TABLE, "r", 1, 1, true));
-            out.println("batch 2 of " + TABLE + ": order 1 updated, order 2 deleted");
-            producer.send(TOPIC, new Struct(key).put("id", 1L), order(value, 1, "ada", "13.75"), Headers.of(FLOW, TABLE, "u", 2, 2, false));
-            producer.send(TOPIC, new Struct(key).put("id", 2L), null, Headers.of(FLOW, TABLE, "d", 3, 2, true));
-        }
-
+        String table = (project + "_shop_customers").replaceAll("[^A-Za-z0-9_]", "_") + "_current";
         try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
                 .compressServerResponse(false).build()) {
-            List<GenericRecord> rows = awaitRows(client, Duration.ofSeconds(120));
-            out.println();
-            out.println("ClickHouse: SELECT id, customer, amount FROM shop_orders_current ORDER BY id");
-            for (GenericRecord row : rows) {
-                out.printf("  %d  %-8s %s%n", row.getLong("id"), row.getString("customer"), row.getBigDecimal("amount"));
-            }
+            long t0 = System.nanoTime();
+            List<GenericRecord> found = awaitRows(client, table, r -> r.size() == 3, Duration.ofSeconds(180));
+            out.printf("%nClickHouse after %.1f s: SELECT id, name FROM %s ORDER BY id%n", (System.nanoTime() - t0) / 1e9, table);
+            found.forEach(row -> out.printf("  %d  %s%n", row.getLong("id"), row.getString("name")));
+
+            bigquery.query(QueryJobConfiguration.newBuilder("UPDATE `" + project + ".shop.customers` SET name = 'grace hopper',"
+                    + " updated_at = CURRENT_TIMESTAMP() WHERE id = 2").build());
+            out.println("\nBigQuery: UPDATE shop.customers SET name = 'grace hopper' WHERE id = 2");
+            t0 = System.nanoTime();
+            found = awaitRows(client, table, r -> r.size() == 3 && "grace hopper".equals(r.get(1).getString("name")), Duration.ofSeconds(180));
+            out.printf("ClickHouse after %.1f s:%n", (System.nanoTime() - t0) / 1e9);
+            found.forEach(row -> out.printf("  %d  %s%n", row.getLong("id"), row.getString("name")));
         }
         out.println();
         out.println("catalog: tablecdc-status (from the sink's plugin archive, bin/tablecdc-status)");
@@ -108,17 +148,14 @@ public final class Quickstart {
         System.exit(0);
     }
 
-    private static Struct order(Schema schema, long id, String customer, String amount) {
-        return new Struct(schema).put("id", id).put("customer", customer).put("amount", new BigDecimal(amount));
-    }
-
-    private static List<GenericRecord> awaitRows(Client client, Duration timeout) throws InterruptedException {
+    private static List<GenericRecord> awaitRows(Client client, String table, Predicate<List<GenericRecord>> done, Duration timeout)
+            throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         String last = "no answer";
         while (System.nanoTime() < deadline) {
             try {
-                List<GenericRecord> rows = client.queryAll("SELECT id, customer, amount FROM shop_orders_current ORDER BY id");
-                if (rows.size() == 2 && rows.get(0).getBigDecimal("amount").compareTo(new BigDecimal("13.75")) == 0) {
+                List<GenericRecord> rows = client.queryAll("SELECT id, name FROM " + table + " ORDER BY id");
+                if (done.test(rows)) {
                     return rows;
                 }
                 last = rows.size() + " rows";
@@ -127,7 +164,7 @@ public final class Quickstart {
             }
             Thread.sleep(500);
         }
-        throw new IllegalStateException("the sample table did not reach ClickHouse within " + timeout + " (" + last + ")");
+        throw new IllegalStateException(table + " did not reach the expected rows within " + timeout + " (" + last + ")");
     }
 
     private static void printStatus(LocalStack stack, String catalogUrl, PrintStream out) throws Exception {

@@ -36,6 +36,7 @@ import com.google.cloud.bigquery.StandardTableDefinition;
 import com.google.cloud.bigquery.TableId;
 import com.google.cloud.bigquery.TableInfo;
 
+import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -90,23 +91,11 @@ class BigQueryQueryCdcIT {
     }
 
     private static Map<String, String> sinkConfig(String topicsRegex) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
-        config.put("tasks.max", "1");
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "bqcdc-stage");
         config.put("topics.regex", topicsRegex);
-        config.put("clickhouse.url", stack.clickhouse().httpUrl());
-        config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/bqcdc-stage");
-        config.put("stage.s3.endpoint", stack.objectStore().endpoint());
-        config.put("stage.s3.region", stack.objectStore().region());
-        config.put("stage.s3.access.key", stack.objectStore().accessKey());
-        config.put("stage.s3.secret.key", stack.objectStore().secretKey());
         config.put("stage.local.dir", StackPaths.workDir("bqcdc-sink-local").toString());
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         config.put("normalize.backoff.initial.ms", "500");
         config.put("normalize.backoff.max.ms", "2000");
-        config.put("consumer.override.auto.offset.reset", "earliest");
         // the sources create their topics after the sink subscribed: see new topics within a second
         config.put("consumer.override.metadata.max.age.ms", "1000");
         return config;
