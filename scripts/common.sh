@@ -35,3 +35,19 @@ mkdir -p "$MAVEN_USER_HOME"
 mvnw() {
   "$TABLECDC_ROOT/mvnw" -B --no-transfer-progress "$@"
 }
+
+# Builds the project (without tests) and runs a main class of the e2e module on the local stack, with the
+# stack's logs in e2e/target/<log name>.log: run_e2e_main <class> <log name> [args…]
+run_e2e_main() {
+  local main="$1" logname="$2"
+  shift 2
+  bash "$TABLECDC_ROOT/scripts/install-chdb.sh" >/dev/null
+  bash "$TABLECDC_ROOT/scripts/install-bq-emulator.sh" >/dev/null
+  mvnw -q -DskipTests install
+  mvnw -q -pl e2e dependency:build-classpath -Dmdep.outputFile=target/e2e.classpath -Dmdep.includeScope=runtime
+  local logconf="$TABLECDC_ROOT/e2e/src/main/resources/logback-quickstart.xml"
+  exec "$JAVA_HOME/bin/java" -Xmx3g --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow \
+    -Dtablecdc.root="$TABLECDC_ROOT" -Dlogback.configurationFile="$logconf" -Dlogging.config="$logconf" \
+    -Dtablecdc.log.file="$TABLECDC_ROOT/e2e/target/$logname.log" \
+    -cp "$TABLECDC_ROOT/e2e/target/classes:$(cat "$TABLECDC_ROOT/e2e/target/e2e.classpath")" "$main" "$@"
+}

@@ -25,6 +25,7 @@ import com.google.cloud.bigquery.FieldList;
 import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.bigquery.schema.TableSchema;
+import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.FlowIdentity;
@@ -115,12 +116,8 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
         Config result = super.validate(connectorConfigs);
-        Map<String, ConfigValue> values = new HashMap<>();
-        for (ConfigValue value : result.configValues()) {
-            values.put(value.name(), value);
-        }
-        boolean fieldsValid = values.values().stream().allMatch(v -> v.errorMessages().isEmpty());
-        if (!fieldsValid) {
+        Map<String, ConfigValue> values = ConfigValidation.byName(result);
+        if (!ConfigValidation.noErrors(values)) {
             return result;
         }
         BigQueryQueryCdcConfig parsed;

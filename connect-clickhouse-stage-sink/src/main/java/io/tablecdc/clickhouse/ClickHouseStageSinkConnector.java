@@ -14,6 +14,7 @@ import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.sink.SinkConnector;
 
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
+import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogConfig;
@@ -79,12 +80,8 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
         Config result = super.validate(connectorConfigs);
-        Map<String, ConfigValue> values = new HashMap<>();
-        for (ConfigValue value : result.configValues()) {
-            values.put(value.name(), value);
-        }
-        boolean fieldsValid = values.values().stream().allMatch(v -> v.errorMessages().isEmpty());
-        if (!fieldsValid) {
+        Map<String, ConfigValue> values = ConfigValidation.byName(result);
+        if (!ConfigValidation.noErrors(values)) {
             return result;
         }
         ClickHouseStageSinkConfig config;

@@ -23,6 +23,7 @@ import com.google.cloud.bigquery.FieldValueList;
 import com.google.cloud.bigquery.StandardSQLTypeName;
 
 import io.tablecdc.bigquery.Cursor;
+import io.tablecdc.common.JsonText;
 import io.tablecdc.common.TablecdcTypes;
 
 /**
@@ -169,7 +170,7 @@ public final class BigQueryTypes {
                 out.append(',');
             }
             Field field = fields.get(i);
-            appendString(out, field.getName());
+            JsonText.appendString(out, field.getName());
             out.append(':');
             FieldValue value = i < values.size() ? values.get(i) : null;
             if (field.getMode() == Field.Mode.REPEATED) {
@@ -203,40 +204,19 @@ public final class BigQueryTypes {
                 if (Double.isFinite(d)) {
                     out.append(d);
                 } else {
-                    appendString(out, Double.toString(d));
+                    JsonText.appendString(out, Double.toString(d));
                 }
             }
             case BOOL -> out.append(value.getBooleanValue());
             case NUMERIC, BIGNUMERIC -> out.append(value.getNumericValue().toPlainString());
-            case BYTES -> appendString(out, Base64.getEncoder().encodeToString(value.getBytesValue()));
-            case TIMESTAMP -> appendString(out, Cursor.format(value.getTimestampInstant()));
+            case BYTES -> JsonText.appendString(out, Base64.getEncoder().encodeToString(value.getBytesValue()));
+            case TIMESTAMP -> JsonText.appendString(out, Cursor.format(value.getTimestampInstant()));
             case JSON -> out.append(value.getStringValue());
             case STRUCT -> appendStruct(out, field.getSubFields(), value.getRecordValue());
-            default -> appendString(out, String.valueOf(value.getValue()));
+            default -> JsonText.appendString(out, String.valueOf(value.getValue()));
         }
     }
 
-    private static void appendString(StringBuilder out, String text) {
-        out.append('"');
-        for (int i = 0; i < text.length(); i++) {
-            char c = text.charAt(i);
-            switch (c) {
-                case '"' -> out.append("\\\"");
-                case '\\' -> out.append("\\\\");
-                case '\n' -> out.append("\\n");
-                case '\r' -> out.append("\\r");
-                case '\t' -> out.append("\\t");
-                default -> {
-                    if (c < 0x20) {
-                        out.append(String.format("\\u%04x", (int) c));
-                    } else {
-                        out.append(c);
-                    }
-                }
-            }
-        }
-        out.append('"');
-    }
 
     /** Whether a column can be a watermark: TIMESTAMP, DATETIME or DATE, not repeated. */
     public static boolean usableAsWatermark(Field field) {

@@ -243,7 +243,7 @@ public final class StageSchema {
             }
             case MAP:
             case STRUCT:
-                return JsonText.of(schema, raw);
+                return JsonColumn.of(schema, raw);
             default:
                 throw new TypeMappingException("table " + table + ", column " + column + ": unsupported type " + describe(schema));
         }
@@ -337,8 +337,8 @@ public final class StageSchema {
     }
 
     /** MAP and STRUCT values become JSON text; bytes inside them are base64. */
-    static final class JsonText {
-        private JsonText() {
+    static final class JsonColumn {
+        private JsonColumn() {
         }
 
         static String of(Schema schema, Object value) {
@@ -366,7 +366,7 @@ public final class StageSchema {
                             out.append(',');
                         }
                         first = false;
-                        quote(out, f.name());
+                        io.tablecdc.common.JsonText.appendString(out, f.name());
                         out.append(':');
                         write(out, f.schema(), struct.get(f));
                     }
@@ -380,7 +380,7 @@ public final class StageSchema {
                             out.append(',');
                         }
                         first = false;
-                        quote(out, String.valueOf(e.getKey()));
+                        io.tablecdc.common.JsonText.appendString(out, String.valueOf(e.getKey()));
                         out.append(':');
                         write(out, schema.valueSchema(), e.getValue());
                     }
@@ -398,20 +398,20 @@ public final class StageSchema {
                     }
                     out.append(']');
                 }
-                case BYTES -> quote(out, Base64.getEncoder().encodeToString(
+                case BYTES -> io.tablecdc.common.JsonText.appendString(out, Base64.getEncoder().encodeToString(
                         value instanceof byte[] b ? b : toArray((ByteBuffer) value)));
-                case STRING -> quote(out, value.toString());
+                case STRING -> io.tablecdc.common.JsonText.appendString(out, value.toString());
                 case BOOLEAN, INT8, INT16, INT32, INT64, FLOAT32, FLOAT64 -> {
                     if (value instanceof java.util.Date d) {
-                        quote(out, d.toInstant().toString());
+                        io.tablecdc.common.JsonText.appendString(out, d.toInstant().toString());
                     } else if (value instanceof Double d && (d.isNaN() || d.isInfinite())
                             || value instanceof Float f && (f.isNaN() || f.isInfinite())) {
-                        quote(out, value.toString());
+                        io.tablecdc.common.JsonText.appendString(out, value.toString());
                     } else {
                         out.append(value);
                     }
                 }
-                default -> quote(out, value.toString());
+                default -> io.tablecdc.common.JsonText.appendString(out, value.toString());
             }
         }
 
@@ -421,26 +421,5 @@ public final class StageSchema {
             return bytes;
         }
 
-        private static void quote(StringBuilder out, String text) {
-            out.append('"');
-            for (int i = 0; i < text.length(); i++) {
-                char c = text.charAt(i);
-                switch (c) {
-                    case '"' -> out.append("\\\"");
-                    case '\\' -> out.append("\\\\");
-                    case '\n' -> out.append("\\n");
-                    case '\r' -> out.append("\\r");
-                    case '\t' -> out.append("\\t");
-                    default -> {
-                        if (c < 0x20) {
-                            out.append(String.format("\\u%04x", (int) c));
-                        } else {
-                            out.append(c);
-                        }
-                    }
-                }
-            }
-            out.append('"');
-        }
     }
 }
