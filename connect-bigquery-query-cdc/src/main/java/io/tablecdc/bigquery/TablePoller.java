@@ -532,6 +532,9 @@ final class TablePoller {
 
     // ------------------------------------------------------------------------------------------ step 7: errors
 
+    /** Marks this source's errors in the table's shared error episode (the sink marks its own). */
+    static final String ERROR_PREFIX = "poll: ";
+
     private void failed(RuntimeException e) {
         long delay = backoff.failed();
         String message = describe(e);
@@ -542,7 +545,7 @@ final class TablePoller {
         }
         try {
             Instant now = clock.instant();
-            catalog.recordError(flow, table.fullName(), message, now, now.plusMillis(delay));
+            catalog.recordError(flow, table.fullName(), ERROR_PREFIX + message, now, now.plusMillis(delay));
         } catch (RuntimeException catalogDown) {
             log.debug("flow {}, table {}: recording the error in the catalog failed: {}", flow, table.fullName(), catalogDown.toString());
         }
@@ -551,7 +554,7 @@ final class TablePoller {
     private void succeeded() {
         backoff.succeeded();
         if (episode.succeeded()) {
-            catalog.clearError(flow, table.fullName());
+            catalog.clearError(flow, table.fullName(), ERROR_PREFIX);
         }
     }
 

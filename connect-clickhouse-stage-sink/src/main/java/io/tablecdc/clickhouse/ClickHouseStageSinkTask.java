@@ -296,7 +296,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 Files.deleteIfExists(part.file());
             }
             if (pending.episode.succeeded()) {
-                catalog.clearError(key.flow(), key.table());
+                catalog.clearError(key.flow(), key.table(), "stage:");
             }
             if (stored) {
                 TableNormalizer normalizer = normalizerOf(key);

@@ -102,7 +102,7 @@ final class TableNormalizer {
             normalizeAll();
             backoff.succeeded();
             if (episode.succeeded()) {
-                catalog.clearError(key.flow(), key.table());
+                catalog.clearError(key.flow(), key.table(), "normalize:");
             }
         } catch (Exception e) {
             retryIn = backoff.failed();

@@ -429,6 +429,26 @@ public final class Catalog implements AutoCloseable {
     }
 
     /**
+     * Closes the table's error episode only when its {@code last_error} starts with {@code prefix}: a source
+     * and a sink share one episode per table, and each may only end its own ({@code "poll:"},
+     * {@code "normalize:"}, {@code "stage:"}). May be called again after a crash.
+     *
+     * @return true if an episode was closed now
+     */
+    public boolean clearError(String flow, String table, String prefix) {
+        return onTable("clearError", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND starts_with(last_error, ?)")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, prefix);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
      * Closes the table's error episode after a success: clears the error, its time, count and next retry.
      * May be called again after a crash.
      *

@@ -179,6 +179,17 @@ class CatalogTest {
     }
 
     @Test
+    void aSideClosesOnlyItsOwnErrorEpisode() {
+        String f = "episodes";
+        catalog.initTable(f, "t");
+        catalog.recordError(f, "t", "normalize: ClickHouse refused", t(1), t(2));
+        assertFalse(catalog.clearError(f, "t", "poll:"), "the source must not end the sink's episode");
+        assertEquals("normalize: ClickHouse refused", table(f, "t").lastError());
+        assertTrue(catalog.clearError(f, "t", "normalize:"));
+        assertNull(table(f, "t").lastError());
+    }
+
+    @Test
     void tablesWithStagesFindsOnlyTheSinksOwnTopicsWithBatchesWaiting() {
         String f = "sinktopics";
         for (String t : List.of("a", "b", "c")) {
