@@ -226,6 +226,97 @@ class PgPipelineIT {
         rest.delete(SINK);
     }
 
+    /**
+     * One table fails (an UPDATE leaves an unchanged TOAST value, which this release cannot replicate): it is marked
+     * errored and skipped while its neighbour keeps streaming. A TRUNCATE is recorded, not replicated; a table added
+     * to the publication while the flow runs streams from then on.
+     */
+    @Test
+    void oneFailingTableLeavesTheOthersStreaming() throws Exception {
+        sql("DROP PUBLICATION IF EXISTS pgiso_pub",
+                "DROP SCHEMA IF EXISTS iso CASCADE",
+                "CREATE SCHEMA iso",
+                "CREATE TABLE iso.good (id int PRIMARY KEY, v text)",
+                "CREATE TABLE iso.toasty (id int PRIMARY KEY, big text, n int)",
+                "CREATE TABLE iso.later (id int PRIMARY KEY, v text)",
+                "CREATE PUBLICATION pgiso_pub FOR TABLE iso.good, iso.toasty");
+        String flow = "pgiso-flow";
+        String sink = "pgiso-sink";
+        Map<String, String> source = sourceConfig();
+        source.put("publication.name", "pgiso_pub");
+        source.put("slot.prefix", "pgiso");
+        source.put("topic.prefix", "pgiso");
+        Map<String, String> sinkConfig = sinkConfig();
+        sinkConfig.put("topics.regex", "pgiso\\..*");
+        sinkConfig.put("stage.uri", sinkConfig.get("stage.uri") + "-iso");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(sink, sinkConfig);
+        rest.putConfig(flow, source);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+
+        // 32000 characters of md5 hex: stored out of line (TOAST)
+        transaction("INSERT INTO iso.toasty VALUES (1, (SELECT string_agg(md5(g::text), '') FROM generate_series(1, 1000) g), 1)",
+                "INSERT INTO iso.good VALUES (1, 'a')");
+        awaitCount("iso_toasty", 1);
+        awaitCount("iso_good", 1);
+        assertEquals(32000L, clickhouse.queryAll("SELECT length(big) AS n FROM iso_toasty FINAL").get(0).getLong("n"));
+
+        transaction("UPDATE iso.toasty SET n = 2 WHERE id = 1", "INSERT INTO iso.good VALUES (2, 'b')");
+        sql("INSERT INTO iso.toasty VALUES (2, 'small', 1)", "INSERT INTO iso.good VALUES (3, 'c')");
+        awaitCount("iso_good", 3);
+        String[] toasty = awaitTable(flow, "iso.toasty", row -> "errored".equals(row[0]));
+        assertTrue(toasty[1].contains("unchanged TOAST value in [big]"), toasty[1]);
+        Thread.sleep(2_000);
+        assertEquals(1L, clickhouse.queryAll("SELECT count() AS n FROM iso_toasty FINAL").get(0).getLong("n"),
+                "the errored table's later changes are skipped");
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states(flow), "one table's failure does not fail the task");
+
+        // TRUNCATE: recorded on the table, which keeps streaming
+        sql("TRUNCATE iso.good", "INSERT INTO iso.good VALUES (10, 'after truncate')");
+        String[] good = awaitTable(flow, "iso.good", row -> row[1] != null && row[1].contains("TRUNCATE"));
+        assertEquals("ready", good[0]);
+        awaitCount("iso_good", 4);
+
+        // a table added to the publication while the flow runs
+        sql("ALTER PUBLICATION pgiso_pub ADD TABLE iso.later", "INSERT INTO iso.later VALUES (1, 'late')");
+        awaitCount("iso_later", 1);
+        assertEquals("ready", awaitTable(flow, "iso.later", row -> "ready".equals(row[0]))[0]);
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
+    private static void awaitCount(String clickHouseTable, long rows) throws Exception {
+        awaitTrue(() -> {
+            try {
+                return clickhouse.queryAll("SELECT count() AS n FROM " + clickHouseTable + " FINAL WHERE _tablecdc_is_deleted = 0")
+                        .get(0).getLong("n") == rows;
+            } catch (RuntimeException e) {
+                return false;
+            }
+        }, Duration.ofSeconds(90), clickHouseTable + " never had " + rows + " rows");
+    }
+
+    /** The table's {phase, last_error} once {@code done} holds. */
+    private static String[] awaitTable(String flow, String table, java.util.function.Predicate<String[]> done) throws Exception {
+        AtomicReference<String[]> seen = new AtomicReference<>();
+        awaitTrue(() -> {
+            try (Connection c = java.sql.DriverManager.getConnection(catalogUrl, stack.postgres().user(), stack.postgres().password());
+                 PreparedStatement ps = c.prepareStatement("SELECT phase, last_error FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (!rs.next()) {
+                        return false;
+                    }
+                    seen.set(new String[] {rs.getString(1), rs.getString(2)});
+                    return done.test(seen.get());
+                }
+            }
+        }, Duration.ofSeconds(60), "catalog row of " + table + " never as expected");
+        return seen.get();
+    }
+
     private static void assertCatalog(String slot) throws SQLException {
         try (Connection c = java.sql.DriverManager.getConnection(catalogUrl, stack.postgres().user(), stack.postgres().password())) {
             try (PreparedStatement ps = c.prepareStatement("SELECT source_kind, source_system_identifier, source_timeline,"
