@@ -200,6 +200,10 @@ public class PgPipelineSourceTask extends SourceTask {
         if (published.isEmpty()) {
             throw new ConnectException("flow " + flow + ": publication " + config.publication() + " has no tables");
         }
+        List<String> pruned = catalog.pruneTables(flow, published);
+        if (!pruned.isEmpty()) {
+            log.info("flow {}: tables no longer in publication {}, catalog rows removed: {}", flow, config.publication(), pruned);
+        }
         for (String table : published) {
             catalog.initTable(flow, table, Phase.PENDING);
         }

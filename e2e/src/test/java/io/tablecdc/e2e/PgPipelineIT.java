@@ -277,6 +277,11 @@ class PgPipelineIT {
         assertEquals("ready", good[0]);
         awaitCount("iso_good", 4);
 
+        // a column added while the flow runs: a new Relation message, a new value schema, a new ClickHouse column
+        sql("ALTER TABLE iso.good ADD COLUMN extra text", "INSERT INTO iso.good VALUES (11, 'with extra', 'x')");
+        awaitCount("iso_good", 5);
+        assertEquals("x", clickhouse.queryAll("SELECT extra FROM iso_good FINAL WHERE id = 11").get(0).getString("extra"));
+
         // a table added to the publication while the flow runs
         sql("ALTER PUBLICATION pgiso_pub ADD TABLE iso.later", "INSERT INTO iso.later VALUES (1, 'late')");
         awaitCount("iso_later", 1);
