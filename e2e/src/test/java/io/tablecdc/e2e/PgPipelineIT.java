@@ -290,6 +290,90 @@ class PgPipelineIT {
         rest.delete(sink);
     }
 
+    /**
+     * The worker running the source is killed (SIGKILL: no offset flush, no graceful stop) while a writer commits;
+     * a second worker of the same Connect cluster resumes the flow from its stored offsets and slot: nothing is lost.
+     */
+    @Test
+    void killingTheSourceWorkerLosesNothing() throws Exception {
+        sql("DROP PUBLICATION IF EXISTS pgcrash_pub",
+                "DROP SCHEMA IF EXISTS crash CASCADE",
+                "CREATE SCHEMA crash",
+                "CREATE TABLE crash.events (id int PRIMARY KEY, v int NOT NULL, note text)",
+                "CREATE PUBLICATION pgcrash_pub FOR TABLE crash.events");
+        Map<String, String[]> tables = Map.of("crash.events", new String[] {
+                "id::text || '|' || v::text || '|' || coalesce(note, '-')",
+                "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
+        String flow = "pgcrash-flow";
+        Map<String, String> source = sourceConfig();
+        source.put("publication.name", "pgcrash_pub");
+        source.put("slot.prefix", "pgcrash");
+        source.put("topic.prefix", "pgcrash");
+        Map<String, String> sinkConfig = sinkConfig();
+        sinkConfig.put("topics.regex", "pgcrash\\..*");
+        sinkConfig.put("stage.uri", sinkConfig.get("stage.uri") + "-crash");
+        stack.connect().rest().putConfig("pgcrash-sink", sinkConfig);
+
+        AtomicBoolean writing = new AtomicBoolean(true);
+        AtomicInteger written = new AtomicInteger();
+        AtomicReference<Exception> writerError = new AtomicReference<>();
+        Thread writer = new Thread(() -> {
+            int id = 0;
+            while (writing.get()) {
+                try {
+                    id++;
+                    List<String> statements = new ArrayList<>();
+                    statements.add("INSERT INTO crash.events VALUES (" + id + ", 0, 'n" + id + "')");
+                    statements.add("UPDATE crash.events SET v = v + 1 WHERE id > " + (id - 5));
+                    if (id % 3 == 0) {
+                        statements.add("DELETE FROM crash.events WHERE id = " + (id - 2));
+                    }
+                    transaction(statements.toArray(new String[0]));
+                    written.incrementAndGet();
+                    Thread.sleep(10);
+                } catch (Exception e) {
+                    writerError.set(e);
+                    return;
+                }
+            }
+        }, "pgcrash-writer");
+
+        String group = "pgcrash-" + System.nanoTime();
+        Map<String, String> workerProps = io.tablecdc.e2e.stack.ConnectWorker.workerProperties(
+                stack.kafka().bootstrapServers(), group, stack.pluginPath());
+        io.tablecdc.e2e.stack.ConnectWorker first = io.tablecdc.e2e.stack.ConnectWorker.startProcess(workerProps,
+                StackPaths.workDir("pgcrash-worker-1"), Duration.ofSeconds(120));
+        String slot;
+        try {
+            first.rest().putConfig(flow, source);
+            first.rest().awaitRunning(flow, 1, Duration.ofSeconds(90));
+            writer.start();
+            awaitTrue(() -> written.get() >= 100, Duration.ofSeconds(60), "the writer did not write");
+            slot = flowSlot(flow);
+        } finally {
+            first.kill();
+        }
+        int atKill = written.get();
+        io.tablecdc.e2e.stack.ConnectWorker second = io.tablecdc.e2e.stack.ConnectWorker.startProcess(workerProps,
+                StackPaths.workDir("pgcrash-worker-2"), Duration.ofSeconds(120));
+        try {
+            second.rest().awaitRunning(flow, 1, Duration.ofSeconds(120));
+            awaitTrue(() -> written.get() >= atKill + 100, Duration.ofSeconds(60), "the writer stalled");
+            writing.set(false);
+            writer.join();
+            assertEquals(null, writerError.get());
+            awaitEqual(tables, Duration.ofSeconds(180));
+            assertEquals(slot, flowSlot(flow), "the second worker resumed the same slot");
+            System.out.printf("pg pipeline: %d writer transactions across a SIGKILL of the source's worker (%d before),"
+                    + " ClickHouse equals Postgres%n", written.get(), atKill);
+            second.rest().delete(flow);
+        } finally {
+            writing.set(false);
+            second.close();
+        }
+        stack.connect().rest().delete("pgcrash-sink");
+    }
+
     private static void awaitCount(String clickHouseTable, long rows) throws Exception {
         awaitTrue(() -> {
             try {
@@ -351,11 +435,15 @@ class PgPipelineIT {
     }
 
     private static String flowSlot() throws SQLException {
+        return flowSlot(FLOW);
+    }
+
+    private static String flowSlot(String flow) throws SQLException {
         try (Connection c = java.sql.DriverManager.getConnection(catalogUrl, stack.postgres().user(), stack.postgres().password());
              PreparedStatement ps = c.prepareStatement("SELECT source_slot FROM cdc_flow WHERE flow_name = ?")) {
-            ps.setString(1, FLOW);
+            ps.setString(1, flow);
             try (ResultSet rs = ps.executeQuery()) {
-                assertTrue(rs.next(), "flow " + FLOW + " is not in cdc_flow");
+                assertTrue(rs.next(), "flow " + flow + " is not in cdc_flow");
                 return rs.getString(1);
             }
         }
@@ -392,10 +480,10 @@ class PgPipelineIT {
         throw new AssertionError(message);
     }
 
-    private static List<String> postgresRows(String table) throws SQLException {
+    private static List<String> postgresRows(Map<String, String[]> tables, String table) throws SQLException {
         List<String> rows = new ArrayList<>();
         try (Connection c = source(); Statement s = c.createStatement();
-             ResultSet rs = s.executeQuery("SELECT " + TABLES.get(table)[0] + " AS r FROM " + table + " ORDER BY 1")) {
+             ResultSet rs = s.executeQuery("SELECT " + tables.get(table)[0] + " AS r FROM " + table + " ORDER BY 1")) {
             while (rs.next()) {
                 rows.add(rs.getString(1));
             }
@@ -403,10 +491,10 @@ class PgPipelineIT {
         return rows;
     }
 
-    private static List<String> clickHouseRows(String table) {
+    private static List<String> clickHouseRows(Map<String, String[]> tables, String table) {
         List<String> rows = new ArrayList<>();
         String name = table.replaceAll("[^A-Za-z0-9_]", "_");
-        for (GenericRecord r : clickhouse.queryAll("SELECT " + TABLES.get(table)[1] + " AS r FROM " + name
+        for (GenericRecord r : clickhouse.queryAll("SELECT " + tables.get(table)[1] + " AS r FROM " + name
                 + " FINAL WHERE _tablecdc_is_deleted = 0 ORDER BY r")) {
             rows.add(r.getString("r"));
         }
@@ -415,15 +503,19 @@ class PgPipelineIT {
 
     /** Waits until every table's rows in ClickHouse (FINAL, without deletes) equal Postgres's, row for row. */
     private static void awaitEqual(Duration timeout) throws Exception {
+        awaitEqual(TABLES, timeout);
+    }
+
+    private static void awaitEqual(Map<String, String[]> tables, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
         Map<String, String> last = new HashMap<>();
         while (System.nanoTime() < deadline) {
             boolean equal = true;
-            for (String table : TABLES.keySet()) {
-                List<String> expected = postgresRows(table);
+            for (String table : tables.keySet()) {
+                List<String> expected = postgresRows(tables, table);
                 List<String> actual;
                 try {
-                    actual = clickHouseRows(table);
+                    actual = clickHouseRows(tables, table);
                 } catch (RuntimeException e) {
                     last.put(table, "ClickHouse: " + e.getMessage());
                     equal = false;
