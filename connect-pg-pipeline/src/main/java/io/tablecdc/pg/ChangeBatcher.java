@@ -122,6 +122,8 @@ final class ChangeBatcher {
         if (open == null) {
             throw new IllegalStateException("a change of " + change.table() + " outside a transaction");
         }
+        // looked up before any state changes: a failing lookup (catalog outage) leaves the batcher as it was
+        lastBatchIds.computeIfAbsent(change.table(), lastBatchId::applyAsLong);
         long ordinal = ordinals.merge(change.table(), 1L, Long::sum);
         Slice slice = slices.computeIfAbsent(change.table(), t -> new Slice());
         slice.changes.add(change);
@@ -196,7 +198,7 @@ final class ChangeBatcher {
         if (slice == null || slice.changes.isEmpty()) {
             return;
         }
-        long id = lastBatchIds.computeIfAbsent(table, t -> lastBatchId.applyAsLong(t)) + 1;
+        long id = lastBatchIds.get(table) + 1;
         lastBatchIds.put(table, id);
         Batch batch = new Batch(table, id, open.commitLsn, slice.changes.size(), open.receivedAt, open.commitTime);
         Map<String, String> partition = tablePartition(flow, table);

@@ -28,6 +28,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
 import io.tablecdc.common.catalog.FlowIdentity;
 import io.tablecdc.common.catalog.FlowIdentityMismatchException;
 import io.tablecdc.common.catalog.FlowRecord;
@@ -333,18 +334,20 @@ public class PgPipelineSourceTask extends SourceTask {
                     break;
                 }
             }
-        } catch (SQLException e) {
+        } catch (SQLException | CatalogUnavailableException e) {
             if (stopping) {
                 return null;
             }
-            log.warn("flow {}: replication stream failed ({}); reconnecting from {}", flow, e.getMessage(), resumeFrom);
+            // the open transaction is read again from the end of the last one handed to Connect
+            log.warn("flow {}: {} failed ({}); reconnecting from {}", flow,
+                    e instanceof SQLException ? "replication stream" : "catalog", e.getMessage(), resumeFrom);
             batcher.abort();
             txnCommitLsn = null;
             closeStream();
             if (!out.isEmpty()) {
                 return out;
             }
-            throw new RetriableException("flow " + flow + ": replication stream failed: " + e.getMessage(), e);
+            throw new RetriableException("flow " + flow + ": streaming failed: " + e.getMessage(), e);
         }
         syncToCatalog();
         Lsn safe = batcher.safePosition();
@@ -490,12 +493,13 @@ public class PgPipelineSourceTask extends SourceTask {
     }
 
     private void failTable(String table, TableRun run, String error) {
+        // the catalog first: if it is unreachable the transaction is read again and the table fails then
+        catalog.markErrored(flow, table, null, error, Instant.now(), null);
         run.streaming = false;
         run.reason = error;
         batcher.drop(table);
         log.error("flow {}, table {}: {}; the table is marked errored and its changes are skipped, other tables carry on",
                 flow, table, error);
-        catalog.markErrored(flow, table, null, error, Instant.now(), null);
     }
 
     private void syncToCatalog() {

@@ -171,4 +171,26 @@ class ChangeBatcherTest {
         List<SourceRecord> out = b.commit(Lsn.parse("0/250"));
         assertEquals(List.of("pg.s.b"), out.stream().map(SourceRecord::topic).toList());
     }
+
+    /** A catalog outage while a table's first batch id is looked up must not leave half-tracked records behind. */
+    @Test
+    void aFailingBatchIdLookupLeavesNothingHalfDone() {
+        boolean[] fail = {true};
+        ChangeBatcher b = new ChangeBatcher("f", "slot_1", "__hb", 10, t -> "pg." + t, t -> {
+            if (fail[0]) {
+                throw new IllegalStateException("catalog unavailable");
+            }
+            return 3L;
+        }, Lsn.parse("0/100"));
+        b.begin(Lsn.parse("0/200"), T, T);
+        org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class, () -> b.add(change("s.a", Op.CREATE, 1)));
+        b.abort();
+        fail[0] = false;
+        b.begin(Lsn.parse("0/200"), T, T);
+        b.add(change("s.a", Op.CREATE, 1));
+        List<SourceRecord> out = b.commit(Lsn.parse("0/250"));
+        assertEquals("4", header(out.get(0), RecordHeaders.BATCH));
+        b.acknowledged(out.get(0));
+        assertEquals(Lsn.parse("0/250"), b.safePosition());
+    }
 }
