@@ -1,25 +1,44 @@
 package io.tablecdc.pg;
 
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.apache.kafka.connect.source.SourceConnector;
-import org.apache.kafka.connect.source.SourceRecord;
-import org.apache.kafka.connect.source.SourceTask;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
+import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.FlowIdentity;
+import io.tablecdc.pg.config.PgPipelineConfig;
+import io.tablecdc.pg.wire.Lsn;
 
 /**
- * Postgres logical replication: an apply task on the main slot and copy tasks that load and hand over tables one by one.
+ * Postgres logical replication of one publication, every table on its own (see docs/pg-pipeline.md).
  *
- * <p>This build only packages the plugin: starting it fails with a clear message until issue #7 lands.
+ * <p>This release runs the apply task only (task 0, whatever {@code tasks.max} says): tables start streaming from
+ * the slot's position without a copy ({@code table.sync.copy=none}); copy tasks come later.
+ *
+ * <p>{@link #validate} checks single fields first, then (when the database answers) {@code wal_level}, the
+ * publication and the user's replication privilege, each reported on the field it concerns.
  */
 public class PgPipelineSourceConnector extends SourceConnector {
-    static final String NOT_YET = "PgPipelineSourceConnector does not replicate yet in tablecdc " + Version.get()
-            + " (it is packaged so that the plugin installs and loads; issue #7 builds it)";
+    private static final Logger log = LoggerFactory.getLogger(PgPipelineSourceConnector.class);
+    private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
+
+    private Map<String, String> props;
 
     @Override
     public String version() {
@@ -28,7 +47,24 @@ public class PgPipelineSourceConnector extends SourceConnector {
 
     @Override
     public void start(Map<String, String> props) {
-        throw new ConnectException(NOT_YET);
+        PgPipelineConfig config = new PgPipelineConfig(props);
+        String unsupported = PgPipelineConfig.unsupportedCopy(config.copyMode());
+        if (unsupported != null) {
+            throw new ConnectException(unsupported);
+        }
+        this.props = new HashMap<>(props);
+        String flow = flow(props);
+        // migrations run once here, not raced by the tasks
+        try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
+            catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND, null, null, null,
+                    config.publication(), null), null);
+        } catch (RuntimeException e) {
+            throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);
+        }
+    }
+
+    private static String flow(Map<String, String> props) {
+        return props.getOrDefault("name", "pg-pipeline");
     }
 
     @Override
@@ -36,9 +72,14 @@ public class PgPipelineSourceConnector extends SourceConnector {
         return PgPipelineSourceTask.class;
     }
 
+    /** One task, the apply task; copy tasks are not built yet. */
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        throw new ConnectException(NOT_YET);
+        Map<String, String> task = new HashMap<>(props);
+        task.put(PgPipelineSourceTask.FLOW_PROP, flow(props));
+        List<Map<String, String>> configs = new ArrayList<>();
+        configs.add(task);
+        return configs;
     }
 
     @Override
@@ -47,28 +88,119 @@ public class PgPipelineSourceConnector extends SourceConnector {
 
     @Override
     public ConfigDef config() {
-        return new ConfigDef();
+        return PgPipelineConfig.CONFIG_DEF;
     }
-
-    /** The task of {@link PgPipelineSourceConnector}. */
-    public static class PgPipelineSourceTask extends SourceTask {
-        @Override
-        public String version() {
-            return Version.get();
-        }
-
-        @Override
-        public void start(Map<String, String> props) {
-            throw new ConnectException(NOT_YET);
-        }
 
     @Override
-    public List<SourceRecord> poll() {
-        throw new ConnectException(NOT_YET);
+    public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
+        return ExactlyOnceSupport.UNSUPPORTED;
     }
 
-        @Override
-        public void stop() {
+    @Override
+    public Config validate(Map<String, String> connectorConfigs) {
+        Config result = super.validate(connectorConfigs);
+        Map<String, ConfigValue> values = ConfigValidation.byName(result);
+        if (!ConfigValidation.noErrors(values)) {
+            return result;
         }
+        PgPipelineConfig config;
+        try {
+            config = new PgPipelineConfig(connectorConfigs);
+        } catch (ConfigException e) {
+            addError(result, values, PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, e.getMessage());
+            return result;
+        }
+        String unsupported = PgPipelineConfig.unsupportedCopy(config.copyMode());
+        if (unsupported != null) {
+            addError(result, values, PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, unsupported);
+        }
+        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
+        if (partitions != null && !partitions.trim().equals("1")) {
+            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
+                    + "; a table's topic must have one partition to keep its changes in order");
+        }
+        checkDatabase(config, result, values);
+        return result;
+    }
+
+    /** wal_level, the publication and the replication privilege, each on its field. */
+    static void checkDatabase(PgPipelineConfig config, Config result, Map<String, ConfigValue> values) {
+        try (Connection c = SourceDatabase.connect(config, "tablecdc validate")) {
+            String walLevel = SourceDatabase.walLevel(c);
+            if (!"logical".equals(walLevel)) {
+                addError(result, values, PgPipelineConfig.HOST_CONFIG, "the server has wal_level=" + walLevel
+                        + "; logical replication needs wal_level=logical (ALTER SYSTEM SET wal_level = logical, then restart)");
+            }
+            if (!SourceDatabase.publicationExists(c, config.publication())) {
+                addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "publication " + config.publication()
+                        + " does not exist in database " + config.database() + " (CREATE PUBLICATION … FOR TABLE …)");
+            } else if (SourceDatabase.publicationTables(c, config.publication()).isEmpty()) {
+                addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "publication " + config.publication()
+                        + " has no tables (ALTER PUBLICATION … ADD TABLE …)");
+            }
+            if (!SourceDatabase.canReplicate(c)) {
+                addError(result, values, PgPipelineConfig.USER_CONFIG, "user " + config.user() + " may not replicate:"
+                        + " it needs the REPLICATION attribute (ALTER ROLE " + config.user() + " REPLICATION)");
+            }
+        } catch (SQLException e) {
+            String state = e.getSQLState() == null ? "" : e.getSQLState();
+            String field = switch (state) {
+                case "28P01" -> PgPipelineConfig.PASSWORD_CONFIG;
+                case "28000" -> PgPipelineConfig.USER_CONFIG;
+                case "3D000" -> PgPipelineConfig.DATABASE_CONFIG;
+                default -> PgPipelineConfig.HOST_CONFIG;
+            };
+            addError(result, values, field, "cannot connect to " + config.jdbcUrl() + ": " + e.getMessage());
+        }
+    }
+
+    private static void addError(Config result, Map<String, ConfigValue> values, String name, String message) {
+        ConfigValue value = values.get(name);
+        if (value == null) {
+            value = new ConfigValue(name);
+            values.put(name, value);
+            result.configValues().add(value);
+        }
+        value.addErrorMessage(message);
+    }
+
+    /**
+     * Checks offsets proposed through the REST API: {@code {"flow": f, "slot": s}} with {@code {"lsn": "X/Y"}}, or
+     * {@code {"flow": f, "table": "schema.table"}} with {@code {"batch": id, "lsn": "X/Y"}}; null resets. Batch ids
+     * never go back whatever the offset says (the task takes the larger of offset and catalog), and a slot position
+     * before the slot's confirmed position cannot make the server resend what it released.
+     */
+    @Override
+    public boolean alterOffsets(Map<String, String> connectorConfig, Map<Map<String, ?>, Map<String, ?>> offsets) {
+        String flow = flow(connectorConfig);
+        for (Map.Entry<Map<String, ?>, Map<String, ?>> entry : offsets.entrySet()) {
+            Map<String, ?> partition = entry.getKey();
+            if (partition == null || !flow.equals(partition.get(ChangeBatcher.FLOW_KEY)) || partition.size() != 2
+                    || !(partition.get(ChangeBatcher.SLOT_KEY) instanceof String
+                    || partition.get(ChangeBatcher.TABLE_KEY) instanceof String)) {
+                throw new ConnectException("a partition is {\"flow\": \"" + flow + "\", \"slot\": …} or {\"flow\": \""
+                        + flow + "\", \"table\": \"schema.table\"}, not " + partition);
+            }
+            Map<String, ?> offset = entry.getValue();
+            if (offset == null) {
+                continue;
+            }
+            Object lsn = offset.get(ChangeBatcher.LSN_KEY);
+            try {
+                Lsn.parse(lsn == null ? null : lsn.toString());
+            } catch (IllegalArgumentException e) {
+                throw new ConnectException("offset of " + partition + ": " + e.getMessage());
+            }
+            if (partition.containsKey(ChangeBatcher.TABLE_KEY)
+                    && !(offset.get(ChangeBatcher.BATCH_KEY) instanceof Number n && n.longValue() >= 0)) {
+                throw new ConnectException("offset of " + partition + ": batch must be a non-negative integer, not "
+                        + offset.get(ChangeBatcher.BATCH_KEY));
+            }
+        }
+        return true;
+    }
+
+    static {
+        log.debug("tablecdc Postgres pipeline source {}", Version.get());
     }
 }

@@ -68,6 +68,10 @@ final class PgoutputServer implements AutoCloseable {
         }
     }
 
+    int port() {
+        return server.getPort();
+    }
+
     Connection connect() throws SQLException {
         return DriverManager.getConnection(url, "postgres", "");
     }

@@ -1,0 +1,342 @@
+package io.tablecdc.pg;
+
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.HashMap;
+import java.util.IdentityHashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.ToLongFunction;
+
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.Struct;
+import org.apache.kafka.connect.header.ConnectHeaders;
+import org.apache.kafka.connect.source.SourceRecord;
+
+import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.catalog.SyncedBatch;
+import io.tablecdc.pg.wire.Lsn;
+
+/**
+ * Turns the changes of the stream into per-table batches of records, and follows their acknowledgements to the
+ * flow's durable position. Free of any Postgres connection so that it can be tested on its own.
+ *
+ * <h2>Batches</h2>
+ * A table's batch is its changes in one flush slice: one transaction, cut every {@code batch.rows} rows of that
+ * table. Records of a batch are emitted together when the slice closes, the last one with
+ * {@code tablecdc.batch.last=true}. Batch ids are per table and only grow: the first id of a table is one above
+ * the {@code lastBatchId} function's answer (the task takes the larger of the table's offset and its catalog
+ * synced id), and every further batch takes the next one.
+ *
+ * <h2>Offsets</h2>
+ * <ul>
+ * <li>Table records carry partition {@code {"flow": f, "table": schema.table}} and offset
+ * {@code {"batch": id, "lsn": commit LSN}}.</li>
+ * <li>The flow's position is partition {@code {"flow": f, "slot": s}}, offset {@code {"lsn": X/Y}}: the end of the
+ * last transaction whose records are all acknowledged by Kafka (or, while idle, the server's position). It
+ * travels on position records ({@link #positionRecord}) that the task emits only once that position is safe.
+ * Kafka Connect commits each source partition's offsets on their own, so the position cannot ride on table
+ * records: a later table's acknowledged record would commit the position while an earlier table's record was
+ * still in flight.</li>
+ * </ul>
+ *
+ * <p>Thread-safety: the task's poll thread calls everything except {@link #acknowledged}, which the producer's
+ * thread calls; shared state is guarded by this object's lock.
+ */
+final class ChangeBatcher {
+    static final String FLOW_KEY = "flow";
+    static final String TABLE_KEY = "table";
+    static final String SLOT_KEY = "slot";
+    static final String BATCH_KEY = "batch";
+    static final String LSN_KEY = "lsn";
+
+    /** One change of one table, converted. {@code key} is null for tables without a key. */
+    record Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value) {
+    }
+
+    /** A table batch whose records are all acknowledged: what the catalog mirrors. */
+    record Synced(String table, SyncedBatch batch) {
+    }
+
+    private final String flow;
+    private final String slot;
+    private final String heartbeatTopic;
+    private final int batchRows;
+    private final java.util.function.Function<String, String> topicOf;
+    private final ToLongFunction<String> lastBatchId;
+
+    // poll thread only
+    private final Map<String, Long> lastBatchIds = new HashMap<>();
+    private final Map<String, Slice> slices = new LinkedHashMap<>();
+    private final Map<String, Long> ordinals = new HashMap<>();
+    private Txn open;
+
+    // shared with the producer thread, under this
+    private final Deque<Txn> inFlight = new ArrayDeque<>();
+    private final Map<SourceRecord, Tag> tags = new IdentityHashMap<>();
+    private final List<Synced> synced = new ArrayList<>();
+    private Lsn safe;
+    private Lsn acknowledgedPosition;
+
+    ChangeBatcher(String flow, String slot, String heartbeatTopic, int batchRows,
+                  java.util.function.Function<String, String> topicOf, ToLongFunction<String> lastBatchId, Lsn start) {
+        this.flow = flow;
+        this.slot = slot;
+        this.heartbeatTopic = heartbeatTopic;
+        this.batchRows = batchRows;
+        this.topicOf = topicOf;
+        this.lastBatchId = lastBatchId;
+        this.safe = start;
+        this.acknowledgedPosition = start;
+    }
+
+    static Map<String, String> tablePartition(String flow, String table) {
+        return Map.of(FLOW_KEY, flow, TABLE_KEY, table);
+    }
+
+    static Map<String, String> slotPartition(String flow, String slot) {
+        return Map.of(FLOW_KEY, flow, SLOT_KEY, slot);
+    }
+
+    /** A transaction begins; its changes are versioned with {@code commitLsn}. */
+    void begin(Lsn commitLsn, Instant commitTime, Instant receivedAt) {
+        if (open != null) {
+            throw new IllegalStateException("transaction at " + open.commitLsn + " is still open when one at " + commitLsn + " begins");
+        }
+        open = new Txn(commitLsn, commitTime, receivedAt);
+        ordinals.clear();
+        synchronized (this) {
+            inFlight.addLast(open);
+        }
+    }
+
+    boolean inTransaction() {
+        return open != null;
+    }
+
+    /** Adds a change of the open transaction; returns the records of a batch it completed ({@code batch.rows}). */
+    List<SourceRecord> add(Change change) {
+        if (open == null) {
+            throw new IllegalStateException("a change of " + change.table() + " outside a transaction");
+        }
+        // looked up before any state changes: a failing lookup (catalog outage) leaves the batcher as it was
+        lastBatchIds.computeIfAbsent(change.table(), lastBatchId::applyAsLong);
+        long ordinal = ordinals.merge(change.table(), 1L, Long::sum);
+        Slice slice = slices.computeIfAbsent(change.table(), t -> new Slice());
+        slice.changes.add(change);
+        slice.versions.add(ChangeVersion.of(open.commitLsn, ordinal));
+        if (slice.changes.size() >= batchRows) {
+            List<SourceRecord> out = new ArrayList<>();
+            flush(change.table(), slices.remove(change.table()), out);
+            return out;
+        }
+        return List.of();
+    }
+
+    /** The open transaction committed ending at {@code endLsn}: its remaining slices become batches. */
+    List<SourceRecord> commit(Lsn endLsn) {
+        if (open == null) {
+            throw new IllegalStateException("a commit at " + endLsn + " without a transaction");
+        }
+        List<SourceRecord> out = new ArrayList<>();
+        for (Map.Entry<String, Slice> entry : slices.entrySet()) {
+            flush(entry.getKey(), entry.getValue(), out);
+        }
+        slices.clear();
+        synchronized (this) {
+            open.endLsn = endLsn;
+            open.closed = true;
+            advance();
+        }
+        open = null;
+        return out;
+    }
+
+    /**
+     * Drops the open transaction's changes not yet emitted (the stream broke or restarts); it will be received
+     * again from the position the stream restarts at.
+     */
+    void abort() {
+        if (open != null) {
+            synchronized (this) {
+                // its emitted records (batches cut by batch.rows) stay tracked; its position never becomes safe
+                open.endLsn = null;
+                open.closed = true;
+                open.aborted = true;
+            }
+        }
+        slices.clear();
+        open = null;
+    }
+
+    /** Drops {@code table}'s changes of the open transaction not yet emitted (the table just failed). */
+    void drop(String table) {
+        slices.remove(table);
+    }
+
+    /**
+     * The server says nothing before {@code serverLsn} is left to send: while no transaction is open, the
+     * position may move there once everything before it is acknowledged.
+     */
+    void idle(Lsn serverLsn) {
+        if (open != null || serverLsn == null) {
+            return;
+        }
+        synchronized (this) {
+            Txn marker = new Txn(serverLsn, null, null);
+            marker.endLsn = serverLsn;
+            marker.closed = true;
+            inFlight.addLast(marker);
+            advance();
+        }
+    }
+
+    private void flush(String table, Slice slice, List<SourceRecord> out) {
+        if (slice == null || slice.changes.isEmpty()) {
+            return;
+        }
+        long id = lastBatchIds.get(table) + 1;
+        lastBatchIds.put(table, id);
+        Batch batch = new Batch(table, id, open.commitLsn, slice.changes.size(), open.receivedAt, open.commitTime);
+        Map<String, String> partition = tablePartition(flow, table);
+        Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, open.commitLsn.toString());
+        String topic = topicOf.apply(table);
+        List<SourceRecord> records = new ArrayList<>(slice.changes.size());
+        for (int i = 0; i < slice.changes.size(); i++) {
+            Change change = slice.changes.get(i);
+            ConnectHeaders headers = new ConnectHeaders();
+            headers.addString(RecordHeaders.FLOW, flow);
+            headers.addString(RecordHeaders.TABLE, table);
+            headers.addString(RecordHeaders.OP, change.op().code());
+            headers.addString(RecordHeaders.VERSION, Long.toString(slice.versions.get(i)));
+            headers.addString(RecordHeaders.BATCH, Long.toString(id));
+            if (i == slice.changes.size() - 1) {
+                headers.addString(RecordHeaders.BATCH_LAST, "true");
+            }
+            records.add(new SourceRecord(partition, offset, topic, 0, change.keySchema(), change.key(),
+                    change.valueSchema(), change.value(), open.commitTime.toEpochMilli(), headers));
+        }
+        synchronized (this) {
+            for (SourceRecord record : records) {
+                tags.put(record, new Tag(open, batch));
+            }
+            open.remaining += records.size();
+        }
+        out.addAll(records);
+    }
+
+    /** A position record for {@code lsn}: partition {@code {"flow", "slot"}}, offset {@code {"lsn"}}. */
+    SourceRecord positionRecord(Lsn lsn) {
+        SourceRecord record = new SourceRecord(slotPartition(flow, slot), Map.of(LSN_KEY, lsn.toString()), heartbeatTopic, 0,
+                Schema.STRING_SCHEMA, flow, Schema.STRING_SCHEMA, lsn.toString());
+        synchronized (this) {
+            tags.put(record, new Tag(null, null, lsn));
+        }
+        return record;
+    }
+
+    /** Kafka acknowledged {@code record} (called on the producer's thread, from {@code commitRecord}). */
+    synchronized void acknowledged(SourceRecord record) {
+        Tag tag = tags.remove(record);
+        if (tag == null) {
+            return;
+        }
+        if (tag.position != null) {
+            if (tag.position.isAfter(acknowledgedPosition)) {
+                acknowledgedPosition = tag.position;
+            }
+            return;
+        }
+        tag.txn.remaining--;
+        if (--tag.batch.remaining == 0) {
+            Batch b = tag.batch;
+            synced.add(new Synced(b.table, new SyncedBatch(b.commitLsn.toString(), b.id, b.rows, b.receivedAt, b.commitTime)));
+        }
+        advance();
+    }
+
+    /** The end of the last transaction whose records are all acknowledged, in order; never moves back. */
+    synchronized Lsn safePosition() {
+        return safe;
+    }
+
+    /** The largest position whose position record Kafka acknowledged. */
+    synchronized Lsn acknowledgedPosition() {
+        return acknowledgedPosition;
+    }
+
+    /** The table batches acknowledged since the last call, in acknowledgement order. */
+    synchronized List<Synced> drainSynced() {
+        List<Synced> out = new ArrayList<>(synced);
+        synced.clear();
+        return out;
+    }
+
+    /** The last batch id used for {@code table}, or null if this batcher has not emitted any for it. */
+    Long lastBatchId(String table) {
+        return lastBatchIds.get(table);
+    }
+
+    private void advance() {
+        while (!inFlight.isEmpty()) {
+            Txn head = inFlight.peekFirst();
+            if (!head.closed || head.remaining > 0) {
+                return;
+            }
+            inFlight.removeFirst();
+            if (!head.aborted && head.endLsn.isAfter(safe)) {
+                safe = head.endLsn;
+            }
+        }
+    }
+
+    private static final class Slice {
+        final List<Change> changes = new ArrayList<>();
+        final List<Long> versions = new ArrayList<>();
+    }
+
+    private static final class Txn {
+        final Lsn commitLsn;
+        final Instant commitTime;
+        final Instant receivedAt;
+        Lsn endLsn;
+        boolean closed;
+        boolean aborted;
+        int remaining;
+
+        Txn(Lsn commitLsn, Instant commitTime, Instant receivedAt) {
+            this.commitLsn = commitLsn;
+            this.commitTime = commitTime;
+            this.receivedAt = receivedAt;
+        }
+    }
+
+    private static final class Batch {
+        final String table;
+        final long id;
+        final Lsn commitLsn;
+        final long rows;
+        final Instant receivedAt;
+        final Instant commitTime;
+        int remaining;
+
+        Batch(String table, long id, Lsn commitLsn, int rows, Instant receivedAt, Instant commitTime) {
+            this.table = table;
+            this.id = id;
+            this.commitLsn = commitLsn;
+            this.rows = rows;
+            this.remaining = rows;
+            this.receivedAt = receivedAt;
+            this.commitTime = commitTime;
+        }
+    }
+
+    private record Tag(Txn txn, Batch batch, Lsn position) {
+        Tag(Txn txn, Batch batch) {
+            this(txn, batch, null);
+        }
+    }
+}

@@ -1,0 +1,68 @@
+package io.tablecdc.pg;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.kafka.connect.errors.ConnectException;
+import org.junit.jupiter.api.Test;
+
+class ConnectorTest {
+    private static Map<String, String> config() {
+        Map<String, String> props = new HashMap<>();
+        props.put("name", "orders-flow");
+        return props;
+    }
+
+    private static Map<Map<String, ?>, Map<String, ?>> offsets(Map<String, ?> partition, Map<String, ?> offset) {
+        Map<Map<String, ?>, Map<String, ?>> offsets = new HashMap<>();
+        offsets.put(partition, offset);
+        return offsets;
+    }
+
+    @Test
+    void offsetsOfTheSlotAndOfTablesAreAccepted() {
+        PgPipelineSourceConnector connector = new PgPipelineSourceConnector();
+        assertTrue(connector.alterOffsets(config(), offsets(Map.of("flow", "orders-flow", "slot", "tablecdc_ab"),
+                Map.of("lsn", "0/16B3748"))));
+        assertTrue(connector.alterOffsets(config(), offsets(Map.of("flow", "orders-flow", "table", "shop.orders"),
+                Map.of("batch", 12, "lsn", "1/0"))));
+        assertTrue(connector.alterOffsets(config(), offsets(Map.of("flow", "orders-flow", "table", "shop.orders"), null)),
+                "a tombstone resets");
+    }
+
+    @Test
+    void malformedOffsetsAreRefusedWithTheReason() {
+        PgPipelineSourceConnector connector = new PgPipelineSourceConnector();
+        ConnectException e = assertThrows(ConnectException.class, () -> connector.alterOffsets(config(),
+                offsets(Map.of("flow", "another-flow", "slot", "s"), Map.of("lsn", "0/1"))));
+        assertTrue(e.getMessage().contains("\"flow\": \"orders-flow\""), e.getMessage());
+        e = assertThrows(ConnectException.class, () -> connector.alterOffsets(config(),
+                offsets(Map.of("flow", "orders-flow", "slot", "s"), Map.of("lsn", "yesterday"))));
+        assertTrue(e.getMessage().contains("an LSN must be X/Y"), e.getMessage());
+        e = assertThrows(ConnectException.class, () -> connector.alterOffsets(config(),
+                offsets(Map.of("flow", "orders-flow", "table", "shop.orders"), Map.of("batch", -1, "lsn", "0/1"))));
+        assertTrue(e.getMessage().contains("batch must be a non-negative integer"), e.getMessage());
+    }
+
+    @Test
+    void startRefusesCopyAndAnUnusableCatalog() {
+        PgPipelineSourceConnector connector = new PgPipelineSourceConnector();
+        Map<String, String> props = config();
+        props.put("database.host", "127.0.0.1");
+        props.put("database.dbname", "shop");
+        props.put("database.user", "replicator");
+        props.put("publication.name", "shop_pub");
+        props.put("topic.prefix", "pg");
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/none");
+        ConnectException unreachable = assertThrows(ConnectException.class, () -> connector.start(props));
+        assertTrue(unreachable.getMessage().contains("the catalog is not usable"), unreachable.getMessage());
+        props.put("table.sync.copy", "all");
+        ConnectException e = assertThrows(ConnectException.class, () -> connector.start(props));
+        assertTrue(e.getMessage().contains("not built yet"), e.getMessage());
+        assertEquals(PgPipelineSourceTask.class, connector.taskClass());
+    }
+}

@@ -1,0 +1,101 @@
+package io.tablecdc.pg;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.common.config.Config;
+import org.apache.kafka.common.config.ConfigValue;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/** {@link PgPipelineSourceConnector#validate} against a real PostgreSQL: each problem on its field. */
+class ValidateTest {
+    private static PgoutputServer pg;
+
+    @BeforeAll
+    static void start() throws Exception {
+        pg = PgoutputServer.start("validate-server");
+        pg.execute("CREATE TABLE IF NOT EXISTS public.v_orders (id int PRIMARY KEY)",
+                "DROP PUBLICATION IF EXISTS v_pub", "CREATE PUBLICATION v_pub FOR TABLE public.v_orders",
+                "DROP PUBLICATION IF EXISTS v_empty", "CREATE PUBLICATION v_empty",
+                "DROP ROLE IF EXISTS v_plain", "CREATE ROLE v_plain LOGIN");
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        pg.close();
+    }
+
+    private static Map<String, String> config() {
+        Map<String, String> props = new HashMap<>();
+        props.put("name", "v-flow");
+        props.put("database.host", "127.0.0.1");
+        props.put("database.port", Integer.toString(pg.port()));
+        props.put("database.dbname", PgoutputServer.DATABASE);
+        props.put("database.user", "postgres");
+        props.put("database.sslmode", "disable");
+        props.put("publication.name", "v_pub");
+        props.put("topic.prefix", "pg");
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/unused");
+        return props;
+    }
+
+    private static Map<String, List<String>> errors(Map<String, String> props) {
+        Config result = new PgPipelineSourceConnector().validate(props);
+        Map<String, List<String>> errors = new HashMap<>();
+        for (ConfigValue value : result.configValues()) {
+            if (!value.errorMessages().isEmpty()) {
+                errors.put(value.name(), new ArrayList<>(value.errorMessages()));
+            }
+        }
+        return errors;
+    }
+
+    @Test
+    void aGoodConfigHasNoErrors() {
+        assertEquals(Map.of(), errors(config()));
+    }
+
+    @Test
+    void publicationProblemsAreOnThePublication() {
+        Map<String, String> props = config();
+        props.put("publication.name", "v_missing");
+        String error = String.join("; ", errors(props).get("publication.name"));
+        assertTrue(error.contains("publication v_missing does not exist"), error);
+        props.put("publication.name", "v_empty");
+        error = String.join("; ", errors(props).get("publication.name"));
+        assertTrue(error.contains("has no tables"), error);
+    }
+
+    @Test
+    void aUserWithoutReplicationIsReportedOnTheUser() {
+        Map<String, String> props = config();
+        props.put("database.user", "v_plain");
+        String error = String.join("; ", errors(props).get("database.user"));
+        assertTrue(error.contains("may not replicate"), error);
+    }
+
+    @Test
+    void copyAndPartitionsAreRefusedOnTheirFields() {
+        Map<String, String> props = config();
+        props.put("table.sync.copy", "except:public.v_orders");
+        props.put("topic.creation.default.partitions", "3");
+        Map<String, List<String>> errors = errors(props);
+        assertTrue(String.join("; ", errors.get("table.sync.copy")).contains("not built yet"), errors.toString());
+        assertTrue(String.join("; ", errors.get("topic.creation.default.partitions")).contains("one partition"), errors.toString());
+    }
+
+    @Test
+    void anUnknownDatabaseIsReportedOnTheDatabase() {
+        Map<String, String> props = config();
+        props.put("database.dbname", "no_such_db");
+        String error = String.join("; ", errors(props).get("database.dbname"));
+        assertTrue(error.contains("cannot connect"), error);
+    }
+}
