@@ -75,7 +75,7 @@ class StageSinkIT {
     @Test
     void batchesOfTablecdcRecordsEndUpInReplacingMergeTreeWithUpdatesAndDeletesApplied() throws Exception {
         String topic = "sinkit.pull.orders";
-        String table = "shop.orders";
+        String table = "sinkit.orders";
         String flow = "flow-pull";
         try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
             producer.send(topic, key(1), order(1, "ada", "10.50", 1_700_000_000_123_456L), Headers.of(flow, table, "r", 1, 1, false));
@@ -86,10 +86,10 @@ class StageSinkIT {
         rest.putConfig("sink-pull", sinkConfig("sinkit\\.pull\\..*"));
         rest.awaitRunning("sink-pull", 1, Duration.ofSeconds(60));
 
-        awaitRows("SELECT id, customer, toString(amount) AS amount, toString(placed_at) AS placed_at FROM shop_orders_current ORDER BY id",
+        awaitRows("SELECT id, customer, toString(amount) AS amount, toString(placed_at) AS placed_at FROM sinkit_orders_current ORDER BY id",
                 rows -> rows.size() == 3, Duration.ofSeconds(60));
         List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer, toString(amount) AS amount, toString(placed_at) AS placed_at"
-                + " FROM shop_orders_current ORDER BY id");
+                + " FROM sinkit_orders_current ORDER BY id");
         assertEquals("ada", rows.get(0).getString("customer"));
         assertEquals("10.5", rows.get(0).getString("amount"));
         assertEquals("2023-11-14 22:13:20.123456", rows.get(0).getString("placed_at"));
@@ -105,7 +105,7 @@ class StageSinkIT {
             producer.send(topic, key(1), order(1, "stale ada", "1.00", 1L), Headers.of(flow, table, "u", 4, 3, true));
         }
         awaitCatalog(flow, table, "normalized_batch_id::text", "3", Duration.ofSeconds(60));
-        List<GenericRecord> after = clickhouse.queryAll("SELECT id, customer FROM shop_orders_current ORDER BY id");
+        List<GenericRecord> after = clickhouse.queryAll("SELECT id, customer FROM sinkit_orders_current ORDER BY id");
         assertEquals("[[1, ada lovelace], [3, 東京 🚀], [4, ]]", describe(after));
 
         try (Connection c = stack.postgres().connect("sink_catalog");
