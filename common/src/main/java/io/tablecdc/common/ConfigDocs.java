@@ -40,6 +40,27 @@ public final class ConfigDocs {
         return out.toString();
     }
 
+    /** Keys without documentation or group: each connector's tests require this list to be empty. */
+    public static List<String> undocumented(ConfigDef def) {
+        return def.configKeys().values().stream()
+                .filter(k -> k.documentation == null || k.documentation.isBlank() || k.group == null)
+                .map(k -> k.name)
+                .toList();
+    }
+
+    /**
+     * Returns the reference as committed at {@code doc} and rewrites the file with {@code generated} when they
+     * differ, so that a test comparing the two fails once and the regenerated file can be committed.
+     */
+    public static String committedThenRefreshed(java.nio.file.Path doc, String generated) throws java.io.IOException {
+        String committed = java.nio.file.Files.exists(doc) ? java.nio.file.Files.readString(doc) : "";
+        if (!generated.equals(committed)) {
+            java.nio.file.Files.createDirectories(doc.getParent());
+            java.nio.file.Files.writeString(doc, generated);
+        }
+        return committed;
+    }
+
     private static String defaultText(ConfigDef.ConfigKey key) {
         if (!key.hasDefault()) {
             return "(required)";
