@@ -3,7 +3,6 @@ package io.tablecdc.e2e;
 import java.io.PrintStream;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,7 +25,6 @@ import com.google.cloud.bigquery.TableInfo;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.StatusScript;
 import io.tablecdc.e2e.stack.LocalStack;
-import io.tablecdc.e2e.stack.StackPaths;
 
 /**
  * The quickstart: starts the local stack, prints its endpoints, creates a table in the BigQuery emulator,
