@@ -333,7 +333,11 @@ class IsolationIT {
             sink.put("consumer.override.session.timeout.ms", "6000");
             sink.put("consumer.override.heartbeat.interval.ms", "1500");
             worker.rest().putConfig(flow + "-sink", sink);
-            worker.rest().putConfig(flow, SourceConfigs.queryCdc(stack, catalogUrl, DATASET, "crash_1:ts:id, crash_2:ts:id", 2, "isoc"));
+            Map<String, String> source = SourceConfigs.queryCdc(stack, catalogUrl, DATASET, "crash_1:ts:id, crash_2:ts:id", 2, "isoc");
+            // worker JVMs starting on two cores slow the emulator's inserts down past a second at times: a row stamped
+            // before its insert took longer than the safety lag could be passed by the cursor unseen (by design)
+            source.put("safety.lag.ms", "5000");
+            worker.rest().putConfig(flow, source);
             worker.rest().awaitRunning(flow, 2, WAIT);
             worker.rest().awaitRunning(flow + "-sink", 1, WAIT);
             for (TableId t : tables) {
@@ -373,7 +377,7 @@ class IsolationIT {
                 long before = checks.countFinal(chTable(c1));
                 checks.awaitRows("SELECT count() AS n FROM " + chTable(c1) + " FINAL", r -> r.get(0).getLong("n") > before, WAIT);
             }
-            System.out.println("worker killed at: " + kills);
+            System.out.println("worker killed at: " + kills + "; longest insertAll " + w.maxInsertMs.get() + " ms");
             writer.stop();
             for (TableId t : tables) {
                 awaitExactly(t, w);
@@ -422,6 +426,8 @@ class IsolationIT {
         private final Map<String, ConcurrentSkipListMap<Long, String>> written = new java.util.concurrent.ConcurrentHashMap<>();
         private final AtomicLong sequence = new AtomicLong();
 
+        /** The longest insertAll: a row whose insert outlasts safety.lag.ms may be passed by the cursor unseen. */
+        private final AtomicLong maxInsertMs = new AtomicLong();
         private final Map<String, AtomicLong> lastIds = new java.util.concurrent.ConcurrentHashMap<>();
 
         /** {@code rows} new rows, stamped now (the safety lag holds them back for a second). */
@@ -440,7 +446,9 @@ class IsolationIT {
                 batch.add(row);
                 values.put(id, val);
             }
+            long started = System.nanoTime();
             CdcChecks.insert(bigQuery, table, batch);
+            maxInsertMs.accumulateAndGet((System.nanoTime() - started) / 1_000_000, Math::max);
             written.computeIfAbsent(table.getTable(), t -> new ConcurrentSkipListMap<>()).putAll(values);
         }
 
@@ -501,7 +509,23 @@ class IsolationIT {
     private static void awaitExactly(TableId table, Writer w) throws InterruptedException {
         Map<Long, String> expected = w.rows(table);
         String sql = "SELECT id, val, count() OVER (PARTITION BY id) AS copies FROM " + chTable(table) + " FINAL ORDER BY id";
-        List<GenericRecord> rows = checks.awaitRows(sql, r -> r.size() == expected.size() && sameRows(r, expected), WAIT);
+        List<GenericRecord> rows;
+        try {
+            rows = checks.awaitRows(sql, r -> r.size() == expected.size() && sameRows(r, expected), WAIT);
+        } catch (AssertionError e) {
+            Map<Long, String> actual = new TreeMap<>();
+            checks.clickhouse().queryAll("SELECT id, val FROM " + chTable(table) + " FINAL")
+                    .forEach(r -> actual.put(r.getLong("id"), r.getString("val")));
+            List<String> differences = new ArrayList<>();
+            expected.forEach((id, val) -> {
+                if (!val.equals(actual.get(id))) {
+                    differences.add(id + ": expected " + val + ", found " + actual.get(id));
+                }
+            });
+            actual.keySet().stream().filter(id -> !expected.containsKey(id)).forEach(id -> differences.add(id + ": not written"));
+            throw new AssertionError(table.getTable() + ": " + expected.size() + " rows written, " + actual.size()
+                    + " in ClickHouse; differences " + differences + "; longest insertAll " + w.maxInsertMs.get() + " ms", e);
+        }
         for (GenericRecord row : rows) {
             assertEquals(1, row.getLong("copies"), "copies of " + table.getTable() + " row " + row.getLong("id"));
         }
