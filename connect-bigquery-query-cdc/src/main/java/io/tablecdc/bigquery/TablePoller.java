@@ -96,6 +96,8 @@ final class TablePoller {
     private long retryAtMs;
     private boolean paused;
     private boolean started;
+    /** The catalog row carries an error from before this task started. */
+    private boolean errorInCatalog;
     private Batch streaming;
     private Batch closing;
     private volatile boolean stopping;
@@ -174,6 +176,12 @@ final class TablePoller {
             }
             return startBatch();
         } catch (TableSchema.SchemaException e) {
+            // the task fails; the catalog (and so tablecdc-status) says why until a restarted task polls again
+            try {
+                catalog.recordError(flow, table.fullName(), ERROR_PREFIX + e.getMessage(), clock.instant(), null);
+            } catch (RuntimeException catalogDown) {
+                log.debug("flow {}, table {}: recording the error in the catalog failed: {}", flow, table.fullName(), catalogDown.toString());
+            }
             throw new ConnectException("flow " + flow + ": " + e.getMessage());
         } catch (InterruptedException e) {
             throw e;
@@ -188,7 +196,9 @@ final class TablePoller {
         TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
         // the id after the last known one may have been in flight when the task stopped: skip it
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId()) + 1;
-        boolean failedLast = state.lastError() != null;
+        boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
+        // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
+        errorInCatalog = failedLast;
         nextDueAtMs = state.lastAttemptAt() == null || failedLast ? 0
                 : state.lastAttemptAt().toEpochMilli() + config.syncIntervalMs();
         started = true;
@@ -553,8 +563,9 @@ final class TablePoller {
 
     private void succeeded() {
         backoff.succeeded();
-        if (episode.succeeded()) {
+        if (episode.succeeded() | errorInCatalog) {
             catalog.clearError(flow, table.fullName(), ERROR_PREFIX);
+            errorInCatalog = false;
         }
     }
 

@@ -127,9 +127,25 @@ final class TableNormalizer {
     private void normalizeAll() throws Exception {
         List<Stage> stages = catalog.listStages(key.flow(), key.table());
         pendingBatches.set(stages.size());
+        long normalized = stages.isEmpty() ? 0
+                : catalog.getTable(key.flow(), key.table()).map(t -> t.normalizedBatchId()).orElse(0L);
         for (Stage stage : stages) {
             if (stopped) {
                 return;
+            }
+            if (stage.batchId() <= normalized) {
+                // loaded already: a crash came after the normalized id was raised and before the stage row was
+                // deleted (its files may be gone too); loading it again would fail on a missing file forever
+                for (StageFile file : stage.files()) {
+                    if (store.exists(file.uri())) {
+                        store.delete(file.uri());
+                    }
+                }
+                catalog.deleteStage(key.flow(), key.table(), stage.batchId());
+                pendingBatches.decrementAndGet();
+                log.info("flow {}, table {}: batch {} was normalized before a restart; its stage row is removed",
+                        key.flow(), key.table(), stage.batchId());
+                continue;
             }
             for (StageFile file : stage.files()) {
                 load(stage, file);

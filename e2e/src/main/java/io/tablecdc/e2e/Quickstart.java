@@ -1,12 +1,8 @@
 package io.tablecdc.e2e;
 
 import java.io.PrintStream;
-import java.nio.file.DirectoryStream;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -27,8 +23,8 @@ import com.google.cloud.bigquery.TableId;
 import com.google.cloud.bigquery.TableInfo;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.StatusScript;
 import io.tablecdc.e2e.stack.LocalStack;
-import io.tablecdc.e2e.stack.StackPaths;
 
 /**
  * The quickstart: starts the local stack, prints its endpoints, creates a table in the BigQuery emulator,
@@ -168,24 +164,12 @@ public final class Quickstart {
     }
 
     private static void printStatus(LocalStack stack, String catalogUrl, PrintStream out) throws Exception {
-        Path script = null;
-        try (DirectoryStream<Path> archives = Files.newDirectoryStream(stack.pluginPath(), "tablecdc-connect-clickhouse-stage-sink-*")) {
-            for (Path archive : archives) {
-                script = archive.resolve("bin/tablecdc-status");
-            }
-        }
-        if (script == null) {
+        String output = StatusScript.run(stack, catalogUrl);
+        if (output == null) {
             out.println("  (the sink archive has no bin/tablecdc-status)");
             return;
         }
-        List<String> command = new ArrayList<>(List.of("sh", script.toString(), "--url", catalogUrl, "--user", stack.postgres().user()));
-        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
-        builder.environment().put("JAVA_HOME", System.getProperty("java.home"));
-        builder.environment().put("TABLECDC_CATALOG_PASSWORD", stack.postgres().password());
-        Path log = StackPaths.workDir("status").resolve("status.txt");
-        Process process = builder.redirectOutput(log.toFile()).start();
-        process.waitFor();
-        for (String line : Files.readAllLines(log)) {
+        for (String line : output.split("\n")) {
             out.println("  " + line);
         }
     }

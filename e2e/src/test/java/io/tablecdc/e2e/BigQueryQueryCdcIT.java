@@ -1,13 +1,9 @@
 package io.tablecdc.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.temporal.ChronoUnit;
@@ -27,8 +23,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.google.cloud.bigquery.BigQuery;
 import com.google.cloud.bigquery.DatasetInfo;
 import com.google.cloud.bigquery.Field;
-import com.google.cloud.bigquery.InsertAllRequest;
-import com.google.cloud.bigquery.InsertAllResponse;
 import com.google.cloud.bigquery.QueryJobConfiguration;
 import com.google.cloud.bigquery.Schema;
 import com.google.cloud.bigquery.StandardSQLTypeName;
@@ -37,6 +31,7 @@ import com.google.cloud.bigquery.TableId;
 import com.google.cloud.bigquery.TableInfo;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -47,7 +42,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  */
 class BigQueryQueryCdcIT {
     private static final LocalStack stack = LocalStack.get();
-    private static final String SOURCE = "io.tablecdc.bigquery.BigQueryQueryCdcSourceConnector";
+    private static final String SOURCE = SourceConfigs.QUERY_CDC;
     private static final String DATASET = "bqcdc_it";
     /** Rows are stamped in the past, so that the safety lag never holds them back. */
     private static final Instant BASE = Instant.now().minus(Duration.ofHours(1)).truncatedTo(ChronoUnit.SECONDS)
@@ -57,6 +52,7 @@ class BigQueryQueryCdcIT {
     private static String project;
     private static String catalogUrl;
     private static Client clickhouse;
+    private static CdcChecks checks;
 
     @BeforeAll
     static void start() throws Exception {
@@ -66,27 +62,13 @@ class BigQueryQueryCdcIT {
             bigQuery.create(DatasetInfo.of(DATASET));
         }
         catalogUrl = stack.postgres().createDatabase("bqcdc_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
-                .compressServerResponse(false).build();
+        checks = new CdcChecks(stack, "bqcdc_catalog");
+        clickhouse = checks.clickhouse();
     }
 
     private static Map<String, String> sourceConfig(String tables, String topicPrefix) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", SOURCE);
-        config.put("tasks.max", "4");
-        config.put("bigquery.project", project);
-        config.put("bigquery.dataset", DATASET);
-        config.put("bigquery.endpoint", stack.bigquery().endpoint());
-        config.put("tables", tables);
-        config.put("topic.prefix", topicPrefix);
-        config.put("sync.interval.ms", "1000");
-        config.put("safety.lag.ms", "1000");
+        Map<String, String> config = SourceConfigs.queryCdc(stack, catalogUrl, DATASET, tables, 4, topicPrefix);
         config.put("bigquery.page.size", "7");
-        config.put("topic.creation.default.partitions", "1");
-        config.put("topic.creation.default.replication.factor", "1");
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         return config;
     }
 
@@ -118,10 +100,7 @@ class BigQueryQueryCdcIT {
     }
 
     private static void insert(TableId id, List<Map<String, Object>> rows) {
-        InsertAllRequest.Builder insert = InsertAllRequest.newBuilder(id);
-        rows.forEach(insert::addRow);
-        InsertAllResponse response = bigQuery.insertAll(insert.build());
-        assertFalse(response.hasErrors(), () -> "insertAll errors: " + response.getInsertErrors());
+        CdcChecks.insert(bigQuery, id, rows);
     }
 
     private static Map<String, Object> order(long id, String customer, String amount, Instant updatedAt) {
@@ -189,11 +168,11 @@ class BigQueryQueryCdcIT {
 
         String ordersName = project + "." + DATASET + ".orders";
         String customersName = project + "." + DATASET + ".customers";
-        awaitCatalog(flow, ordersName, s -> s.cursor.equals(format(later.plus(1, ChronoUnit.MICROS))), Duration.ofSeconds(30));
-        State ordersBefore = state(flow, ordersName);
-        State customersBefore = state(flow, customersName);
-        assertNull(ordersBefore.pausedReason);
-        assertEquals(22, ordersBefore.syncedRows, "20 snapshot rows, then the update and the insert");
+        awaitCatalog(flow, ordersName, s -> s.cursor().equals(format(later.plus(1, ChronoUnit.MICROS))), Duration.ofSeconds(30));
+        CdcChecks.State ordersBefore = state(flow, ordersName);
+        CdcChecks.State customersBefore = state(flow, customersName);
+        assertNull(ordersBefore.pausedReason());
+        assertEquals(22, ordersBefore.syncedRows(), "20 snapshot rows, then the update and the insert");
 
         // rewind orders to just after row 10: rows 11..21 are read again; customers is untouched
         rest.stop(flow);
@@ -211,12 +190,12 @@ class BigQueryQueryCdcIT {
 
         rest.resume(flow);
         rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
-        State ordersAfter = awaitCatalog(flow, ordersName, s -> s.syncedRows >= ordersBefore.syncedRows + 11, Duration.ofSeconds(60));
-        assertEquals(format(later.plus(1, ChronoUnit.MICROS)), ordersAfter.cursor);
-        assertTrue(ordersAfter.syncedBatchId > ordersBefore.syncedBatchId, "batch ids only grow, whatever the offset says");
-        State customersAfter = state(flow, customersName);
-        assertEquals(customersBefore.syncedRows, customersAfter.syncedRows, "customers read again");
-        assertEquals(customersBefore.cursor, customersAfter.cursor);
+        CdcChecks.State ordersAfter = awaitCatalog(flow, ordersName, s -> s.syncedRows() >= ordersBefore.syncedRows() + 11, Duration.ofSeconds(60));
+        assertEquals(format(later.plus(1, ChronoUnit.MICROS)), ordersAfter.cursor());
+        assertTrue(ordersAfter.syncedBatchId() > ordersBefore.syncedBatchId(), "batch ids only grow, whatever the offset says");
+        CdcChecks.State customersAfter = state(flow, customersName);
+        assertEquals(customersBefore.syncedRows(), customersAfter.syncedRows(), "customers read again");
+        assertEquals(customersBefore.cursor(), customersAfter.cursor());
         // re-reading is idempotent at the destination
         awaitRows("SELECT count() AS n, countIf(customer = 'changed') AS changed FROM " + ordersTable,
                 r -> r.get(0).getLong("n") == 21 && r.get(0).getLong("changed") == 1, Duration.ofSeconds(30));
@@ -284,14 +263,14 @@ class BigQueryQueryCdcIT {
         String stuckName = project + "." + DATASET + ".stuck";
         String fastName = project + "." + DATASET + ".fast";
         // stuck: snapshot (batch 2), one more batch (3), then paused: synced 3 - normalized 0 >= 3
-        awaitCatalog(flow, stuckName, st -> st.syncedBatchId == 2, Duration.ofSeconds(60));
+        awaitCatalog(flow, stuckName, st -> st.syncedBatchId() == 2, Duration.ofSeconds(60));
         insert(stuck, List.of(order(2, "b", "2", BASE.plus(2, ChronoUnit.MICROS))));
-        awaitCatalog(flow, stuckName, st -> st.syncedBatchId == 3, Duration.ofSeconds(60));
+        awaitCatalog(flow, stuckName, st -> st.syncedBatchId() == 3, Duration.ofSeconds(60));
         insert(stuck, List.of(order(3, "c", "3", BASE.plus(3, ChronoUnit.MICROS))));
-        State paused = awaitCatalog(flow, stuckName, st -> "normalize_buffer_full".equals(st.pausedReason), Duration.ofSeconds(60));
+        CdcChecks.State paused = awaitCatalog(flow, stuckName, st -> "normalize_buffer_full".equals(st.pausedReason()), Duration.ofSeconds(60));
         Thread.sleep(3_000);
-        assertEquals(3, state(flow, stuckName).syncedBatchId, "a paused table polls no further batch");
-        assertEquals(0, paused.normalizedBatchId);
+        assertEquals(3, state(flow, stuckName).syncedBatchId(), "a paused table polls no further batch");
+        assertEquals(0, paused.normalizedBatchId());
 
         // fast keeps flowing meanwhile
         for (int i = 2; i <= 4; i++) {
@@ -300,11 +279,11 @@ class BigQueryQueryCdcIT {
             awaitRows("SELECT count() AS n FROM " + clickHouseTable("fast") + "_current", r -> r.get(0).getLong("n") == n,
                     Duration.ofSeconds(60));
         }
-        assertNull(state(flow, fastName).pausedReason);
+        assertNull(state(flow, fastName).pausedReason());
 
         // another table disappears: only its task fails, naming it
         String doomedName = project + "." + DATASET + ".doomed";
-        awaitCatalog(flow, doomedName, st -> st.syncedBatchId == 2, Duration.ofSeconds(60));
+        awaitCatalog(flow, doomedName, st -> st.syncedBatchId() == 2, Duration.ofSeconds(60));
         bigQuery.delete(doomed);
         JsonNode status = rest.awaitStatus(flow, st -> {
             for (JsonNode task : st.path("tasks")) {
@@ -323,7 +302,7 @@ class BigQueryQueryCdcIT {
         states.sort(null);
         assertEquals(List.of("FAILED", "RUNNING", "RUNNING"), states, status.toString());
         assertTrue(trace.contains("table " + doomedName + " does not exist"), trace);
-        assertEquals("normalize_buffer_full", state(flow, stuckName).pausedReason, "the paused table stays paused");
+        assertEquals("normalize_buffer_full", state(flow, stuckName).pausedReason(), "the paused table stays paused");
         insert(fast, List.of(order(5, "after", "1", BASE.plus(5, ChronoUnit.MICROS))));
         awaitRows("SELECT count() AS n FROM " + clickHouseTable("fast") + "_current", r -> r.get(0).getLong("n") == 5,
                 Duration.ofSeconds(60));
@@ -457,7 +436,7 @@ class BigQueryQueryCdcIT {
         rest.putConfig(flow, config);
         rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
         String name = project + "." + DATASET + ".skipped";
-        awaitCatalog(flow, name, st -> st.cursor.equals(format(BASE.plus(1, ChronoUnit.MICROS))), Duration.ofSeconds(60));
+        awaitCatalog(flow, name, st -> st.cursor().equals(format(BASE.plus(1, ChronoUnit.MICROS))), Duration.ofSeconds(60));
         insert(table, List.of(order(2, "new", "2", BASE.plus(2, ChronoUnit.MICROS))));
         List<GenericRecord> rows = awaitRows("SELECT id, customer FROM " + clickHouseTable("skipped") + "_current",
                 r -> r.size() == 1, Duration.ofSeconds(120));
@@ -514,57 +493,17 @@ class BigQueryQueryCdcIT {
                 .withZone(java.time.ZoneOffset.UTC).format(instant);
     }
 
-    private record State(String cursor, long syncedBatchId, long normalizedBatchId, long syncedRows, String pausedReason,
-                         String lastError) {
+    private static CdcChecks.State state(String flow, String table) throws Exception {
+        return checks.state(flow, table);
     }
 
-    private static State state(String flow, String table) throws Exception {
-        try (Connection c = stack.postgres().connect("bqcdc_catalog");
-             PreparedStatement ps = c.prepareStatement("SELECT cursor_text, synced_batch_id, normalized_batch_id, synced_rows_count,"
-                     + " paused_reason, last_error FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ?")) {
-            ps.setString(1, flow);
-            ps.setString(2, table);
-            try (ResultSet rs = ps.executeQuery()) {
-                if (!rs.next()) {
-                    return new State("", 0, 0, 0, null, null);
-                }
-                return new State(rs.getString(1), rs.getLong(2), rs.getLong(3), rs.getLong(4), rs.getString(5), rs.getString(6));
-            }
-        }
-    }
-
-    private static State awaitCatalog(String flow, String table, Predicate<State> done, Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        State last = null;
-        while (System.nanoTime() < deadline) {
-            last = state(flow, table);
-            if (done.test(last)) {
-                return last;
-            }
-            Thread.sleep(300);
-        }
-        throw new AssertionError("catalog row of " + flow + "/" + table + " never matched; last " + last);
+    private static CdcChecks.State awaitCatalog(String flow, String table, Predicate<CdcChecks.State> done, Duration timeout)
+            throws Exception {
+        return checks.awaitState(flow, table, done, timeout);
     }
 
     private static List<GenericRecord> awaitRows(String sql, Predicate<List<GenericRecord>> done, Duration timeout)
             throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        List<GenericRecord> rows = new ArrayList<>();
-        String lastError = null;
-        while (System.nanoTime() < deadline) {
-            try {
-                rows = clickhouse.queryAll(sql);
-                if (!rows.isEmpty() && done.test(rows)) {
-                    return rows;
-                }
-            } catch (RuntimeException e) {
-                lastError = e.getMessage();
-            }
-            Thread.sleep(300);
-        }
-        List<String> seen = new ArrayList<>();
-        rows.forEach(r -> seen.add(r.getValues().toString()));
-        throw new AssertionError("ClickHouse never answered as expected: " + sql + "; last rows " + seen
-                + (lastError == null ? "" : "; last error " + lastError));
+        return checks.awaitRows(sql, rows -> !rows.isEmpty() && done.test(rows), timeout);
     }
 }

@@ -1,0 +1,102 @@
+package io.tablecdc.clickhouse;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Instant;
+import java.util.List;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+
+import org.apache.kafka.common.config.types.Password;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.clickhouse.destination.ClickHouseDestination;
+import io.tablecdc.clickhouse.stage.FileStageStore;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.common.catalog.RowCounts;
+import io.tablecdc.common.catalog.Stage;
+import io.tablecdc.common.catalog.StageFile;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+
+/**
+ * A worker killed after a batch's normalized id was raised and its files deleted, but before its stage row was
+ * deleted, leaves a stage row at or below the normalized id whose files are gone. The next normalize removes it
+ * instead of failing on the missing file forever (which blocked the table's later batches).
+ */
+class TableNormalizerTest {
+    private static EmbeddedPostgres postgres;
+    private static Catalog catalog;
+
+    @BeforeAll
+    static void start() throws Exception {
+        File dir = new File("target/embedded-pg/" + TableNormalizerTest.class.getSimpleName());
+        postgres = EmbeddedPostgres.builder().setOverrideWorkingDirectory(dir).setDataDirectory(new File(dir, "data"))
+                .setCleanDataDirectory(true).start();
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE catalog");
+            s.execute("ALTER USER postgres PASSWORD 'pw'");
+        }
+        catalog = Catalog.open(new CatalogSettings(postgres.getJdbcUrl("postgres", "catalog"), "postgres", new Password("pw"),
+                true, 2, 5_000), "TableNormalizerTest");
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (catalog != null) {
+            catalog.close();
+        }
+        if (postgres != null) {
+            postgres.close();
+        }
+    }
+
+    @Test
+    void aStageRowLeftBehindAnAlreadyNormalizedBatchIsRemovedNotLoaded(@TempDir Path stageDir) throws Exception {
+        String flow = "f";
+        String table = "p.d.t";
+        FileStageStore store = new FileStageStore(stageDir.toUri());
+        Path local = Files.writeString(stageDir.resolve("local.avro"), "not read");
+        String gone = store.upload(local, "f/t/1/a.avro");
+        String left = store.upload(local, "f/t/2/b.avro");
+        catalog.initTable(flow, table);
+        catalog.upsertStage(flow, table, new Stage(1, List.of(new StageFile(gone, 1, 8)), 1, new RowCounts(1, 0, 0)));
+        catalog.upsertStage(flow, table, new Stage(2, List.of(new StageFile(left, 1, 8)), 1, new RowCounts(1, 0, 0)));
+        // both loaded; the crash came after batch 1's file was deleted and before either stage row was
+        catalog.recordNormalize(flow, table, 2, new RowCounts(2, 0, 0), Instant.now());
+        store.delete(gone);
+
+        ScheduledExecutorService pool = Executors.newSingleThreadScheduledExecutor();
+        // ClickHouse is not there: a batch that is loaded already must not be loaded again
+        try (Client unreachable = new Client.Builder().addEndpoint("http://127.0.0.1:9").setUsername("default").setPassword("")
+                .build()) {
+            ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000);
+            TableNormalizer normalizer = new TableNormalizer(new TableKey(flow, table, "p_d_t"), catalog, store, destination,
+                    false, pool, 100, 100);
+            normalizer.wake();
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (!catalog.listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            normalizer.stop();
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(List.of(), catalog.listStages(flow, table), "stage rows left");
+        assertFalse(store.exists(left), "the remaining file of an already loaded batch is deleted");
+        assertNull(catalog.getTable(flow, table).orElseThrow().lastError(), "no error recorded");
+        assertEquals(2, catalog.getTable(flow, table).orElseThrow().normalizedBatchId());
+    }
+}

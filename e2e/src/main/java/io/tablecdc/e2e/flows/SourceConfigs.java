@@ -1,0 +1,40 @@
+package io.tablecdc.e2e.flows;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import io.tablecdc.e2e.stack.LocalStack;
+
+/** Connector configs of the BigQuery query CDC source against the local stack's emulator. */
+public final class SourceConfigs {
+    public static final String QUERY_CDC = "io.tablecdc.bigquery.BigQueryQueryCdcSourceConnector";
+
+    private SourceConfigs() {
+    }
+
+    /**
+     * A query CDC source reading {@code tables} ({@code table[:watermark[:keys]]} entries) of {@code dataset} in the
+     * stack's emulator, polling every second with a one-second safety lag, one task per table, topics
+     * {@code <topicPrefix>.<project.dataset.table>} with one partition, its catalog at {@code catalogUrl}. The map is
+     * mutable.
+     */
+    public static Map<String, String> queryCdc(LocalStack stack, String catalogUrl, String dataset, String tables,
+                                               int tasks, String topicPrefix) {
+        Map<String, String> config = new HashMap<>();
+        config.put("connector.class", QUERY_CDC);
+        config.put("tasks.max", Integer.toString(tasks));
+        config.put("bigquery.project", stack.bigquery().projectId());
+        config.put("bigquery.dataset", dataset);
+        config.put("bigquery.endpoint", stack.bigquery().endpoint());
+        config.put("tables", tables);
+        config.put("topic.prefix", topicPrefix);
+        config.put("sync.interval.ms", "1000");
+        config.put("safety.lag.ms", "1000");
+        config.put("topic.creation.default.partitions", "1");
+        config.put("topic.creation.default.replication.factor", "1");
+        config.put("catalog.jdbc.url", catalogUrl);
+        config.put("catalog.user", stack.postgres().user());
+        config.put("catalog.password", stack.postgres().password());
+        return config;
+    }
+}

@@ -1,0 +1,40 @@
+package io.tablecdc.e2e.flows;
+
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/** Runs {@code bin/tablecdc-status} of the unzipped sink archive against a catalog, as an operator would. */
+public final class StatusScript {
+    private StatusScript() {
+    }
+
+    /** The script's output (stdout and stderr), or null when the sink archive has no {@code bin/tablecdc-status}. */
+    public static String run(LocalStack stack, String catalogUrl, String... extraArgs) throws Exception {
+        Path script = null;
+        try (DirectoryStream<Path> archives = Files.newDirectoryStream(stack.pluginPath(), "tablecdc-connect-clickhouse-stage-sink-*")) {
+            for (Path archive : archives) {
+                script = archive.resolve("bin/tablecdc-status");
+            }
+        }
+        if (script == null || !Files.exists(script)) {
+            return null;
+        }
+        List<String> command = new ArrayList<>(List.of("sh", script.toString(), "--url", catalogUrl, "--user", stack.postgres().user()));
+        command.addAll(List.of(extraArgs));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true);
+        builder.environment().put("JAVA_HOME", System.getProperty("java.home"));
+        builder.environment().put("TABLECDC_CATALOG_PASSWORD", stack.postgres().password());
+        Path log = Files.createTempFile(StackPaths.workDir("status"), "status", ".txt");
+        Process process = builder.redirectOutput(log.toFile()).start();
+        process.waitFor();
+        String output = Files.readString(log);
+        Files.deleteIfExists(log);
+        return output;
+    }
+}
