@@ -260,7 +260,7 @@ class IsolationIT {
         String tablesAll = "rm_keep1:ts:id, rm_keep2:ts:id, rm_gone:ts:id";
         try (Background writer = w.background(all, 250)) {
             rest.putConfig(flow + "-sink", sinkConfig("isor\\..*", "iso-rm"));
-            rest.putConfig(flow, SourceConfigs.queryCdc(stack, catalogUrl, DATASET, tablesAll, 3, "isor"));
+            rest.putConfig(flow, withLag(SourceConfigs.queryCdc(stack, catalogUrl, DATASET, tablesAll, 3, "isor"), "3000"));
             rest.awaitRunning(flow, 3, WAIT);
             for (TableId t : all) {
                 checks.awaitRows("SELECT count() AS n FROM " + chTable(t) + " FINAL", r -> r.get(0).getLong("n") >= 3, WAIT);
@@ -275,7 +275,7 @@ class IsolationIT {
             // included, and a batch staged but not normalized would never be loaded (docs/isolation.md)
             checks.awaitState(flow, name(gone), s -> s.syncedBatchId() > 0 && s.normalizedBatchId() >= s.syncedBatchId(), WAIT);
             awaitNoStages(flow, name(gone));
-            rest.putConfig(flow, SourceConfigs.queryCdc(stack, catalogUrl, DATASET, "rm_keep1:ts:id, rm_keep2:ts:id", 3, "isor"));
+            rest.putConfig(flow, withLag(SourceConfigs.queryCdc(stack, catalogUrl, DATASET, "rm_keep1:ts:id, rm_keep2:ts:id", 3, "isor"), "3000"));
             rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), WAIT);
             rest.resume(flow);
             rest.awaitRunning(flow, 2, WAIT);
@@ -290,7 +290,7 @@ class IsolationIT {
 
             // back again: it continues from its offset and reads what was written while it was out
             w.insert(gone, 2);
-            rest.putConfig(flow, SourceConfigs.queryCdc(stack, catalogUrl, DATASET, tablesAll, 3, "isor"));
+            rest.putConfig(flow, withLag(SourceConfigs.queryCdc(stack, catalogUrl, DATASET, tablesAll, 3, "isor"), "3000"));
             rest.awaitRunning(flow, 3, WAIT);
             awaitExactly(gone, w);
             CdcChecks.State back = checks.awaitState(flow, name(gone), s -> s.exists() && s.syncedBatchId() > 0, WAIT);
@@ -336,7 +336,7 @@ class IsolationIT {
             Map<String, String> source = SourceConfigs.queryCdc(stack, catalogUrl, DATASET, "crash_1:ts:id, crash_2:ts:id", 2, "isoc");
             // worker JVMs starting on two cores slow the emulator's inserts down past a second at times: a row stamped
             // before its insert took longer than the safety lag could be passed by the cursor unseen (by design)
-            source.put("safety.lag.ms", "5000");
+            source.put("safety.lag.ms", "10000");
             worker.rest().putConfig(flow, source);
             worker.rest().awaitRunning(flow, 2, WAIT);
             worker.rest().awaitRunning(flow + "-sink", 1, WAIT);
@@ -422,6 +422,15 @@ class IsolationIT {
     }
 
     /** What was written to each table: id → val, the last write of an id wins. */
+    /**
+     * A writer runs while this flow does: a row is stamped before its insert, so an insert slower than the safety
+     * lag could be passed by the cursor unseen (by design of query CDC); a 3 s lag keeps a loaded machine clear of it.
+     */
+    private static Map<String, String> withLag(Map<String, String> config, String lagMs) {
+        config.put("safety.lag.ms", lagMs);
+        return config;
+    }
+
     private static final class Writer {
         private final Map<String, ConcurrentSkipListMap<Long, String>> written = new java.util.concurrent.ConcurrentHashMap<>();
         private final AtomicLong sequence = new AtomicLong();
