@@ -42,8 +42,9 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
         ClickHouseStageSinkConfig config = new ClickHouseStageSinkConfig(props);
         if (config.catalog().migrate()) {
             // apply catalog migrations once here rather than racing them from every task
-            try (Catalog catalog = Catalog.open(config.catalog(), "sink " + this.props.get(CONNECTOR_NAME_PROP))) {
-                catalog.listFlows();
+            try {
+                // open applies the migrations; the tasks then find the schema current
+                Catalog.open(config.catalog(), "sink " + this.props.get(CONNECTOR_NAME_PROP)).close();
             } catch (RuntimeException e) {
                 throw new ConnectException("sink " + this.props.get(CONNECTOR_NAME_PROP) + ": the catalog is not usable: " + e.getMessage(), e);
             }

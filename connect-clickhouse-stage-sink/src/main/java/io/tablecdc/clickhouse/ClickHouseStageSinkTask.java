@@ -72,6 +72,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
     private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
+    private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
 
     private static final class PendingUpload {
@@ -177,9 +178,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private boolean stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
         boolean tablecdc = RecordHeaders.present(record.headers());
         String table = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.TABLE) : record.topic();
-        String flow = tablecdc && RecordHeaders.text(record.headers(), RecordHeaders.FLOW) != null
-                ? RecordHeaders.text(record.headers(), RecordHeaders.FLOW) : connectorName;
-        TableKey key = new TableKey(flow, table, config.clickHouseTable(table, record.topic()));
+        String flowHeader = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.FLOW) : null;
+        TableKey key = tableKey(flowHeader != null ? flowHeader : connectorName, table, record.topic());
         tableOfPartition.put(tp, key);
         TableStager stager = stagers.get(key);
         if (stager == null) {
@@ -230,6 +230,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
             closeBatch(stager);
         }
         return true;
+    }
+
+    /** The table's key, built once per (flow, table, topic) rather than per record. */
+    private TableKey tableKey(String flow, String table, String topic) {
+        return tableKeys.computeIfAbsent(List.of(flow, table, topic),
+                k -> new TableKey(flow, table, config.clickHouseTable(table, topic)));
     }
 
     private long nextSelfCutBatchId(TableKey key) {
@@ -300,7 +306,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             if (stored) {
                 TableNormalizer normalizer = normalizerOf(key);
-                normalizer.notePending(normalizer.pendingBatches() + 1);
+                normalizer.staged();
                 normalizer.wake();
             }
             return true;
@@ -437,7 +443,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         try {
             for (String[] row : catalog.tablesWithStages(connectorName, topics)) {
-                TableKey key = new TableKey(row[0], row[1], config.clickHouseTable(row[1], row[2]));
+                TableKey key = tableKey(row[0], row[1], row[2]);
                 log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
                 normalizerOf(key);
             }

@@ -76,8 +76,9 @@ final class TableNormalizer {
         return pendingBatches.get();
     }
 
-    void notePending(long batches) {
-        pendingBatches.set(batches);
+    /** A batch was just staged: counted at once, before this loop next reads the catalog. */
+    void staged() {
+        pendingBatches.incrementAndGet();
     }
 
     void stop() {

@@ -40,7 +40,6 @@ final class TableStager {
     private long deletes;
     private long openedAtMs;
     private final Map<TopicPartition, Long> firstOffsets = new HashMap<>();
-    private final Set<TopicPartition> partitions = new LinkedHashSet<>();
 
     TableStager(TableKey key, Path localDir, String codec, long maxFileBytes) {
         this.key = key;
@@ -68,10 +67,6 @@ final class TableStager {
 
     long rows() {
         return writer == null ? 0 : writer.rows();
-    }
-
-    Set<TopicPartition> partitions() {
-        return partitions;
     }
 
     /** The first offset of the open batch in {@code partition}, or null when the open batch has none from it. */
@@ -117,7 +112,6 @@ final class TableStager {
             default -> inserts++;
         }
         TopicPartition tp = new TopicPartition(record.topic(), record.kafkaPartition());
-        partitions.add(tp);
         firstOffsets.putIfAbsent(tp, record.kafkaOffset());
     }
 

@@ -313,23 +313,7 @@ class BigQueryQueryCdcIT {
     /** One row with every BigQuery type, through the source's mapping and the sink, into ClickHouse. */
     @Test
     void everyTypeArrivesInClickHouse() throws Exception {
-        TableId types = createTable("types", Schema.of(
-                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
-                Field.of("c_numeric", StandardSQLTypeName.NUMERIC),
-                Field.of("c_bignumeric", StandardSQLTypeName.BIGNUMERIC),
-                Field.of("c_float", StandardSQLTypeName.FLOAT64),
-                Field.of("c_bool", StandardSQLTypeName.BOOL),
-                Field.of("c_string", StandardSQLTypeName.STRING),
-                Field.of("c_bytes", StandardSQLTypeName.BYTES),
-                Field.of("c_date", StandardSQLTypeName.DATE),
-                Field.of("c_datetime", StandardSQLTypeName.DATETIME),
-                Field.of("c_time", StandardSQLTypeName.TIME),
-                Field.of("c_json", StandardSQLTypeName.JSON),
-                Field.newBuilder("c_array", StandardSQLTypeName.STRING).setMode(Field.Mode.REPEATED).build(),
-                Field.of("c_struct", StandardSQLTypeName.STRUCT, Field.of("x", StandardSQLTypeName.INT64),
-                        Field.of("y", StandardSQLTypeName.STRING)),
-                Field.of("c_geography", StandardSQLTypeName.GEOGRAPHY),
-                Field.of("updated_at", StandardSQLTypeName.TIMESTAMP)));
+        TableId types = createTable("types", CdcChecks.allBigQueryTypes(Field.Mode.NULLABLE));
         Map<String, Object> row = new HashMap<>();
         row.put("id", 1);
         row.put("c_numeric", "123456789.123456789");

@@ -83,26 +83,6 @@ class BigQuerySmokeTest {
         }
     }
 
-    private static Schema allTypes() {
-        return Schema.of(
-                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
-                Field.of("c_numeric", StandardSQLTypeName.NUMERIC),
-                Field.of("c_bignumeric", StandardSQLTypeName.BIGNUMERIC),
-                Field.of("c_float", StandardSQLTypeName.FLOAT64),
-                Field.of("c_bool", StandardSQLTypeName.BOOL),
-                Field.of("c_string", StandardSQLTypeName.STRING),
-                Field.of("c_bytes", StandardSQLTypeName.BYTES),
-                Field.of("c_date", StandardSQLTypeName.DATE),
-                Field.of("c_datetime", StandardSQLTypeName.DATETIME),
-                Field.of("c_time", StandardSQLTypeName.TIME),
-                Field.of("c_json", StandardSQLTypeName.JSON),
-                Field.newBuilder("c_array", StandardSQLTypeName.STRING).setMode(Field.Mode.REPEATED).build(),
-                Field.of("c_struct", StandardSQLTypeName.STRUCT,
-                        Field.of("x", StandardSQLTypeName.INT64), Field.of("y", StandardSQLTypeName.STRING)),
-                Field.of("c_geography", StandardSQLTypeName.GEOGRAPHY),
-                Field.newBuilder("updated_at", StandardSQLTypeName.TIMESTAMP).setMode(Field.Mode.REQUIRED).build());
-    }
-
     private TableId createTable(String name, Schema schema) {
         TableId id = TableId.of(bigQuery.projectId(), dataset, name);
         client.create(TableInfo.of(id, StandardTableDefinition.of(schema)));
@@ -119,7 +99,7 @@ class BigQuerySmokeTest {
 
     @Test
     void schemaOfEveryTypeReadsBackWithTypesAndModes() {
-        TableId id = createTable("schema_types", allTypes());
+        TableId id = createTable("schema_types", CdcChecks.allBigQueryTypes(Field.Mode.REQUIRED));
         Table table = client.getTable(id);
         assertNotNull(table, "tables.get");
         FieldList fields = table.getDefinition().getSchema().getFields();
@@ -155,7 +135,7 @@ class BigQuerySmokeTest {
 
     @Test
     void rowsOfEveryTypeRoundTripThroughInsertAllAndDml() throws Exception {
-        TableId id = createTable("value_types", allTypes());
+        TableId id = createTable("value_types", CdcChecks.allBigQueryTypes(Field.Mode.REQUIRED));
         Map<String, Object> row = new HashMap<>();
         row.put("id", 1);
         row.put("c_numeric", "123456789.123456789");

@@ -22,8 +22,10 @@ import ch.qos.logback.core.AppenderBase;
 import com.clickhouse.client.api.Client;
 import com.clickhouse.client.api.query.GenericRecord;
 import com.google.cloud.bigquery.BigQuery;
+import com.google.cloud.bigquery.Field;
 import com.google.cloud.bigquery.InsertAllRequest;
 import com.google.cloud.bigquery.InsertAllResponse;
+import com.google.cloud.bigquery.StandardSQLTypeName;
 import com.google.cloud.bigquery.TableId;
 
 import io.tablecdc.e2e.stack.LocalStack;
@@ -137,6 +139,27 @@ final class CdcChecks {
         rows.stream().limit(20).forEach(r -> seen.add(r.getValues().toString()));
         throw new AssertionError("ClickHouse never answered as expected: " + sql + "; last rows " + seen
                 + (lastError == null ? "" : "; last error " + lastError));
+    }
+
+    /** A table with a column of every BigQuery type and an {@code updated_at} watermark of the given mode. */
+    static com.google.cloud.bigquery.Schema allBigQueryTypes(Field.Mode watermarkMode) {
+        return com.google.cloud.bigquery.Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("c_numeric", StandardSQLTypeName.NUMERIC),
+                Field.of("c_bignumeric", StandardSQLTypeName.BIGNUMERIC),
+                Field.of("c_float", StandardSQLTypeName.FLOAT64),
+                Field.of("c_bool", StandardSQLTypeName.BOOL),
+                Field.of("c_string", StandardSQLTypeName.STRING),
+                Field.of("c_bytes", StandardSQLTypeName.BYTES),
+                Field.of("c_date", StandardSQLTypeName.DATE),
+                Field.of("c_datetime", StandardSQLTypeName.DATETIME),
+                Field.of("c_time", StandardSQLTypeName.TIME),
+                Field.of("c_json", StandardSQLTypeName.JSON),
+                Field.newBuilder("c_array", StandardSQLTypeName.STRING).setMode(Field.Mode.REPEATED).build(),
+                Field.of("c_struct", StandardSQLTypeName.STRUCT,
+                        Field.of("x", StandardSQLTypeName.INT64), Field.of("y", StandardSQLTypeName.STRING)),
+                Field.of("c_geography", StandardSQLTypeName.GEOGRAPHY),
+                Field.newBuilder("updated_at", StandardSQLTypeName.TIMESTAMP).setMode(watermarkMode).build());
     }
 
     /** How many rows a ClickHouse table holds after FINAL, or -1 while it does not exist. */

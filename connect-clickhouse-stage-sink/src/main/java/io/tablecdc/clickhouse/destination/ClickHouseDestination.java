@@ -85,7 +85,9 @@ public final class ClickHouseDestination implements AutoCloseable {
             }
             execute(FinalTableDdl.createTable(database, table, stageColumns, deduplicationWindow), Map.of());
             execute(FinalTableDdl.createCurrentView(database, table), Map.of());
-            known.put(table, columns(table));
+            Map<String, String> created = new LinkedHashMap<>();
+            stageColumns.forEach(c -> created.put(c.column(), c.type()));
+            known.put(table, created);
             return;
         }
         List<StageColumn> missing = new ArrayList<>();
@@ -160,10 +162,6 @@ public final class ClickHouseDestination implements AutoCloseable {
             response.cancel(true);
             throw new TimeoutException("ClickHouse did not answer within " + timeoutMs + " ms: " + what);
         }
-    }
-
-    public String database() {
-        return database;
     }
 
     @Override

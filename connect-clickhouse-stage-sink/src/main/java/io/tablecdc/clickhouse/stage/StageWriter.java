@@ -25,7 +25,6 @@ public final class StageWriter implements Closeable {
     private final CodecFactory codec;
     private final long maxFileBytes;
     private final List<StagePart> parts = new ArrayList<>();
-    private final List<StageSchema> partSchemas = new ArrayList<>();
 
     private DataFileWriter<GenericRecord> writer;
     private StageSchema schema;
@@ -63,15 +62,10 @@ public final class StageWriter implements Closeable {
         rows++;
     }
 
-    /** Closes the last part and returns every part with the schema it was written with, in order. */
+    /** Closes the last part and returns every part, in order. */
     public List<StagePart> finish() throws IOException {
         closePart();
         return List.copyOf(parts);
-    }
-
-    /** The stage schema of each part returned by {@link #finish()}, same order. */
-    public List<StageSchema> partSchemas() {
-        return List.copyOf(partSchemas);
     }
 
     public long rows() {
@@ -101,7 +95,6 @@ public final class StageWriter implements Closeable {
         writer.close();
         writer = null;
         parts.add(new StagePart(current, rows, Files.size(current)));
-        partSchemas.add(schema);
         rows = 0;
     }
 
