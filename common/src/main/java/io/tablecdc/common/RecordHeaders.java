@@ -20,6 +20,11 @@ public final class RecordHeaders {
     public static final String BATCH = "tablecdc.batch";
     /** {@code true} on the last record of a batch. */
     public static final String BATCH_LAST = "tablecdc.batch.last";
+    /**
+     * On a Postgres TRUNCATE record: {@code <xid>/<ordinal>/table/<oid>}, scoped to its table so that a destination
+     * de-duplicating by id never drops one fragment of a multi-table TRUNCATE. Informational for the stage sink.
+     */
+    public static final String REPLAY_ID = "tablecdc.replay.id";
 
     private RecordHeaders() {
     }

@@ -53,8 +53,20 @@ final class ChangeBatcher {
     static final String BATCH_KEY = "batch";
     static final String LSN_KEY = "lsn";
 
-    /** One change of one table, converted. {@code key} is null for tables without a key. */
-    record Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value) {
+    /**
+     * One change of one table, converted. {@code key} is null for tables without a key; a truncate has neither
+     * key nor value, and carries its replay id ({@code <xid>/<ordinal>/table/<oid>}).
+     */
+    record Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
+                  String replayId) {
+        Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value) {
+            this(table, op, keySchema, key, valueSchema, value, null);
+        }
+
+        /** A TRUNCATE of {@code table}, as its own batch. */
+        static Change truncate(String table, String replayId) {
+            return new Change(table, RecordHeaders.Op.TRUNCATE, null, null, null, null, replayId);
+        }
     }
 
     /** A table batch whose records are all acknowledged: what the catalog mirrors. */
@@ -72,6 +84,8 @@ final class ChangeBatcher {
     private final Map<String, Long> lastBatchIds = new HashMap<>();
     private final Map<String, Slice> slices = new LinkedHashMap<>();
     private final Map<String, Long> ordinals = new HashMap<>();
+    private final Map<String, List<Held>> held = new HashMap<>();
+    private long heldRows;
     private Txn open;
 
     // shared with the producer thread, under this
@@ -103,10 +117,23 @@ final class ChangeBatcher {
 
     /** A transaction begins; its changes are versioned with {@code commitLsn}. */
     void begin(Lsn commitLsn, Instant commitTime, Instant receivedAt) {
+        begin(commitLsn, commitTime, receivedAt, false);
+    }
+
+    /**
+     * The rows of a copy begin: one "transaction" at the snapshot's consistent point whose changes all take
+     * {@link ChangeVersion#snapshot}, below every change a stream delivers after that point.
+     */
+    void beginSnapshot(Lsn consistentPoint, Instant at) {
+        begin(consistentPoint, at, at, true);
+    }
+
+    private void begin(Lsn commitLsn, Instant commitTime, Instant receivedAt, boolean snapshot) {
         if (open != null) {
             throw new IllegalStateException("transaction at " + open.commitLsn + " is still open when one at " + commitLsn + " begins");
         }
         open = new Txn(commitLsn, commitTime, receivedAt);
+        open.snapshot = snapshot;
         ordinals.clear();
         synchronized (this) {
             inFlight.addLast(open);
@@ -122,18 +149,105 @@ final class ChangeBatcher {
         if (open == null) {
             throw new IllegalStateException("a change of " + change.table() + " outside a transaction");
         }
-        // looked up before any state changes: a failing lookup (catalog outage) leaves the batcher as it was
-        lastBatchIds.computeIfAbsent(change.table(), lastBatchId::applyAsLong);
+        boolean holding = held.containsKey(change.table());
+        if (!holding) {
+            // looked up before any state changes: a failing lookup (catalog outage) leaves the batcher as it was
+            lastBatchIds.computeIfAbsent(change.table(), lastBatchId::applyAsLong);
+        }
         long ordinal = ordinals.merge(change.table(), 1L, Long::sum);
         Slice slice = slices.computeIfAbsent(change.table(), t -> new Slice());
         slice.changes.add(change);
-        slice.versions.add(ChangeVersion.of(open.commitLsn, ordinal));
+        slice.versions.add(open.snapshot ? ChangeVersion.snapshot(open.commitLsn) : ChangeVersion.of(open.commitLsn, ordinal));
         if (slice.changes.size() >= batchRows) {
             List<SourceRecord> out = new ArrayList<>();
-            flush(change.table(), slices.remove(change.table()), out);
+            close(change.table(), slices.remove(change.table()), out);
             return out;
         }
         return List.of();
+    }
+
+    /**
+     * From now on {@code table}'s changes are kept but not sent: its copy task is still sending the changes
+     * committed before the cut-off. Held changes keep the flow's safe position behind them until they are
+     * {@linkplain #release released} (sent) or {@linkplain #discard discarded}.
+     */
+    void hold(String table) {
+        held.putIfAbsent(table, new ArrayList<>());
+    }
+
+    boolean holding(String table) {
+        return held.containsKey(table);
+    }
+
+    /** Rows held over all tables. */
+    long heldRows() {
+        return heldRows;
+    }
+
+    /**
+     * Sends {@code table}'s held changes as batches, in order, and stops holding it. Its batch ids start again
+     * from the {@code lastBatchId} function (its copy task's batches are recorded by now).
+     */
+    List<SourceRecord> release(String table) {
+        List<Held> list = held.get(table);
+        if (list == null) {
+            return List.of();
+        }
+        lastBatchIds.remove(table);
+        // looked up before any state changes, as in add()
+        lastBatchIds.computeIfAbsent(table, lastBatchId::applyAsLong);
+        held.remove(table);
+        List<SourceRecord> out = new ArrayList<>();
+        for (Held h : list) {
+            synchronized (this) {
+                h.txn.held -= h.slice.changes.size();
+            }
+            heldRows -= h.slice.changes.size();
+            flush(table, h.slice, h.txn, out);
+        }
+        return out;
+    }
+
+    /** Drops {@code table}'s held and open changes and stops holding it (its copy was abandoned). */
+    void discard(String table) {
+        List<Held> list = held.remove(table);
+        slices.remove(table);
+        lastBatchIds.remove(table);
+        if (list == null) {
+            return;
+        }
+        synchronized (this) {
+            for (Held h : list) {
+                h.txn.held -= h.slice.changes.size();
+                heldRows -= h.slice.changes.size();
+            }
+            advance();
+        }
+    }
+
+    /**
+     * Forgets {@code table}'s batch id and open changes: it stopped streaming (a copy task took it again), and when
+     * it comes back its ids continue from what its copy recorded.
+     */
+    void forget(String table) {
+        slices.remove(table);
+        lastBatchIds.remove(table);
+    }
+
+    private void close(String table, Slice slice, List<SourceRecord> out) {
+        List<Held> list = held.get(table);
+        if (list == null) {
+            flush(table, slice, open, out);
+            return;
+        }
+        if (slice == null || slice.changes.isEmpty()) {
+            return;
+        }
+        synchronized (this) {
+            open.held += slice.changes.size();
+        }
+        heldRows += slice.changes.size();
+        list.add(new Held(open, slice));
     }
 
     /** The open transaction committed ending at {@code endLsn}: its remaining slices become batches. */
@@ -143,7 +257,7 @@ final class ChangeBatcher {
         }
         List<SourceRecord> out = new ArrayList<>();
         for (Map.Entry<String, Slice> entry : slices.entrySet()) {
-            flush(entry.getKey(), entry.getValue(), out);
+            close(entry.getKey(), entry.getValue(), out);
         }
         slices.clear();
         synchronized (this) {
@@ -161,6 +275,19 @@ final class ChangeBatcher {
      */
     void abort() {
         if (open != null) {
+            // its held slices are received again too
+            for (List<Held> list : held.values()) {
+                for (java.util.Iterator<Held> it = list.iterator(); it.hasNext(); ) {
+                    Held h = it.next();
+                    if (h.txn == open) {
+                        it.remove();
+                        heldRows -= h.slice.changes.size();
+                        synchronized (this) {
+                            h.txn.held -= h.slice.changes.size();
+                        }
+                    }
+                }
+            }
             synchronized (this) {
                 // its emitted records (batches cut by batch.rows) stay tracked; its position never becomes safe
                 open.endLsn = null;
@@ -194,18 +321,35 @@ final class ChangeBatcher {
         }
     }
 
-    private void flush(String table, Slice slice, List<SourceRecord> out) {
+    /** Emits {@code slice} as batches of {@code txn}: a truncate is a batch of its own, cutting the rows around it. */
+    private void flush(String table, Slice slice, Txn txn, List<SourceRecord> out) {
         if (slice == null || slice.changes.isEmpty()) {
+            return;
+        }
+        int start = 0;
+        for (int i = 0; i < slice.changes.size(); i++) {
+            if (slice.changes.get(i).op() == RecordHeaders.Op.TRUNCATE) {
+                emit(table, slice, start, i, txn, out);
+                emit(table, slice, i, i + 1, txn, out);
+                start = i + 1;
+            }
+        }
+        emit(table, slice, start, slice.changes.size(), txn, out);
+    }
+
+    private void emit(String table, Slice slice, int from, int to, Txn txn, List<SourceRecord> out) {
+        if (from >= to) {
             return;
         }
         long id = lastBatchIds.get(table) + 1;
         lastBatchIds.put(table, id);
-        Batch batch = new Batch(table, id, open.commitLsn, slice.changes.size(), open.receivedAt, open.commitTime);
+        int rows = to - from;
+        Batch batch = new Batch(table, id, txn.commitLsn, rows, txn.receivedAt, txn.commitTime);
         Map<String, String> partition = tablePartition(flow, table);
-        Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, open.commitLsn.toString());
+        Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, txn.commitLsn.toString());
         String topic = topicOf.apply(table);
-        List<SourceRecord> records = new ArrayList<>(slice.changes.size());
-        for (int i = 0; i < slice.changes.size(); i++) {
+        List<SourceRecord> records = new ArrayList<>(rows);
+        for (int i = from; i < to; i++) {
             Change change = slice.changes.get(i);
             ConnectHeaders headers = new ConnectHeaders();
             headers.addString(RecordHeaders.FLOW, flow);
@@ -213,17 +357,20 @@ final class ChangeBatcher {
             headers.addString(RecordHeaders.OP, change.op().code());
             headers.addString(RecordHeaders.VERSION, Long.toString(slice.versions.get(i)));
             headers.addString(RecordHeaders.BATCH, Long.toString(id));
-            if (i == slice.changes.size() - 1) {
+            if (change.replayId() != null) {
+                headers.addString(RecordHeaders.REPLAY_ID, change.replayId());
+            }
+            if (i == to - 1) {
                 headers.addString(RecordHeaders.BATCH_LAST, "true");
             }
             records.add(new SourceRecord(partition, offset, topic, 0, change.keySchema(), change.key(),
-                    change.valueSchema(), change.value(), open.commitTime.toEpochMilli(), headers));
+                    change.valueSchema(), change.value(), txn.commitTime.toEpochMilli(), headers));
         }
         synchronized (this) {
             for (SourceRecord record : records) {
-                tags.put(record, new Tag(open, batch));
+                tags.put(record, new Tag(txn, batch));
             }
-            open.remaining += records.size();
+            txn.remaining += records.size();
         }
         out.addAll(records);
     }
@@ -275,6 +422,11 @@ final class ChangeBatcher {
         return out;
     }
 
+    /** Whether every record emitted so far is acknowledged and no transaction is open or held. */
+    synchronized boolean drained() {
+        return open == null && inFlight.isEmpty();
+    }
+
     /** The last batch id used for {@code table}, or null if this batcher has not emitted any for it. */
     Long lastBatchId(String table) {
         return lastBatchIds.get(table);
@@ -283,7 +435,7 @@ final class ChangeBatcher {
     private void advance() {
         while (!inFlight.isEmpty()) {
             Txn head = inFlight.peekFirst();
-            if (!head.closed || head.remaining > 0) {
+            if (!head.closed || head.remaining > 0 || head.held > 0) {
                 return;
             }
             inFlight.removeFirst();
@@ -291,6 +443,9 @@ final class ChangeBatcher {
                 safe = head.endLsn;
             }
         }
+    }
+
+    private record Held(Txn txn, Slice slice) {
     }
 
     private static final class Slice {
@@ -305,7 +460,10 @@ final class ChangeBatcher {
         Lsn endLsn;
         boolean closed;
         boolean aborted;
+        boolean snapshot;
         int remaining;
+        /** Changes kept for a table on hold: they keep the position behind this transaction too. */
+        int held;
 
         Txn(Lsn commitLsn, Instant commitTime, Instant receivedAt) {
             this.commitLsn = commitLsn;

@@ -16,7 +16,7 @@ import io.tablecdc.pg.wire.Lsn;
  * the commit LSN is the high part; two changes of one row in the same transaction share the commit LSN and
  * are ordered by the ordinal, which counts the table's changes in the transaction from 1. The commit LSN,
  * never the change's own LSN, is used: a transaction that began before another but committed after it must
- * win. Version 0 is left below every streamed change for rows of an initial copy.
+ * win. Rows of a copy take ordinal 0 at their snapshot's consistent point ({@link #snapshot}).
  *
  * <p>Limits, both far from ordinary use but real:
  * <ul>
@@ -57,6 +57,21 @@ public final class ChangeVersion {
                     + Lsn.of(LSN_LIMIT) + ", 128 TiB of WAL): versions would no longer order changes");
         }
         return (lsn << ORDINAL_BITS) | Math.min(ordinal, MAX_ORDINAL);
+    }
+
+    /**
+     * The version of a row copied in the snapshot exported at {@code consistentPoint}: ordinal 0, below every
+     * change a stream delivers after that point (their commit LSN is at or past it, their ordinal at least 1).
+     * A copied row therefore loses to any streamed change of the same row and wins over any change that
+     * committed before the snapshot, which a re-copy must replace.
+     */
+    public static long snapshot(Lsn consistentPoint) {
+        long lsn = consistentPoint.value();
+        if (lsn < 0 || lsn >= LSN_LIMIT) {
+            throw new IllegalArgumentException("consistent point " + consistentPoint + " is beyond what the version packs ("
+                    + Lsn.of(LSN_LIMIT) + ", 128 TiB of WAL)");
+        }
+        return lsn << ORDINAL_BITS;
     }
 
     /** The commit LSN a version was packed from. */

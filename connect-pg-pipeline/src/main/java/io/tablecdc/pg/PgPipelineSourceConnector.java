@@ -28,8 +28,8 @@ import io.tablecdc.pg.wire.Lsn;
 /**
  * Postgres logical replication of one publication, every table on its own (see docs/pg-pipeline.md).
  *
- * <p>This release runs the apply task only (task 0, whatever {@code tasks.max} says): tables start streaming from
- * the slot's position without a copy ({@code table.sync.copy=none}); copy tasks come later.
+ * <p>Task 0 is the apply task ({@link ApplyTask}); with {@code table.sync.copy} other than {@code none}, tasks
+ * 1..{@code tasks.max}-1 are copy tasks ({@link CopyTask}) that load tables one at a time and hand them over.
  *
  * <p>{@link #validate} checks single fields first, then (when the database answers) {@code wal_level}, the
  * publication and the user's replication privilege, each reported on the field it concerns.
@@ -37,6 +37,7 @@ import io.tablecdc.pg.wire.Lsn;
 public class PgPipelineSourceConnector extends SourceConnector {
     private static final Logger log = LoggerFactory.getLogger(PgPipelineSourceConnector.class);
     private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
+    private static final String TASKS_MAX = "tasks.max";
 
     private Map<String, String> props;
 
@@ -48,10 +49,6 @@ public class PgPipelineSourceConnector extends SourceConnector {
     @Override
     public void start(Map<String, String> props) {
         PgPipelineConfig config = new PgPipelineConfig(props);
-        String unsupported = PgPipelineConfig.unsupportedCopy(config.copyMode());
-        if (unsupported != null) {
-            throw new ConnectException(unsupported);
-        }
         this.props = new HashMap<>(props);
         String flow = flow(props);
         // migrations run once here, not raced by the tasks
@@ -72,13 +69,22 @@ public class PgPipelineSourceConnector extends SourceConnector {
         return PgPipelineSourceTask.class;
     }
 
-    /** One task, the apply task; copy tasks are not built yet. */
+    /**
+     * Task 0 applies; tasks 1..maxTasks-1 copy (only when {@code table.sync.copy} copies something: without copies
+     * one task is enough).
+     */
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        Map<String, String> task = new HashMap<>(props);
-        task.put(PgPipelineSourceTask.FLOW_PROP, flow(props));
+        boolean copies = new PgPipelineConfig(props).copyMode() != PgPipelineConfig.CopyMode.NONE;
+        int tasks = copies ? Math.max(1, maxTasks) : 1;
         List<Map<String, String>> configs = new ArrayList<>();
-        configs.add(task);
+        for (int i = 0; i < tasks; i++) {
+            Map<String, String> task = new HashMap<>(props);
+            task.put(PgPipelineSourceTask.FLOW_PROP, flow(props));
+            task.put(PgPipelineSourceTask.ROLE_PROP, i == 0 ? PgPipelineSourceTask.ROLE_APPLY : PgPipelineSourceTask.ROLE_COPY);
+            task.put(PgPipelineSourceTask.TASK_INDEX_PROP, Integer.toString(i));
+            configs.add(task);
+        }
         return configs;
     }
 
@@ -110,9 +116,10 @@ public class PgPipelineSourceConnector extends SourceConnector {
             addError(result, values, PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, e.getMessage());
             return result;
         }
-        String unsupported = PgPipelineConfig.unsupportedCopy(config.copyMode());
-        if (unsupported != null) {
-            addError(result, values, PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, unsupported);
+        String tasksMax = connectorConfigs.get(TASKS_MAX);
+        if (config.copyMode() != PgPipelineConfig.CopyMode.NONE && tasksMax != null && tasksMax.trim().equals("1")) {
+            addError(result, values, TASKS_MAX, TASKS_MAX + " is 1, but " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
+                    + " copies tables: copying needs at least 2 tasks (task 0 applies the stream, the others copy)");
         }
         String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
         if (partitions != null && !partitions.trim().equals("1")) {

@@ -12,10 +12,14 @@ import java.util.Optional;
 
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.wire.Lsn;
+import io.tablecdc.pg.wire.PgOutputMessage.Column;
+import io.tablecdc.pg.wire.PgOutputMessage.Relation;
+import io.tablecdc.pg.wire.PgOutputMessage.ReplicaIdentity;
 
 /**
- * The SQL the pipeline runs on the source database: server checks, the publication's tables, slots, primary keys.
- * Every statement is read-only except {@link #createSlot}; all use bound parameters.
+ * The SQL the pipeline runs on the source database: server checks, the publication's tables, slots, primary keys,
+ * relation descriptions for copies and handover markers. Every statement is read-only except
+ * {@link #emitHandover} and {@link #dropStaleSlots}; all use bound parameters.
  */
 final class SourceDatabase {
     private SourceDatabase() {
@@ -117,6 +121,114 @@ final class SourceDatabase {
                 }
             }
             return columns;
+        }
+    }
+
+    /**
+     * A published table described the way pgoutput's Relation message describes it (same columns in the same
+     * order, same key flags, same type OIDs and modifiers), so that copied rows get the same schema as streamed
+     * ones. Run inside the copy's snapshot. Empty when the table is not (or no longer) in the publication.
+     */
+    static Optional<Relation> describe(Connection c, String publication, String table) throws SQLException {
+        long oid;
+        String namespace;
+        String name;
+        ReplicaIdentity identity;
+        try (PreparedStatement ps = c.prepareStatement("SELECT cl.oid, n.nspname, cl.relname, cl.relreplident"
+                + " FROM pg_publication_tables p JOIN pg_namespace n ON n.nspname = p.schemaname"
+                + " JOIN pg_class cl ON cl.relnamespace = n.oid AND cl.relname = p.tablename"
+                + " WHERE p.pubname = ? AND p.schemaname || '.' || p.tablename = ?")) {
+            ps.setString(1, publication);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (!rs.next()) {
+                    return Optional.empty();
+                }
+                oid = rs.getLong(1);
+                namespace = rs.getString(2);
+                name = rs.getString(3);
+                identity = ReplicaIdentity.of(rs.getString(4).charAt(0));
+            }
+        }
+        // pgoutput flags the replica identity's columns: the primary key (DEFAULT), the chosen index (INDEX),
+        // every column (FULL) or none (NOTHING); generated and dropped columns are not sent
+        try (PreparedStatement ps = c.prepareStatement("SELECT a.attname, a.atttypid, a.atttypmod,"
+                + " (cl.relreplident = 'f' OR a.attnum = ANY (COALESCE((SELECT CAST(i.indkey AS int2[]) FROM pg_index i"
+                + "   WHERE i.indrelid = cl.oid AND CASE cl.relreplident WHEN 'd' THEN i.indisprimary"
+                + "   WHEN 'i' THEN i.indisreplident ELSE false END LIMIT 1), CAST('{}' AS int2[]))))"
+                + " FROM pg_attribute a JOIN pg_class cl ON cl.oid = a.attrelid"
+                + " WHERE a.attrelid = CAST(? AS oid) AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''"
+                + " ORDER BY a.attnum")) {
+            ps.setLong(1, oid);
+            List<Column> columns = new ArrayList<>();
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    columns.add(new Column(rs.getBoolean(4) ? Column.FLAG_KEY : 0, rs.getString(1), rs.getLong(2),
+                            rs.getInt(3)));
+                }
+            }
+            return Optional.of(new Relation(oid, namespace, name, identity, columns));
+        }
+    }
+
+    /** The planner's row estimate for the relation (-1 when it was never analyzed) and its size in pages. */
+    record Size(long estimatedRows, long pages) {
+    }
+
+    static Size size(Connection c, long oid) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT CAST(reltuples AS bigint),"
+                + " pg_relation_size(CAST(? AS oid)) / current_setting('block_size')::bigint FROM pg_class"
+                + " WHERE oid = CAST(? AS oid)")) {
+            ps.setLong(1, oid);
+            ps.setLong(2, oid);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? new Size(rs.getLong(1), rs.getLong(2)) : new Size(-1, 0);
+            }
+        }
+    }
+
+    /**
+     * Writes a non-transactional logical decoding message and returns its LSN. Every slot's stream delivers it in
+     * WAL order: after each transaction that committed before it and before each that commits after it.
+     */
+    static Lsn emitHandover(Connection c, String prefix, String content) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT CAST(pg_logical_emit_message(false, ?, ?) AS text)")) {
+            ps.setString(1, prefix);
+            ps.setString(2, content);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return Lsn.parse(rs.getString(1));
+            }
+        }
+    }
+
+    /** The server's current WAL write position. */
+    static Lsn currentWal(Connection c) throws SQLException {
+        try (Statement s = c.createStatement();
+             ResultSet rs = s.executeQuery("SELECT CAST(pg_current_wal_lsn() AS text)")) {
+            rs.next();
+            return Lsn.parse(rs.getString(1));
+        }
+    }
+
+    /**
+     * Drops the inactive slots whose name starts with {@code prefix} (copy slots of this flow that a crashed copy
+     * task left behind); slots of other flows never match the prefix.
+     *
+     * @return the dropped slots
+     */
+    static List<String> dropStaleSlots(Connection c, String prefix) throws SQLException {
+        String pattern = prefix.replace("\\", "\\\\").replace("_", "\\_").replace("%", "\\%") + "%";
+        try (PreparedStatement ps = c.prepareStatement("SELECT slot_name, pg_drop_replication_slot(slot_name)"
+                + " FROM pg_replication_slots WHERE slot_name LIKE ? AND NOT active")) {
+            ps.setString(1, pattern);
+            List<String> dropped = new ArrayList<>();
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    dropped.add(rs.getString(1));
+                }
+            }
+            return dropped;
         }
     }
 }

@@ -193,4 +193,103 @@ class ChangeBatcherTest {
         b.acknowledged(out.get(0));
         assertEquals(Lsn.parse("0/250"), b.safePosition());
     }
+
+    @Test
+    void aTruncateIsABatchOfItsOwnBetweenTheRowsAroundIt() {
+        ChangeBatcher b = batcher(100);
+        b.begin(Lsn.parse("0/200"), T, T);
+        List<SourceRecord> out = new ArrayList<>();
+        out.addAll(b.add(change("s.a", Op.CREATE, 1)));
+        out.addAll(b.add(ChangeBatcher.Change.truncate("s.a", "77/2/table/16384")));
+        out.addAll(b.add(change("s.a", Op.CREATE, 2)));
+        out.addAll(b.commit(Lsn.parse("0/250")));
+        assertEquals(3, out.size());
+        assertEquals(List.of("8", "9", "10"), out.stream().map(r -> header(r, RecordHeaders.BATCH)).toList());
+        assertTrue(out.stream().allMatch(r -> "true".equals(header(r, RecordHeaders.BATCH_LAST))));
+        SourceRecord truncate = out.get(1);
+        assertEquals("t", header(truncate, RecordHeaders.OP));
+        assertEquals("77/2/table/16384", header(truncate, RecordHeaders.REPLAY_ID));
+        assertNull(truncate.key());
+        assertNull(truncate.value());
+        assertNull(header(out.get(0), RecordHeaders.REPLAY_ID));
+        // the truncate takes its place among the table's changes
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 2), Long.parseLong(header(truncate, RecordHeaders.VERSION)));
+    }
+
+    @Test
+    void aSnapshotVersionsEveryRowBelowAnyChangeStreamedAfterItsConsistentPoint() {
+        ChangeBatcher b = batcher(100);
+        b.beginSnapshot(Lsn.parse("0/300"), T);
+        List<SourceRecord> out = new ArrayList<>();
+        for (int i = 0; i < 3; i++) {
+            out.addAll(b.add(change("s.a", Op.SNAPSHOT, i)));
+        }
+        out.addAll(b.commit(Lsn.parse("0/300")));
+        long copied = ChangeVersion.snapshot(Lsn.parse("0/300"));
+        assertTrue(out.stream().allMatch(r -> Long.parseLong(header(r, RecordHeaders.VERSION)) == copied));
+        // a transaction whose commit record sits exactly at the consistent point is streamed, and must still win
+        assertTrue(ChangeVersion.of(Lsn.parse("0/300"), 1) > copied);
+        assertTrue(ChangeVersion.of(Lsn.parse("0/2FF"), ChangeVersion.MAX_ORDINAL) < copied);
+    }
+
+    @Test
+    void heldChangesWaitKeepThePositionBehindAndLeaveInOrderWithFreshIds() {
+        ChangeBatcher b = batcher(100);
+        b.hold("s.a");
+        List<SourceRecord> out = new ArrayList<>();
+        b.begin(Lsn.parse("0/200"), T, T);
+        out.addAll(b.add(change("s.a", Op.CREATE, 1)));
+        out.addAll(b.add(change("s.b", Op.CREATE, 1)));
+        out.addAll(b.commit(Lsn.parse("0/250")));
+        b.begin(Lsn.parse("0/300"), T, T);
+        out.addAll(b.add(change("s.a", Op.UPDATE, 1)));
+        out.addAll(b.commit(Lsn.parse("0/350")));
+        // only table b left; a's two changes are held
+        assertEquals(1, out.size());
+        assertEquals("pg.s.b", out.get(0).topic());
+        assertEquals(2, b.heldRows());
+        b.acknowledged(out.get(0));
+        assertEquals(Lsn.parse("0/100"), b.safePosition(), "held changes keep the position behind them");
+        // the copy recorded batches up to 20 meanwhile
+        lastIds.put("s.a", 20L);
+        List<SourceRecord> released = b.release("s.a");
+        assertEquals(2, released.size());
+        assertEquals(List.of("21", "22"), released.stream().map(r -> header(r, RecordHeaders.BATCH)).toList());
+        assertEquals(List.of("c", "u"), released.stream().map(r -> header(r, RecordHeaders.OP)).toList());
+        assertEquals(ChangeVersion.of(Lsn.parse("0/300"), 1), Long.parseLong(header(released.get(1), RecordHeaders.VERSION)));
+        assertEquals(0, b.heldRows());
+        b.acknowledged(released.get(0));
+        assertEquals(Lsn.parse("0/250"), b.safePosition());
+        b.acknowledged(released.get(1));
+        assertEquals(Lsn.parse("0/350"), b.safePosition());
+        assertTrue(b.drained());
+    }
+
+    @Test
+    void discardedHeldChangesReleaseThePosition() {
+        ChangeBatcher b = batcher(1);
+        b.hold("s.a");
+        b.begin(Lsn.parse("0/200"), T, T);
+        assertTrue(b.add(change("s.a", Op.CREATE, 1)).isEmpty(), "a held slice cut by batch.rows stays held");
+        assertTrue(b.add(change("s.a", Op.CREATE, 2)).isEmpty());
+        assertTrue(b.commit(Lsn.parse("0/250")).isEmpty());
+        assertEquals(2, b.heldRows());
+        assertEquals(Lsn.parse("0/100"), b.safePosition());
+        b.discard("s.a");
+        assertEquals(0, b.heldRows());
+        assertEquals(Lsn.parse("0/250"), b.safePosition());
+        assertTrue(!b.holding("s.a"));
+    }
+
+    @Test
+    void anAbortedTransactionDropsWhatItHeld() {
+        ChangeBatcher b = batcher(1);
+        b.hold("s.a");
+        b.begin(Lsn.parse("0/200"), T, T);
+        b.add(change("s.a", Op.CREATE, 1));
+        assertEquals(1, b.heldRows());
+        b.abort();
+        assertEquals(0, b.heldRows());
+        assertTrue(b.release("s.a").isEmpty());
+    }
 }

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.kafka.connect.errors.ConnectException;
@@ -49,7 +50,7 @@ class ConnectorTest {
     }
 
     @Test
-    void startRefusesCopyAndAnUnusableCatalog() {
+    void startRefusesAnUnusableCatalog() {
         PgPipelineSourceConnector connector = new PgPipelineSourceConnector();
         Map<String, String> props = config();
         props.put("database.host", "127.0.0.1");
@@ -60,9 +61,30 @@ class ConnectorTest {
         props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/none");
         ConnectException unreachable = assertThrows(ConnectException.class, () -> connector.start(props));
         assertTrue(unreachable.getMessage().contains("the catalog is not usable"), unreachable.getMessage());
-        props.put("table.sync.copy", "all");
-        ConnectException e = assertThrows(ConnectException.class, () -> connector.start(props));
-        assertTrue(e.getMessage().contains("not built yet"), e.getMessage());
         assertEquals(PgPipelineSourceTask.class, connector.taskClass());
+    }
+
+    @Test
+    void taskZeroAppliesAndTheOthersCopyOnlyWhenTablesAreCopied() throws Exception {
+        PgPipelineSourceConnector connector = new PgPipelineSourceConnector();
+        Map<String, String> props = config();
+        props.put("database.host", "127.0.0.1");
+        props.put("database.dbname", "shop");
+        props.put("database.user", "replicator");
+        props.put("publication.name", "shop_pub");
+        props.put("topic.prefix", "pg");
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/none");
+        java.lang.reflect.Field field = PgPipelineSourceConnector.class.getDeclaredField("props");
+        field.setAccessible(true);
+        field.set(connector, props);
+        // without copies one task is enough, whatever tasks.max says
+        List<Map<String, String>> tasks = connector.taskConfigs(3);
+        assertEquals(1, tasks.size());
+        assertEquals("apply", tasks.get(0).get(PgPipelineSourceTask.ROLE_PROP));
+        props.put("table.sync.copy", "except:shop.audit");
+        tasks = connector.taskConfigs(3);
+        assertEquals(List.of("apply", "copy", "copy"), tasks.stream().map(t -> t.get(PgPipelineSourceTask.ROLE_PROP)).toList());
+        assertEquals(List.of("0", "1", "2"), tasks.stream().map(t -> t.get(PgPipelineSourceTask.TASK_INDEX_PROP)).toList());
+        assertTrue(tasks.stream().allMatch(t -> "orders-flow".equals(t.get(PgPipelineSourceTask.FLOW_PROP))));
     }
 }

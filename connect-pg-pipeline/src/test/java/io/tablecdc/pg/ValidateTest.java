@@ -82,12 +82,13 @@ class ValidateTest {
     }
 
     @Test
-    void copyAndPartitionsAreRefusedOnTheirFields() {
+    void copyWithOneTaskAndPartitionsAreRefusedOnTheirFields() {
         Map<String, String> props = config();
         props.put("table.sync.copy", "except:public.v_orders");
+        props.put("tasks.max", "1");
         props.put("topic.creation.default.partitions", "3");
         Map<String, List<String>> errors = errors(props);
-        assertTrue(String.join("; ", errors.get("table.sync.copy")).contains("not built yet"), errors.toString());
+        assertTrue(String.join("; ", errors.get("tasks.max")).contains("at least 2 tasks"), errors.toString());
         assertTrue(String.join("; ", errors.get("topic.creation.default.partitions")).contains("one partition"), errors.toString());
     }
 

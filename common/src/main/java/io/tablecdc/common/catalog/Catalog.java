@@ -58,7 +58,8 @@ public final class Catalog implements AutoCloseable {
             + " last_attempt_at, last_synced_at, last_normalized_at, synced_batch_id, normalized_batch_id,"
             + " synced_rows_count, phase, phase_lsn, copy_attempt, copy_lease_owner, copy_lease_until,"
             + " paused_reason, paused_at, last_error, last_error_at, error_count, next_retry_at, inserts_count,"
-            + " updates_count, deletes_count, first_row_received_at, first_row_commit_time, updated_at";
+            + " updates_count, deletes_count, first_row_received_at, first_row_commit_time, updated_at,"
+            + " copy_rows_done, copy_rows_total";
 
     private static final String FLOW_COLUMNS = "flow_name, source_kind, source_system_identifier, source_timeline,"
             + " source_slot, source_publication, destination_identity, config_hash, created_at, updated_at";
@@ -548,6 +549,88 @@ public final class Catalog implements AutoCloseable {
                 ps.setString(3, table);
                 ps.setString(4, owner);
                 return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Records where the apply task saw {@code owner}'s handover marker: the table stays {@code copying} with
+     * {@code phase_lsn} = the marker's LSN, so that an apply task that restarts keeps holding the table's changes
+     * after that point until the copy task moves it to {@code catchup(lsn)}. May be called again after a crash.
+     *
+     * @return true if {@code owner} still holds the table and the marker is recorded (now or before), or the
+     *     table already is in {@code catchup} or {@code ready} at {@code lsn}
+     */
+    public boolean markHandover(String flow, String table, String owner, String lsn) {
+        Objects.requireNonNull(owner, "owner");
+        requireLsn(lsn);
+        return onTable("markHandover", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase_lsn = ?"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
+                    + " AND copy_lease_owner = ? AND (phase_lsn IS NULL OR phase_lsn = ?)")) {
+                ps.setString(1, lsn);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, owner);
+                ps.setString(5, lsn);
+                return ps.executeUpdate() == 1 || inPhase(c, flow, table, Phase.COPYING, lsn)
+                        || inPhase(c, flow, table, Phase.CATCHUP, lsn) || inPhase(c, flow, table, Phase.READY, lsn);
+            }
+        });
+    }
+
+    /**
+     * Gives a table {@code owner} holds back to {@code pending} (its copy task stops cleanly), so another copy task
+     * claims it at once instead of waiting for the lease to expire. May be called again: a table no longer held
+     * by {@code owner} is left as it is.
+     *
+     * @return true if the table was released now
+     */
+    public boolean releaseCopy(String flow, String table, String owner) {
+        Objects.requireNonNull(owner, "owner");
+        return onTable("releaseCopy", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'pending',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
+                    + " AND copy_lease_owner = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, owner);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Records a copy's progress: rows sent so far and the expected total (raised to {@code done} when the
+     * estimate was low). Only while {@code owner} holds the table. May be called again with the same values.
+     *
+     * @return false if {@code owner} no longer holds the table
+     */
+    public boolean recordCopyProgress(String flow, String table, String owner, long done, long total) {
+        Objects.requireNonNull(owner, "owner");
+        return onTable("recordCopyProgress", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET copy_rows_done = ?,"
+                    + " copy_rows_total = ? WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND phase = 'copying' AND copy_lease_owner = ?")) {
+                ps.setLong(1, done);
+                ps.setLong(2, Math.max(done, total));
+                ps.setString(3, flow);
+                ps.setString(4, table);
+                ps.setString(5, owner);
+                if (ps.executeUpdate() == 1) {
+                    return true;
+                }
+            }
+            // an update that changes nothing reports no row: check the lease
+            try (PreparedStatement ps = c.prepareStatement("SELECT 1 FROM " + STATE + " WHERE flow_name = ?"
+                    + " AND source_table_identifier = ? AND phase = 'copying' AND copy_lease_owner = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, owner);
+                try (ResultSet rs = ps.executeQuery()) {
+                    return rs.next();
+                }
             }
         });
     }
@@ -1138,7 +1221,12 @@ public final class Catalog implements AutoCloseable {
                 rs.getString(13), instant(rs.getTimestamp(14)), rs.getString(15), instant(rs.getTimestamp(16)),
                 rs.getString(17), instant(rs.getTimestamp(18)), rs.getInt(19), instant(rs.getTimestamp(20)),
                 new RowCounts(rs.getLong(21), rs.getLong(22), rs.getLong(23)), instant(rs.getTimestamp(24)),
-                instant(rs.getTimestamp(25)), instant(rs.getTimestamp(26)));
+                instant(rs.getTimestamp(25)), instant(rs.getTimestamp(26)), nullableLong(rs, 27), nullableLong(rs, 28));
+    }
+
+    private static Long nullableLong(ResultSet rs, int column) throws SQLException {
+        long value = rs.getLong(column);
+        return rs.wasNull() ? null : value;
     }
 
     private static Timestamp ts(Instant instant) {

@@ -29,13 +29,16 @@ import java.time.Instant;
  * @param firstRowReceivedAt  when the oldest unnormalized row was read; null when all is normalized
  * @param firstRowCommitTime  source commit time of that row
  * @param updatedAt           last change of this row (catalog clock)
+ * @param copyRowsDone        rows a Postgres copy sent so far; null when never copied
+ * @param copyRowsTotal       rows that copy expects in all (an estimate until it ends)
  */
 public record TableState(String flow, String table, String cursor, Instant lastAttemptAt, Instant lastSyncedAt,
                          Instant lastNormalizedAt, long syncedBatchId, long normalizedBatchId, long syncedRows,
                          Phase phase, String phaseLsn, int copyAttempt, String copyLeaseOwner,
                          Instant copyLeaseUntil, String pausedReason, Instant pausedAt, String lastError,
                          Instant lastErrorAt, int errorCount, Instant nextRetryAt, RowCounts normalizedCounts,
-                         Instant firstRowReceivedAt, Instant firstRowCommitTime, Instant updatedAt) {
+                         Instant firstRowReceivedAt, Instant firstRowCommitTime, Instant updatedAt,
+                         Long copyRowsDone, Long copyRowsTotal) {
 
     /** Batches synced but not yet normalized: what the normalize buffer limits. */
     public long unnormalizedBatches() {

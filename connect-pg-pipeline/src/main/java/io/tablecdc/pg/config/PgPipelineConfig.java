@@ -1,8 +1,11 @@
 package io.tablecdc.pg.config;
 
+import java.util.Arrays;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
+import java.util.stream.Collectors;
 
 import org.apache.kafka.common.config.AbstractConfig;
 import org.apache.kafka.common.config.ConfigDef;
@@ -55,9 +58,27 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public static final String TABLE_SYNC_COPY_CONFIG = "table.sync.copy";
     private static final String TABLE_SYNC_COPY_DOC = "Which tables are copied before they stream: all, none,"
-            + " only:<schema.table>,… or except:<schema.table>,…. This release supports only none (copy tasks are not"
-            + " built yet): every table starts streaming from the slot's position, without its existing rows.";
+            + " only:<schema.table>,… or except:<schema.table>,…. A copied table is loaded by a copy task from a snapshot"
+            + " of its own slot, caught up, and handed over to the apply task; a table not copied streams from the"
+            + " position where the flow found it, without its existing rows. Copying needs tasks.max of at least 2"
+            + " (task 0 applies, the others copy).";
     private static final String TABLE_SYNC_COPY_DEFAULT = "none";
+
+    public static final String COPY_CONNECTIONS_CONFIG = "copy.connections.per.table";
+    private static final String COPY_CONNECTIONS_DOC = "Connections one copy task reads a table with, all in the"
+            + " same exported snapshot, each COPYing a range of the table's pages (ctid ranges). More than 1 helps"
+            + " when the server, not the task, limits the copy.";
+    private static final int COPY_CONNECTIONS_DEFAULT = 1;
+
+    public static final String TABLE_RETRY_DELAY_MS_CONFIG = "table.retry.delay.ms";
+    private static final String TABLE_RETRY_DELAY_MS_DOC = "How long a table whose copy failed waits before a copy"
+            + " task tries it again.";
+    private static final long TABLE_RETRY_DELAY_MS_DEFAULT = 10_000L;
+
+    public static final String MAX_TABLE_RETRIES_CONFIG = "max.table.retries";
+    private static final String MAX_TABLE_RETRIES_DOC = "Copy attempts of one table after its first failure; after"
+            + " the last one the table stays errored with its reason (other tables carry on).";
+    private static final int MAX_TABLE_RETRIES_DEFAULT = 5;
 
     public static final String BATCH_ROWS_CONFIG = "batch.rows";
     private static final String BATCH_ROWS_DOC = "Most rows of one table in one batch. A table's batch is its rows of"
@@ -85,7 +106,7 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     private final CopyMode copyMode;
 
-    /** What {@code table.sync.copy} asks for. Only {@link #NONE} is supported by this release. */
+    /** What {@code table.sync.copy} asks for. */
     public enum CopyMode { ALL, NONE, ONLY, EXCEPT }
 
     public PgPipelineConfig(Map<String, String> props) {
@@ -116,6 +137,15 @@ public final class PgPipelineConfig extends AbstractConfig {
                         SLOT_PREFIX_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Slot prefix")
                 .define(TABLE_SYNC_COPY_CONFIG, Type.STRING, TABLE_SYNC_COPY_DEFAULT, new CopySpec(), Importance.HIGH,
                         TABLE_SYNC_COPY_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Initial copy")
+                .define(COPY_CONNECTIONS_CONFIG, Type.INT, COPY_CONNECTIONS_DEFAULT, ConfigDef.Range.between(1, 16),
+                        Importance.LOW, COPY_CONNECTIONS_DOC, REPLICATION_GROUP, ++order, Width.SHORT,
+                        "Connections per copied table")
+                .define(TABLE_RETRY_DELAY_MS_CONFIG, Type.LONG, TABLE_RETRY_DELAY_MS_DEFAULT,
+                        ConfigDef.Range.between(0L, 86_400_000L), Importance.LOW, TABLE_RETRY_DELAY_MS_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Table retry delay (ms)")
+                .define(MAX_TABLE_RETRIES_CONFIG, Type.INT, MAX_TABLE_RETRIES_DEFAULT, ConfigDef.Range.between(0, 1000),
+                        Importance.LOW, MAX_TABLE_RETRIES_DOC, REPLICATION_GROUP, ++order, Width.SHORT,
+                        "Max table retries")
                 .define(BATCH_ROWS_CONFIG, Type.INT, BATCH_ROWS_DEFAULT, ConfigDef.Range.between(1, 1_000_000),
                         Importance.MEDIUM, BATCH_ROWS_DOC, REPLICATION_GROUP, ++order, Width.SHORT, "Batch rows")
                 .define(HEARTBEAT_INTERVAL_MS_CONFIG, Type.LONG, HEARTBEAT_INTERVAL_MS_DEFAULT,
@@ -162,6 +192,34 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public CopyMode copyMode() {
         return copyMode;
+    }
+
+    /** Whether {@code table.sync.copy} asks for {@code table} ({@code schema.table}) to be copied. */
+    public boolean copies(String table) {
+        return switch (copyMode) {
+            case ALL -> true;
+            case NONE -> false;
+            case ONLY -> copyList().contains(table);
+            case EXCEPT -> !copyList().contains(table);
+        };
+    }
+
+    private Set<String> copyList() {
+        String value = getString(TABLE_SYNC_COPY_CONFIG).trim();
+        String list = value.substring(value.indexOf(':') + 1);
+        return Arrays.stream(list.split(",")).map(String::trim).filter(t -> !t.isEmpty()).collect(Collectors.toSet());
+    }
+
+    public int copyConnectionsPerTable() {
+        return getInt(COPY_CONNECTIONS_CONFIG);
+    }
+
+    public long tableRetryDelayMs() {
+        return getLong(TABLE_RETRY_DELAY_MS_CONFIG);
+    }
+
+    public int maxTableRetries() {
+        return getInt(MAX_TABLE_RETRIES_CONFIG);
     }
 
     public int batchRows() {
@@ -232,13 +290,6 @@ public final class PgPipelineConfig extends AbstractConfig {
         throw new ConfigException(TABLE_SYNC_COPY_CONFIG, text, "must be all, none, only:<schema.table>,… or except:<schema.table>,…");
     }
 
-    /** Why {@code table.sync.copy} is refused by this release, or null when it is supported. */
-    public static String unsupportedCopy(CopyMode mode) {
-        return mode == CopyMode.NONE ? null : TABLE_SYNC_COPY_CONFIG + " is " + mode.name().toLowerCase(Locale.ROOT)
-                + ", but copying tables is not built yet in this release: only none is supported (tables start"
-                + " streaming from the slot's position without their existing rows)";
-    }
-
     static final class CopySpec implements ConfigDef.Validator {
         @Override
         public void ensureValid(String name, Object value) {
@@ -247,7 +298,7 @@ public final class PgPipelineConfig extends AbstractConfig {
 
         @Override
         public String toString() {
-            return "all, none, only:<schema.table>,…, except:<schema.table>,… (this release: none)";
+            return "all, none, only:<schema.table>,…, except:<schema.table>,…";
         }
     }
 

@@ -43,16 +43,24 @@ class ConfigDocsTest {
     }
 
     @Test
-    void copyModesParseButOnlyNoneIsSupported() {
+    void copyModesSayWhichTablesAreCopied() {
         Map<String, String> props = minimal();
         PgPipelineConfig config = new PgPipelineConfig(props);
         assertEquals(PgPipelineConfig.CopyMode.NONE, config.copyMode());
-        assertNull(PgPipelineConfig.unsupportedCopy(config.copyMode()));
+        assertFalse(config.copies("public.orders"));
         assertEquals("pg.public.orders", config.topic("public.orders"));
-        props.put("table.sync.copy", "only:public.orders");
+        props.put("table.sync.copy", "all");
+        assertTrue(new PgPipelineConfig(props).copies("public.orders"));
+        props.put("table.sync.copy", "only:public.orders, public.Items");
         config = new PgPipelineConfig(props);
-        String refusal = PgPipelineConfig.unsupportedCopy(config.copyMode());
-        assertTrue(refusal.contains("not built yet"), refusal);
+        assertEquals(PgPipelineConfig.CopyMode.ONLY, config.copyMode());
+        assertTrue(config.copies("public.orders"));
+        assertTrue(config.copies("public.Items"));
+        assertFalse(config.copies("public.items"));
+        props.put("table.sync.copy", "except:public.orders");
+        config = new PgPipelineConfig(props);
+        assertFalse(config.copies("public.orders"));
+        assertTrue(config.copies("public.items"));
         props.put("table.sync.copy", "some");
         ConfigException e = assertThrows(ConfigException.class, () -> new PgPipelineConfig(props));
         assertTrue(e.getMessage().contains("table.sync.copy"), e.getMessage());

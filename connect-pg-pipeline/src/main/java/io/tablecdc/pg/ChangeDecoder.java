@@ -1,0 +1,128 @@
+package io.tablecdc.pg;
+
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.connect.data.Struct;
+
+import io.tablecdc.common.RecordHeaders.Op;
+import io.tablecdc.pg.ChangeBatcher.Change;
+import io.tablecdc.pg.convert.ConversionException;
+import io.tablecdc.pg.convert.RelationSchema;
+import io.tablecdc.pg.wire.PgOutputMessage;
+import io.tablecdc.pg.wire.PgOutputMessage.Delete;
+import io.tablecdc.pg.wire.PgOutputMessage.Insert;
+import io.tablecdc.pg.wire.PgOutputMessage.Relation;
+import io.tablecdc.pg.wire.PgOutputMessage.ReplicaIdentity;
+import io.tablecdc.pg.wire.PgOutputMessage.Update;
+import io.tablecdc.pg.wire.RelationCache;
+
+/**
+ * Turns the row messages of one replication stream into {@link Change}s, with the relations and value schemas the
+ * stream announced. The apply task and the copy tasks' catch-up streams share it so that a table's records look
+ * the same whichever stream sent them.
+ */
+final class ChangeDecoder {
+    /** The primary key columns of a relation, for tables whose replica identity names no key on the wire. */
+    interface PrimaryKeys {
+        List<String> of(long relationOid) throws SQLException;
+    }
+
+    private final RelationCache relations = new RelationCache();
+    private final Map<Long, RelationSchema> schemas = new HashMap<>();
+    private final PrimaryKeys primaryKeys;
+
+    ChangeDecoder(PrimaryKeys primaryKeys) {
+        this.primaryKeys = primaryKeys;
+    }
+
+    /** Forgets every relation: a new stream announces them again. */
+    void clear() {
+        relations.clear();
+        schemas.clear();
+    }
+
+    /** Takes a Relation or Type message; a new Relation replaces the relation's schema. */
+    void accept(PgOutputMessage message) {
+        relations.accept(message);
+        if (message instanceof Relation relation) {
+            schemas.remove(relation.oid());
+        }
+    }
+
+    Relation relation(long oid) {
+        return relations.get(oid);
+    }
+
+    /** The {@code schema.table} of a row message's relation. */
+    String table(long relationOid) {
+        return relations.get(relationOid).qualifiedName();
+    }
+
+    /**
+     * The changes an Insert, Update or Delete makes: one, or two for an update that changes the key (a delete of
+     * the old key, then the update).
+     *
+     * @throws ConversionException when a value cannot be converted or an unchanged TOAST value has no old value
+     */
+    List<Change> changes(PgOutputMessage message) throws SQLException {
+        List<Change> changes = new ArrayList<>(2);
+        if (message instanceof Insert insert) {
+            RelationSchema schema = schema(relations.get(insert.relationOid()));
+            RelationSchema.Row row = checked(schema, schema.row(insert.newTuple()));
+            changes.add(change(schema, Op.CREATE, row.value()));
+        } else if (message instanceof Update update) {
+            RelationSchema schema = schema(relations.get(update.relationOid()));
+            RelationSchema.Row row = checked(schema, schema.row(update.newTuple(), update.oldTuple()));
+            if (update.oldTuple() != null && schema.keySchema() != null) {
+                RelationSchema.Row old = schema.row(update.oldTuple().tuple());
+                if (!schema.key(old.value()).equals(schema.key(row.value()))) {
+                    // the key changed: the old key's row is gone
+                    changes.add(change(schema, Op.DELETE, old.value()));
+                }
+            }
+            changes.add(change(schema, Op.UPDATE, row.value()));
+        } else if (message instanceof Delete delete) {
+            RelationSchema schema = schema(relations.get(delete.relationOid()));
+            RelationSchema.Row old = schema.row(delete.oldTuple().tuple());
+            changes.add(change(schema, Op.DELETE, old.value()));
+        } else {
+            throw new IllegalArgumentException("not a row message: " + message);
+        }
+        return changes;
+    }
+
+    /** The value schema of a relation as the stream describes it, built once per Relation message. */
+    RelationSchema schema(Relation relation) throws SQLException {
+        RelationSchema schema = schemas.get(relation.oid());
+        if (schema == null) {
+            schema = of(relation, primaryKeys);
+            schemas.put(relation.oid(), schema);
+        }
+        return schema;
+    }
+
+    /** How both streams and the copy build a relation's schema: the wire's key, or the primary key under FULL/NOTHING. */
+    static RelationSchema of(Relation relation, PrimaryKeys primaryKeys) throws SQLException {
+        boolean wireKey = relation.replicaIdentity() == ReplicaIdentity.DEFAULT
+                || relation.replicaIdentity() == ReplicaIdentity.INDEX;
+        return wireKey ? RelationSchema.of(relation) : RelationSchema.of(relation, primaryKeys.of(relation.oid()));
+    }
+
+    private static RelationSchema.Row checked(RelationSchema schema, RelationSchema.Row row) {
+        if (!row.unchangedToastColumns().isEmpty()) {
+            throw new ConversionException("table " + schema.relation().qualifiedName() + ": unchanged TOAST value in "
+                    + row.unchangedToastColumns() + " without an old value; keeping the previous value is not supported yet"
+                    + " (set REPLICA IDENTITY FULL on the table)");
+        }
+        return row;
+    }
+
+    static Change change(RelationSchema schema, Op op, Struct value) {
+        return new Change(schema.relation().qualifiedName(), op, schema.keySchema(), schema.key(value),
+                schema.valueSchema(), value);
+    }
+}

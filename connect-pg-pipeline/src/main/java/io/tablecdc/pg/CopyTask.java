@@ -1,0 +1,116 @@
+package io.tablecdc.pg;
+
+import java.security.SecureRandom;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.connect.source.SourceRecord;
+import org.apache.kafka.connect.source.SourceTask;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import io.tablecdc.common.Version;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.pg.config.PgPipelineConfig;
+
+/**
+ * A copy task (tasks 1..n): claims one {@code pending} table of the flow at a time from the catalog (a lease that
+ * expires if this task dies), copies it, catches it up and hands it over to the apply task ({@link TableCopy} does
+ * the work); then claims the next. Several copy tasks, on any workers, share the flow's tables this way.
+ */
+public class CopyTask extends SourceTask {
+    private static final Logger log = LoggerFactory.getLogger(CopyTask.class);
+    /** How long a claim holds without renewal; renewed every third of it. */
+    static final Duration LEASE = Duration.ofSeconds(30);
+    private static final long CLAIM_INTERVAL_MS = 1000;
+
+    private PgPipelineConfig config;
+    private String flow;
+    private String owner;
+    private Catalog catalog;
+    private volatile TableCopy current;
+    private long nextClaimAt;
+    private volatile boolean stopping;
+
+    @Override
+    public String version() {
+        return Version.get();
+    }
+
+    @Override
+    public void start(Map<String, String> props) {
+        config = new PgPipelineConfig(props);
+        flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
+        byte[] random = new byte[3];
+        new SecureRandom().nextBytes(random);
+        // a new owner per start: a restarted task never mistakes the lease of its previous life for its own
+        owner = flow + "/copy-" + props.getOrDefault(PgPipelineSourceTask.TASK_INDEX_PROP, "?") + "-"
+                + HexFormat.of().formatHex(random);
+        catalog = Catalog.open(config.catalog(), "source " + flow + " copy");
+        log.info("flow {}: copy task {} started", flow, owner);
+    }
+
+    @Override
+    public List<SourceRecord> poll() throws InterruptedException {
+        if (stopping) {
+            return null;
+        }
+        TableCopy copy = current;
+        if (copy == null) {
+            long now = System.currentTimeMillis();
+            if (now < nextClaimAt) {
+                Thread.sleep(Math.min(200, nextClaimAt - now));
+                return null;
+            }
+            Optional<CopyClaim> claim;
+            try {
+                claim = catalog.claimCopy(flow, owner, LEASE);
+            } catch (RuntimeException e) {
+                log.warn("flow {}: copy task {} cannot claim a table ({}); retrying", flow, owner, e.getMessage());
+                nextClaimAt = now + 5 * CLAIM_INTERVAL_MS;
+                return null;
+            }
+            if (claim.isEmpty()) {
+                nextClaimAt = now + CLAIM_INTERVAL_MS;
+                return null;
+            }
+            copy = new TableCopy(config, flow, owner, claim.get(), catalog,
+                    table -> PgPipelineSourceTask.nextBatchId(context, catalog, flow, table));
+            current = copy;
+        }
+        List<SourceRecord> records = copy.step();
+        if (copy.finished()) {
+            copy.close();
+            current = null;
+            nextClaimAt = 0;
+        }
+        return records == null || records.isEmpty() ? null : records;
+    }
+
+    @Override
+    public void commitRecord(SourceRecord record, RecordMetadata metadata) {
+        TableCopy copy = current;
+        if (copy != null) {
+            copy.acknowledged(record);
+        }
+    }
+
+    @Override
+    public void stop() {
+        stopping = true;
+        TableCopy copy = current;
+        if (copy != null) {
+            // gives the table back so another copy task starts it at once rather than after the lease
+            copy.abandon("the task stopped");
+        }
+        if (catalog != null) {
+            catalog.close();
+        }
+    }
+
+}

@@ -1,0 +1,547 @@
+package io.tablecdc.pg;
+
+import java.nio.ByteBuffer;
+import java.security.SecureRandom;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.ToLongFunction;
+
+import org.apache.kafka.connect.source.SourceRecord;
+import org.postgresql.PGConnection;
+import org.postgresql.copy.CopyOut;
+import org.postgresql.replication.LogSequenceNumber;
+import org.postgresql.replication.PGReplicationStream;
+import org.postgresql.replication.ReplicationSlotInfo;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import io.tablecdc.common.RecordHeaders.Op;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.pg.ChangeBatcher.Change;
+import io.tablecdc.pg.config.PgPipelineConfig;
+import io.tablecdc.pg.convert.ConversionException;
+import io.tablecdc.pg.convert.RelationSchema;
+import io.tablecdc.pg.wire.Lsn;
+import io.tablecdc.pg.wire.PgOutputDecoder;
+import io.tablecdc.pg.wire.PgOutputMessage;
+import io.tablecdc.pg.wire.PgOutputMessage.Begin;
+import io.tablecdc.pg.wire.PgOutputMessage.Commit;
+import io.tablecdc.pg.wire.PgOutputMessage.Delete;
+import io.tablecdc.pg.wire.PgOutputMessage.Insert;
+import io.tablecdc.pg.wire.PgOutputMessage.LogicalMessage;
+import io.tablecdc.pg.wire.PgOutputMessage.Relation;
+import io.tablecdc.pg.wire.PgOutputMessage.Truncate;
+import io.tablecdc.pg.wire.PgOutputMessage.Update;
+
+/**
+ * One table's copy, catch-up and handover, driven by a copy task's polls.
+ *
+ * <pre>
+ * START ──▶ COPY ──▶ DRAIN_COPY ──▶ CATCHUP ──(own marker received)──▶ DRAIN_FINAL ──▶ catchup(marker) in the catalog
+ *   │  temporary slot with an exported snapshot at its consistent point c0
+ *   │  COPY … TO STDOUT in that snapshot (a truncate first, then every row at version c0 &lt;&lt; 16)
+ *   │  private slot streamed from c0, keeping only this table's changes
+ *   └  when caught up: a non-transactional logical message (the handover marker) at LSN m
+ * </pre>
+ *
+ * <h2>The cut-off</h2>
+ * The marker is written into the WAL, so every slot's stream delivers it at the same place: after each
+ * transaction that committed before {@code m} and before each one that commits after it. This copy sends exactly
+ * the table's changes committed before {@code m}; the apply task keeps exactly those committed after it. When the
+ * apply task meets the marker it records it ({@code copying}, {@code phase_lsn = m}) and holds the table's later
+ * changes; once every record of this copy is acknowledged and recorded, this copy moves the table to
+ * {@code catchup(m)} and the apply task sends what it held, so the table's batches reach its topic in order. No
+ * other table waits at any point.
+ *
+ * <p>Failures: a copy or conversion error marks the table {@code errored} with a retry time (up to
+ * {@code max.table.retries}); losing the lease (another task took the table over) abandons the copy silently; a
+ * copy task that stops gives the table back to {@code pending}.
+ */
+final class TableCopy {
+    private static final Logger log = LoggerFactory.getLogger(TableCopy.class);
+    /** Prefix of the handover markers (logical decoding messages). */
+    static final String MARKER_PREFIX = "tablecdc.handover";
+    private static final long BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
+    private static final long PROGRESS_LOG_NANOS = TimeUnit.SECONDS.toNanos(10);
+    private static final long PROGRESS_CATALOG_NANOS = TimeUnit.SECONDS.toNanos(2);
+    private static final long IDLE_BEFORE_MARKER_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+
+    private enum Step { START, COPY, DRAIN_COPY, CATCHUP, DRAIN_FINAL }
+
+    private final PgPipelineConfig config;
+    private final String flow;
+    private final String owner;
+    private final String table;
+    private final int attempt;
+    private final Catalog catalog;
+    private final ToLongFunction<String> lastBatchId;
+
+    private Step step = Step.START;
+    private volatile boolean finished;
+    private volatile boolean abandoned;
+    private Connection control;
+    private Connection replication;
+    private PGReplicationStream stream;
+    private final List<Connection> readers = new ArrayList<>();
+    private final List<CopyOut> copies = new ArrayList<>();
+    private String slotName;
+    private Relation relation;
+    private RelationSchema schema;
+    private volatile ChangeBatcher batcher;
+    private ChangeDecoder decoder;
+    private Lsn consistentPoint;
+    private Lsn catchupTarget;
+    private Lsn marker;
+    private boolean inTxn;
+    private long idleSince;
+    private long xid;
+    private int ordinal;
+    private final List<ChangeBatcher.Synced> unsynced = new ArrayList<>();
+    private long rowsSent;
+    private long rowsTotal;
+    private final long startedAt = System.nanoTime();
+    private long lastLogAt = System.nanoTime();
+    private long lastProgressAt;
+    private long lastRenewAt = System.nanoTime();
+
+    TableCopy(PgPipelineConfig config, String flow, String owner, CopyClaim claim, Catalog catalog,
+              ToLongFunction<String> lastBatchId) {
+        this.config = config;
+        this.flow = flow;
+        this.owner = owner;
+        this.table = claim.table();
+        this.attempt = claim.attempt();
+        this.catalog = catalog;
+        this.lastBatchId = lastBatchId;
+    }
+
+    String table() {
+        return table;
+    }
+
+    boolean finished() {
+        return finished;
+    }
+
+    /** The next records of this copy; an empty list while it waits. */
+    List<SourceRecord> step() throws InterruptedException {
+        List<SourceRecord> out = new ArrayList<>();
+        if (finished) {
+            return out;
+        }
+        try {
+            if (!renewLease()) {
+                return out;
+            }
+            switch (step) {
+                case START -> start(out);
+                case COPY -> copyRows(out);
+                case DRAIN_COPY -> drainCopy();
+                case CATCHUP -> catchUp(out);
+                case DRAIN_FINAL -> handOver();
+                default -> throw new IllegalStateException(step.name());
+            }
+        } catch (SQLException | ConversionException | IllegalArgumentException e) {
+            if (abandoned) {
+                return List.of();
+            }
+            fail(e.getMessage() == null ? e.toString() : e.getMessage());
+            return List.of();
+        } catch (RuntimeException e) {
+            if (abandoned) {
+                return List.of();
+            }
+            // the catalog (or something unexpected) failed: this attempt ends, the lease runs out and a copy task
+            // claims the table again
+            log.warn("flow {}, table {}: copy attempt {} stopped ({}); the table is copied again once its lease expires",
+                    flow, table, attempt, e.toString());
+            closeConnections();
+            finished = true;
+            return List.of();
+        }
+        return out;
+    }
+
+    private void start(List<SourceRecord> out) throws SQLException, InterruptedException {
+        String mainSlot = catalog.getFlow(flow).map(f -> f.identity().slot()).orElse(null);
+        if (mainSlot == null) {
+            // the apply task has not registered the flow's slot yet
+            Thread.sleep(200);
+            return;
+        }
+        control = SourceDatabase.connect(config, "tablecdc " + flow + " copy");
+        replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " copy");
+        byte[] random = new byte[3];
+        new SecureRandom().nextBytes(random);
+        slotName = copySlotPrefix(config.slotPrefix(), mainSlot) + HexFormat.of().formatHex(random);
+        ReplicationSlotInfo slot = replication.unwrap(PGConnection.class).getReplicationAPI().createReplicationSlot()
+                .logical().withSlotName(slotName).withOutputPlugin("pgoutput").withTemporaryOption().make();
+        consistentPoint = Lsn.of(slot.getConsistentPoint().asLong());
+        String snapshot = slot.getSnapshotName();
+        if (snapshot == null || !snapshot.matches("[0-9A-Fa-f-]+")) {
+            throw new SQLException("slot " + slotName + " exported no usable snapshot (" + snapshot + ")");
+        }
+        boolean copyRows = config.copies(table);
+        int connections = copyRows ? config.copyConnectionsPerTable() : 1;
+        for (int i = 0; i < connections; i++) {
+            Connection reader = SourceDatabase.connect(config, "tablecdc " + flow + " copy " + table);
+            readers.add(reader);
+            reader.setAutoCommit(false);
+            reader.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+            reader.setReadOnly(true);
+            try (Statement s = reader.createStatement()) {
+                // SET TRANSACTION SNAPSHOT takes no parameter; the name was checked above
+                s.execute("SET TRANSACTION SNAPSHOT '" + snapshot + "'");
+            }
+        }
+        Connection first = readers.get(0);
+        relation = SourceDatabase.describe(first, config.publication(), table).orElse(null);
+        if (relation == null) {
+            throw new IllegalArgumentException("table " + table + " is not in publication " + config.publication()
+                    + " any more");
+        }
+        schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid));
+        batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
+                lastBatchId, consistentPoint);
+        if (!copyRows) {
+            closeReaders();
+            log.info("flow {}, table {}: not copied (table.sync.copy); catching up from {} and handing over", flow,
+                    table, consistentPoint);
+            step = Step.DRAIN_COPY;
+            return;
+        }
+        SourceDatabase.Size size = SourceDatabase.size(first, relation.oid());
+        rowsTotal = Math.max(0, size.estimatedRows());
+        if (size.estimatedRows() < 0) {
+            rowsTotal = count(first);
+        }
+        String columns = String.join(", ", relation.columns().stream().map(c -> quote(c.name())).toList());
+        String from = quote(relation.namespace()) + "." + quote(relation.name());
+        long pagesPerReader = connections == 1 ? 0 : Math.max(1, (size.pages() + connections - 1) / connections);
+        for (int i = 0; i < connections; i++) {
+            String where = "";
+            if (connections > 1) {
+                // page ranges are numbers computed here, not input: COPY takes no parameters
+                long lo = i * pagesPerReader;
+                where = i == connections - 1 ? " WHERE ctid >= '(" + lo + ",0)'::tid"
+                        : " WHERE ctid >= '(" + lo + ",0)'::tid AND ctid < '(" + (lo + pagesPerReader) + ",0)'::tid";
+            }
+            String sql = "COPY (SELECT " + columns + " FROM " + from + where + ") TO STDOUT";
+            copies.add(readers.get(i).unwrap(PGConnection.class).getCopyAPI().copyOut(sql));
+        }
+        catalog.recordCopyProgress(flow, table, owner, 0, rowsTotal);
+        log.info("flow {}, table {}: copy attempt {} started: ~{} rows in the snapshot at {} over {} connection(s)", flow,
+                table, attempt, rowsTotal, consistentPoint, connections);
+        batcher.beginSnapshot(consistentPoint, Instant.now());
+        // a copy replaces whatever an earlier copy or stream left in the destination
+        out.addAll(batcher.add(Change.truncate(table, null)));
+        step = Step.COPY;
+    }
+
+    private long count(Connection c) throws SQLException {
+        try (Statement s = c.createStatement(); java.sql.ResultSet rs = s.executeQuery("SELECT count(*) FROM "
+                + quote(relation.namespace()) + "." + quote(relation.name()))) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+
+    private void copyRows(List<SourceRecord> out) throws SQLException {
+        long deadline = System.nanoTime() + BUDGET_NANOS;
+        int columns = relation.columns().size();
+        while (out.size() < config.batchRows() && System.nanoTime() < deadline && !copies.isEmpty()) {
+            for (int i = 0; i < copies.size(); i++) {
+                CopyOut copy = copies.get(i);
+                byte[] row = copy.readFromCopy();
+                if (row == null) {
+                    copies.remove(i);
+                    i--;
+                    continue;
+                }
+                RelationSchema.Row converted = schema.row(CopyText.parse(row, columns));
+                out.addAll(batcher.add(ChangeDecoder.change(schema, Op.SNAPSHOT, converted.value())));
+                rowsSent++;
+            }
+        }
+        if (copies.isEmpty()) {
+            out.addAll(batcher.commit(consistentPoint));
+            closeReaders();
+            rowsTotal = rowsSent;
+            catalog.recordCopyProgress(flow, table, owner, rowsSent, rowsTotal);
+            log.info("flow {}, table {}: copied {} rows in {} s; catching up", flow, table, rowsSent,
+                    TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
+            step = Step.DRAIN_COPY;
+            return;
+        }
+        progress();
+    }
+
+    private void progress() {
+        long now = System.nanoTime();
+        if (now - lastProgressAt >= PROGRESS_CATALOG_NANOS) {
+            lastProgressAt = now;
+            if (!catalog.recordCopyProgress(flow, table, owner, rowsSent, rowsTotal)) {
+                lostLease();
+                return;
+            }
+        }
+        if (now - lastLogAt >= PROGRESS_LOG_NANOS) {
+            lastLogAt = now;
+            long total = Math.max(rowsTotal, rowsSent);
+            log.info("flow {}, table {}: copied {} of ~{} rows ({}%)", flow, table, rowsSent, total,
+                    total == 0 ? 100 : rowsSent * 100 / total);
+        }
+    }
+
+    /** Waits until every record of the copy is acknowledged and recorded, then opens the private stream. */
+    private void drainCopy() throws SQLException, InterruptedException {
+        if (!synced()) {
+            Thread.sleep(20);
+            return;
+        }
+        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(control, oid));
+        stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
+                .withSlotName(slotName)
+                .withSlotOption("proto_version", "1")
+                .withSlotOption("publication_names", "\"" + config.publication().replace("\"", "\"\"") + "\"")
+                .withSlotOption("messages", "true")
+                .withStartPosition(LogSequenceNumber.valueOf(consistentPoint.value()))
+                .withStatusInterval(10, TimeUnit.SECONDS)
+                .start();
+        catchupTarget = SourceDatabase.currentWal(control);
+        step = Step.CATCHUP;
+    }
+
+    private void catchUp(List<SourceRecord> out) throws SQLException, InterruptedException {
+        long deadline = System.nanoTime() + BUDGET_NANOS;
+        while (System.nanoTime() < deadline && out.size() < config.batchRows()) {
+            ByteBuffer buffer = stream.readPending();
+            if (buffer == null) {
+                if (idleSince == 0) {
+                    idleSince = System.nanoTime();
+                }
+                Lsn received = Lsn.of(stream.getLastReceiveLSN().asLong());
+                // past where the server was when the catch-up began, or nothing more to read for a moment: the
+                // marker can go (when it goes only decides how long the apply task holds the table, not what is
+                // sent: this copy reads on until the marker comes back)
+                if (marker == null && !inTxn && (!received.isBefore(catchupTarget)
+                        || System.nanoTime() - idleSince > IDLE_BEFORE_MARKER_NANOS)) {
+                    marker = SourceDatabase.emitHandover(control, MARKER_PREFIX, markerContent(flow, table, owner));
+                    log.info("flow {}, table {}: caught up; handover marker at {}", flow, table, marker);
+                }
+                if (!out.isEmpty()) {
+                    break;
+                }
+                Thread.sleep(10);
+                continue;
+            }
+            idleSince = 0;
+            PgOutputMessage message = PgOutputDecoder.decode(buffer);
+            if (message instanceof LogicalMessage m && !m.transactional() && MARKER_PREFIX.equals(m.prefix())
+                    && m.lsn().equals(marker)) {
+                step = Step.DRAIN_FINAL;
+                return;
+            }
+            handle(message, out);
+        }
+    }
+
+    private void handle(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
+        if (message instanceof Begin begin) {
+            batcher.begin(begin.finalLsn(), begin.commitTime(), Instant.now());
+            inTxn = true;
+            xid = begin.xid();
+            ordinal = 0;
+        } else if (message instanceof Commit commit) {
+            out.addAll(batcher.commit(commit.endLsn()));
+            inTxn = false;
+        } else if (message instanceof Relation || message instanceof PgOutputMessage.Type) {
+            decoder.accept(message);
+        } else if (message instanceof Insert || message instanceof Update || message instanceof Delete) {
+            ordinal++;
+            long oid = message instanceof Insert i ? i.relationOid()
+                    : message instanceof Update u ? u.relationOid() : ((Delete) message).relationOid();
+            if (decoder.table(oid).equals(table)) {
+                for (Change change : decoder.changes(message)) {
+                    out.addAll(batcher.add(change));
+                }
+            }
+        } else if (message instanceof Truncate truncate) {
+            ordinal++;
+            for (long oid : truncate.relationOids()) {
+                if (decoder.table(oid).equals(table)) {
+                    out.addAll(batcher.add(Change.truncate(table, replayId(xid, ordinal, oid))));
+                }
+            }
+        }
+    }
+
+    /** Waits for the catch-up's records, then moves the table to {@code catchup(marker)}. */
+    private void handOver() throws InterruptedException {
+        if (!synced()) {
+            Thread.sleep(20);
+            return;
+        }
+        catalog.recordCopyProgress(flow, table, owner, rowsSent, Math.max(rowsTotal, rowsSent));
+        if (catalog.markCatchup(flow, table, owner, marker.toString())) {
+            log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s)", flow,
+                    table, marker, rowsSent, attempt, TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
+        } else {
+            log.warn("flow {}, table {}: copy task {} lost the table before its handover; another copy takes over",
+                    flow, table, owner);
+        }
+        closeConnections();
+        finished = true;
+    }
+
+    /** Records acknowledged batches in the catalog; true once everything sent is acknowledged and recorded. */
+    private boolean synced() {
+        unsynced.addAll(batcher.drainSynced());
+        Instant now = Instant.now();
+        while (!unsynced.isEmpty()) {
+            ChangeBatcher.Synced s = unsynced.get(0);
+            catalog.recordSync(flow, s.table(), s.batch(), now);
+            unsynced.remove(0);
+        }
+        return batcher.drained() && unsynced.isEmpty();
+    }
+
+    void acknowledged(SourceRecord record) {
+        ChangeBatcher b = batcher;
+        if (b != null) {
+            b.acknowledged(record);
+        }
+    }
+
+    private boolean renewLease() {
+        long now = System.nanoTime();
+        if (now - lastRenewAt < CopyTask.LEASE.toNanos() / 3) {
+            return true;
+        }
+        lastRenewAt = now;
+        if (catalog.renewCopyLease(flow, table, owner, CopyTask.LEASE)) {
+            return true;
+        }
+        lostLease();
+        return false;
+    }
+
+    private void lostLease() {
+        log.warn("flow {}, table {}: copy task {} no longer holds the table (its lease was taken over or the table"
+                + " left the flow); this copy stops", flow, table, owner);
+        abandoned = true;
+        closeConnections();
+        finished = true;
+    }
+
+    private void fail(String reason) {
+        Instant now = Instant.now();
+        boolean retry = attempt <= config.maxTableRetries();
+        Instant next = retry ? now.plusMillis(config.tableRetryDelayMs()) : null;
+        String error = "copy attempt " + attempt + " failed: " + reason;
+        try {
+            catalog.markErrored(flow, table, owner, error, now, next);
+        } catch (RuntimeException e) {
+            log.warn("flow {}, table {}: cannot record the copy failure ({}); the lease will expire instead", flow, table,
+                    e.getMessage());
+        }
+        if (retry) {
+            log.error("flow {}, table {}: {}; retried in {} ms (attempt {} of {})", flow, table, error,
+                    config.tableRetryDelayMs(), attempt + 1, config.maxTableRetries() + 1);
+        } else {
+            log.error("flow {}, table {}: {}; no retries left (max.table.retries={}): the table stays errored until it"
+                    + " is reset (see docs/operations.md); other tables carry on", flow, table, error,
+                    config.maxTableRetries());
+        }
+        closeConnections();
+        finished = true;
+    }
+
+    /** Stops the copy and gives the table back to {@code pending} (the task stops). */
+    void abandon(String why) {
+        if (finished) {
+            return;
+        }
+        abandoned = true;
+        finished = true;
+        closeConnections();
+        try {
+            if (catalog.releaseCopy(flow, table, owner)) {
+                log.info("flow {}, table {}: copy stopped ({}); the table is pending again", flow, table, why);
+            }
+        } catch (RuntimeException e) {
+            log.info("flow {}, table {}: copy stopped ({}); its lease expires in {}", flow, table, why, CopyTask.LEASE);
+        }
+    }
+
+    void close() {
+        closeConnections();
+    }
+
+    private void closeReaders() {
+        copies.clear();
+        for (Connection reader : readers) {
+            try {
+                reader.close();
+            } catch (Exception e) {
+                // the copy is over either way
+            }
+        }
+        readers.clear();
+    }
+
+    private void closeConnections() {
+        closeReaders();
+        try {
+            if (stream != null) {
+                stream.close();
+            }
+        } catch (Exception e) {
+            // the slot is temporary: it goes with the connection
+        }
+        stream = null;
+        for (Connection c : new Connection[] {replication, control}) {
+            try {
+                if (c != null) {
+                    c.close();
+                }
+            } catch (Exception e) {
+                // nothing left to do
+            }
+        }
+        replication = null;
+        control = null;
+    }
+
+    /** {@code <slot.prefix>_copy_<8 hex of the main slot's hash>_}: the flow's copy slots, and only them. */
+    static String copySlotPrefix(String slotPrefix, String mainSlot) {
+        try {
+            byte[] hash = java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(mainSlot.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            return slotPrefix + "_copy_" + HexFormat.of().formatHex(hash, 0, 4) + "_";
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** The marker's content: flow, table and owner on three lines. */
+    static String markerContent(String flow, String table, String owner) {
+        return flow + "\n" + table + "\n" + owner;
+    }
+
+    /** A TRUNCATE fragment's replay id, scoped to its table: {@code <xid>/<ordinal>/table/<oid>}. */
+    static String replayId(long xid, int ordinal, long oid) {
+        return xid + "/" + ordinal + "/table/" + oid;
+    }
+
+    private static String quote(String identifier) {
+        return "\"" + identifier.replace("\"", "\"\"") + "\"";
+    }
+}
