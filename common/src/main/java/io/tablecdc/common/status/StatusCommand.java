@@ -176,7 +176,20 @@ public final class StatusCommand {
                      long normalizedBatchId, long syncedRows, long inserts, long updates, long deletes,
                      Instant lastAttemptAt, Instant lastSyncedAt, Instant lastNormalizedAt,
                      Instant firstRowReceivedAt, Instant firstRowCommitTime, String pausedReason, Instant pausedAt,
-                     String lastError, Instant lastErrorAt, int errorCount, Instant nextRetryAt) {
+                     String lastError, Instant lastErrorAt, int errorCount, Instant nextRetryAt,
+                     Long copyRowsDone, Long copyRowsTotal) {
+
+        /** {@code copying 1200/20000 (6%)} while a copy runs; the phase and its LSN otherwise. */
+        String phaseText() {
+            if (phase == null) {
+                return "-";
+            }
+            if ("copying".equals(phase) && copyRowsDone != null) {
+                long total = Math.max(copyRowsTotal == null ? 0 : copyRowsTotal, copyRowsDone);
+                return phase + " " + copyRowsDone + "/" + total + " (" + (total == 0 ? 100 : copyRowsDone * 100 / total) + "%)";
+            }
+            return phase + (phaseLsn == null ? "" : "(" + phaseLsn + ")");
+        }
 
         Duration lag(Instant now) {
             return firstRowReceivedAt == null ? null : Duration.between(firstRowReceivedAt, now);
@@ -224,7 +237,7 @@ public final class StatusCommand {
                     + " phase_lsn, cursor_text, synced_batch_id, normalized_batch_id, synced_rows_count,"
                     + " inserts_count, updates_count, deletes_count, last_attempt_at, last_synced_at,"
                     + " last_normalized_at, first_row_received_at, first_row_commit_time, paused_reason, paused_at,"
-                    + " last_error, last_error_at, error_count, next_retry_at"
+                    + " last_error, last_error_at, error_count, next_retry_at, copy_rows_done, copy_rows_total"
                     + " FROM cdc_table_replication_state WHERE ? OR flow_name = ANY (?)"
                     + " ORDER BY flow_name, source_table_identifier")) {
                 ps.setBoolean(1, all);
@@ -238,7 +251,7 @@ public final class StatusCommand {
                                 instant(rs.getTimestamp(14)), instant(rs.getTimestamp(15)),
                                 instant(rs.getTimestamp(16)), rs.getString(17), instant(rs.getTimestamp(18)),
                                 rs.getString(19), instant(rs.getTimestamp(20)), rs.getInt(21),
-                                instant(rs.getTimestamp(22))));
+                                instant(rs.getTimestamp(22)), (Long) rs.getObject(23), (Long) rs.getObject(24)));
                     }
                 }
             }
@@ -269,7 +282,7 @@ public final class StatusCommand {
                 for (TableLine t : flow.getValue()) {
                     rows.add(new String[] {
                         t.table(),
-                        t.phase() == null ? "-" : t.phase() + (t.phaseLsn() == null ? "" : "(" + t.phaseLsn() + ")"),
+                        t.phaseText(),
                         t.cursor().isEmpty() ? "-" : t.cursor(),
                         Long.toString(t.syncedBatchId()),
                         Long.toString(t.normalizedBatchId()),
@@ -343,6 +356,8 @@ public final class StatusCommand {
                     o.put("table", t.table());
                     o.put("phase", t.phase());
                     o.put("phase_lsn", t.phaseLsn());
+                    o.put("copy_rows_done", t.copyRowsDone());
+                    o.put("copy_rows_total", t.copyRowsTotal());
                     o.put("cursor", t.cursor());
                     o.put("synced_batch_id", t.syncedBatchId());
                     o.put("normalized_batch_id", t.normalizedBatchId());

@@ -1,0 +1,186 @@
+package io.tablecdc.e2e;
+
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Predicate;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+
+import io.tablecdc.e2e.stack.LocalStack;
+
+/**
+ * What the Postgres pipeline tests check: a source database, its flow's catalog and ClickHouse. Tables are compared
+ * as one text per row, built by a Postgres expression and a ClickHouse expression of the same shape.
+ */
+final class PgChecks {
+    interface Check {
+        boolean ok() throws Exception;
+    }
+
+    private final LocalStack stack;
+    private final String database;
+    private final String catalogUrl;
+    private final Client clickhouse;
+
+    PgChecks(LocalStack stack, String database, String catalogUrl, Client clickhouse) {
+        this.stack = stack;
+        this.database = database;
+        this.catalogUrl = catalogUrl;
+        this.clickhouse = clickhouse;
+    }
+
+    Connection source() throws SQLException {
+        return stack.postgres().connect(database);
+    }
+
+    Connection catalog() throws SQLException {
+        return DriverManager.getConnection(catalogUrl, stack.postgres().user(), stack.postgres().password());
+    }
+
+    void sql(String... statements) throws SQLException {
+        try (Connection c = source(); Statement s = c.createStatement()) {
+            for (String statement : statements) {
+                s.execute(statement);
+            }
+        }
+    }
+
+    /** Runs the statements as one transaction. */
+    void transaction(String... statements) throws SQLException {
+        try (Connection c = source()) {
+            c.setAutoCommit(false);
+            try (Statement s = c.createStatement()) {
+                for (String statement : statements) {
+                    s.execute(statement);
+                }
+            }
+            c.commit();
+        }
+    }
+
+    static void awaitTrue(Check check, Duration timeout, String message) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            if (check.ok()) {
+                return;
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError(message);
+    }
+
+    /** The table's catalog columns once {@code done} holds for them. */
+    Map<String, String> awaitTable(String flow, String table, Predicate<Map<String, String>> done, Duration timeout)
+            throws Exception {
+        AtomicReference<Map<String, String>> seen = new AtomicReference<>();
+        try {
+            awaitTrue(() -> {
+                seen.set(table(flow, table));
+                return seen.get() != null && done.test(seen.get());
+            }, timeout, "");
+        } catch (AssertionError e) {
+            throw new AssertionError("catalog row of " + table + " never as expected; last seen " + seen.get());
+        }
+        return seen.get();
+    }
+
+    /** phase, phase_lsn, last_error, copy_rows_done, copy_rows_total, copy_attempt, synced_batch_id of a table. */
+    Map<String, String> table(String flow, String table) throws SQLException {
+        try (Connection c = catalog(); PreparedStatement ps = c.prepareStatement("SELECT phase, phase_lsn, last_error,"
+                + " copy_rows_done::text, copy_rows_total::text, copy_attempt::text, synced_batch_id::text"
+                + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (!rs.next()) {
+                    return null;
+                }
+                Map<String, String> row = new HashMap<>();
+                String[] names = {"phase", "phase_lsn", "last_error", "copy_rows_done", "copy_rows_total", "copy_attempt",
+                    "synced_batch_id"};
+                for (int i = 0; i < names.length; i++) {
+                    row.put(names[i], rs.getString(i + 1));
+                }
+                return row;
+            }
+        }
+    }
+
+    List<String> postgresRows(String table, String expression) throws SQLException {
+        List<String> rows = new ArrayList<>();
+        try (Connection c = source(); Statement s = c.createStatement();
+             ResultSet rs = s.executeQuery("SELECT " + expression + " AS r FROM " + table + " ORDER BY 1")) {
+            while (rs.next()) {
+                rows.add(rs.getString(1));
+            }
+        }
+        return rows;
+    }
+
+    List<String> clickHouseRows(String table, String expression) {
+        List<String> rows = new ArrayList<>();
+        String name = table.replaceAll("[^A-Za-z0-9_]", "_");
+        for (GenericRecord r : clickhouse.queryAll("SELECT " + expression + " AS r FROM " + name
+                + " FINAL WHERE _tablecdc_is_deleted = 0 ORDER BY r")) {
+            rows.add(r.getString("r"));
+        }
+        return rows;
+    }
+
+    /**
+     * Waits until every table's rows in ClickHouse (FINAL, without deletes) equal Postgres's, row for row.
+     * {@code tables}: table → {Postgres row expression, ClickHouse row expression}. Ordering is by the text.
+     */
+    void awaitEqual(Map<String, String[]> tables, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        Map<String, String> last = new HashMap<>();
+        while (System.nanoTime() < deadline) {
+            boolean equal = true;
+            for (Map.Entry<String, String[]> table : tables.entrySet()) {
+                List<String> expected = postgresRows(table.getKey(), table.getValue()[0]);
+                List<String> actual;
+                try {
+                    actual = clickHouseRows(table.getKey(), table.getValue()[1]);
+                } catch (RuntimeException e) {
+                    last.put(table.getKey(), "ClickHouse: " + e.getMessage());
+                    equal = false;
+                    continue;
+                }
+                // Postgres and ClickHouse may sort text differently
+                expected.sort(null);
+                actual.sort(null);
+                if (!expected.equals(actual)) {
+                    equal = false;
+                    List<String> missing = new ArrayList<>(expected);
+                    missing.removeAll(actual);
+                    List<String> extra = new ArrayList<>(actual);
+                    extra.removeAll(expected);
+                    last.put(table.getKey(), expected.size() + " rows in Postgres, " + actual.size() + " in ClickHouse;"
+                            + " missing " + head(missing) + ", unexpected " + head(extra));
+                } else {
+                    last.remove(table.getKey());
+                }
+            }
+            if (equal) {
+                return;
+            }
+            Thread.sleep(500);
+        }
+        throw new AssertionError("ClickHouse never equalled Postgres: " + last);
+    }
+
+    private static List<String> head(List<String> rows) {
+        return rows.size() <= 10 ? rows : rows.subList(0, 10);
+    }
+}
