@@ -104,14 +104,16 @@ public final class TableMetrics implements AutoCloseable {
     }
 
     /**
-     * Unregisters a table's gauges (the table left this task). Updates to its {@link Table} are still accepted and
-     * kept; they are published again if {@link #table} is called for it.
+     * Unregisters a table's gauges (the table left this task) and returns its values, or null for a table never
+     * seen. Updates to its {@link Table} are still accepted and kept; they are published again if {@link #table} is
+     * called for it.
      */
-    public void remove(String flow, String table) {
+    public Table remove(String flow, String table) {
         Table t = tables.get(List.of(flow, table));
         if (t != null) {
             t.unregister(binding);
         }
+        return t;
     }
 
     /** Unregisters every table's gauges (the task stops; the worker would drop them anyway). */
