@@ -206,6 +206,7 @@ final class TablePoller {
                 : state.lastAttemptAt().toEpochMilli() + config.syncIntervalMs();
         started = true;
         metrics.syncedUpTo(cursor);
+        metrics.batchIdKnown(state.syncedBatchId());
         log.info("flow {}, table {}: starting from cursor {} (batch ids continue after {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
                 lastBatchId);

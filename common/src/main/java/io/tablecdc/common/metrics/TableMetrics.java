@@ -175,6 +175,14 @@ public final class TableMetrics implements AutoCloseable {
             }
         }
 
+        /**
+         * Source: the catalog's synced batch id (sink: staged) is {@code id}, read at start, so that the id does not
+         * read 0 until the task's first batch. Not counted as a batch.
+         */
+        public void batchIdKnown(long id) {
+            batchId.accumulateAndGet(id, Math::max);
+        }
+
         // ---------------------------------------------------------------------------------------- sink
 
         /** Sink: batch {@code id} of {@code rows} rows is staged (files uploaded, stage row written). */
@@ -205,6 +213,8 @@ public final class TableMetrics implements AutoCloseable {
         /** Sink: the catalog's normalized batch id is {@code id} (read at start, or a batch loaded before a crash). */
         public void normalizedUpTo(long id) {
             normalizedBatchId.accumulateAndGet(id, Math::max);
+            // what is normalized was staged
+            batchId.accumulateAndGet(id, Math::max);
             waiting.headMap(id, true).clear();
         }
 

@@ -85,6 +85,9 @@ class TableMetricsTest {
         assertEquals(0.0, attribute(name, "error-episodes-total"));
         assertTrue(Double.isNaN((Double) attribute(name, "lag-seconds")), "no lag before anything is known");
         assertEquals(1.0, attribute(mbean("shop", "public.items"), "rows-synced-total"));
+        orders.batchIdKnown(9); // the catalog's id, read when a task starts
+        assertEquals(9.0, attribute(name, "synced-batch-id"));
+        assertEquals(2.0, attribute(name, "batches-synced-total"), "not counted as a batch");
         assertEquals(2, jmx.queryNames(new ObjectName("kafka.connect:type=plugins,connector=" + connector + ",*"), null).size());
     }
 
@@ -118,6 +121,9 @@ class TableMetricsTest {
 
         t.normalizedUpTo(4); // it was loaded before a crash
         assertEquals(10.0, attribute(name, "lag-seconds"));
+        TableMetrics.Table restarted = sink.table("flow-a", "s.other");
+        restarted.normalizedUpTo(8); // read from the catalog at start, nothing staged
+        assertEquals(8.0, attribute(mbean("flow-a", "s.other"), "staged-batch-id"), "what is normalized was staged");
         t.batchNormalized(5, 100);
         assertEquals(1.0, attribute(name, "lag-seconds"));
         t.batchNormalized(6, 50);
