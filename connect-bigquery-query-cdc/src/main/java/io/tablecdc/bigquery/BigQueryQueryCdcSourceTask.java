@@ -14,6 +14,7 @@ import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.metrics.TableMetrics;
 
 /** The task of {@link BigQueryQueryCdcSourceConnector}: replicates one table with a {@link TablePoller}. */
 public class BigQueryQueryCdcSourceTask extends SourceTask {
@@ -24,6 +25,7 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
 
     private Catalog catalog;
     private TablePoller poller;
+    private TableMetrics metrics;
 
     @Override
     public String version() {
@@ -41,8 +43,10 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         catalog = Catalog.open(config.catalog(), "source " + flow + " " + tableName);
         SourceClient client = SourceClient.create(config, Duration.ofSeconds(60));
         Map<String, Object> offset = context.offsetStorageReader().offset(TablePoller.partition(table));
+        // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
+        metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         poller = new TablePoller(flow, table, config, client, catalog,
-                PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset);
+                PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset, metrics.table(table.fullName()));
     }
 
     @Override
@@ -64,6 +68,9 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         }
         if (catalog != null) {
             catalog.close();
+        }
+        if (metrics != null) {
+            metrics.close();
         }
     }
 }

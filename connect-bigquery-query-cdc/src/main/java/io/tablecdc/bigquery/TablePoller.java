@@ -37,6 +37,7 @@ import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.SyncedBatch;
 import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.common.metrics.TableMetrics;
 
 /**
  * One table's poll loop. Each {@link #poll()} takes the next step of the spec, in order: back-pressure against the
@@ -87,6 +88,7 @@ final class TablePoller {
     private final Backoff backoff;
     private final ErrorEpisode episode;
     private final AtomicLong inFlight = new AtomicLong();
+    private final TableMetrics.Table metrics;
 
     private Instant cursor;
     private long lastBatchId;
@@ -127,7 +129,7 @@ final class TablePoller {
     }
 
     TablePoller(String flow, TableSpec table, BigQueryQueryCdcConfig config, SourceClient client, Catalog catalog,
-                Semaphore permits, Clock clock, Map<String, Object> offset) {
+                Semaphore permits, Clock clock, Map<String, Object> offset, TableMetrics.Table metrics) {
         this.flow = flow;
         this.table = table;
         this.config = config;
@@ -142,6 +144,7 @@ final class TablePoller {
         OffsetValue stored = OffsetValue.of(offset);
         this.cursor = stored.cursor();
         this.lastBatchId = stored.batch();
+        this.metrics = metrics;
     }
 
     static Map<String, String> partition(TableSpec table) {
@@ -202,6 +205,8 @@ final class TablePoller {
         nextDueAtMs = state.lastAttemptAt() == null || failedLast ? 0
                 : state.lastAttemptAt().toEpochMilli() + config.syncIntervalMs();
         started = true;
+        metrics.syncedUpTo(cursor);
+        metrics.batchIdKnown(state.syncedBatchId());
         log.info("flow {}, table {}: starting from cursor {} (batch ids continue after {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
                 lastBatchId);
@@ -247,6 +252,7 @@ final class TablePoller {
         TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
         long buffer = config.normalizeBufferBatches();
         if (state.unnormalizedBatches() >= buffer) {
+            metrics.paused(PAUSED_REASON);
             if (catalog.setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
                 log.info("flow {}, table {}: {} batches synced but not normalized (normalize.buffer.batches={}); pausing this table",
                         flow, table.fullName(), state.unnormalizedBatches(), buffer);
@@ -257,6 +263,7 @@ final class TablePoller {
         }
         if (paused || PAUSED_REASON.equals(state.pausedReason())) {
             catalog.clearPause(flow, table.fullName());
+            metrics.resumed();
             log.info("flow {}, table {}: normalize caught up; resuming", flow, table.fullName());
             paused = false;
         }
@@ -290,10 +297,16 @@ final class TablePoller {
                 return new Batch(++lastBatchId, cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
                         : RecordHeaders.Op.UPDATE, pages, null);
             }
+            // nothing to replicate up to here: an idle table is not lagging
+            metrics.syncedUpTo(w.upper());
             Optional<Window> next = w.next(sourceNow, lag(), maxWindow());
             if (next.isPresent() && config.mode() == Mode.QUERY) {
                 // one query finds where rows resume instead of one query per empty window
-                Instant resume = client.nextWatermark(table, w.upper(), Window.limit(sourceNow, lag()));
+                Instant limit = Window.limit(sourceNow, lag());
+                Instant resume = client.nextWatermark(table, w.upper(), limit);
+                if (resume == null) {
+                    metrics.syncedUpTo(limit);
+                }
                 next = w.jumpTo(resume, sourceNow, lag(), maxWindow());
             }
             window = stopping ? Optional.empty() : next;
@@ -359,6 +372,7 @@ final class TablePoller {
 
     private void mirrorCursorOnly() {
         catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), lastBatchId), clock.instant());
+        metrics.syncedUpTo(cursor);
     }
 
     // ------------------------------------------------------------------------------------------ step 6: emit
@@ -533,8 +547,10 @@ final class TablePoller {
         catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, batch.id, batch.rows,
                 batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
                 clock.instant());
+        metrics.batchSynced(batch.id, batch.rows);
         if (!batch.failed) {
             cursor = newCursor;
+            metrics.syncedUpTo(newCursor);
         }
         closing = null;
         return true;
@@ -544,11 +560,15 @@ final class TablePoller {
 
     /** Marks this source's errors in the table's shared error episode (the sink marks its own). */
     static final String ERROR_PREFIX = "poll: ";
+    /** The kind of error episode this loop reports in the table's metrics. */
+    static final String EPISODE = "poll";
 
     private void failed(RuntimeException e) {
         long delay = backoff.failed();
         String message = describe(e);
-        episode.failed(message, delay);
+        if (episode.failed(message, delay)) {
+            metrics.errorEpisodeStarted(EPISODE);
+        }
         nextDueAtMs = clock.millis() + delay;
         if (!started || closing != null) {
             retryAtMs = nextDueAtMs;
@@ -563,7 +583,11 @@ final class TablePoller {
 
     private void succeeded() {
         backoff.succeeded();
-        if (episode.succeeded() | errorInCatalog) {
+        boolean recovered = episode.succeeded();
+        if (recovered) {
+            metrics.errorEpisodeEnded(EPISODE);
+        }
+        if (recovered | errorInCatalog) {
             catalog.clearError(flow, table.fullName(), ERROR_PREFIX);
             errorInCatalog = false;
         }

@@ -42,6 +42,7 @@ import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.Stage;
 import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.common.metrics.TableMetrics;
 
 /**
  * Stages each table's batches as Avro files and normalizes them per table into ClickHouse.
@@ -63,6 +64,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private ScheduledExecutorService normalizePool;
     private ErrantRecordReporter reporter;
     private Path localDir;
+    private TableMetrics metrics;
 
     private final Map<TableKey, TableStager> stagers = new HashMap<>();
     private final Map<TableKey, TableNormalizer> normalizers = new ConcurrentHashMap<>();
@@ -74,6 +76,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
+    /** The kind of error episode an upload reports in the table's metrics. */
+    static final String STAGE_EPISODE = "stage";
 
     private static final class PendingUpload {
         final TableStager.ClosedBatch batch;
@@ -96,6 +100,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     public void start(Map<String, String> props) {
         config = new ClickHouseStageSinkConfig(props);
         connectorName = props.getOrDefault(ClickHouseStageSinkConnector.CONNECTOR_NAME_PROP, "clickhouse-stage-sink");
+        // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
+        metrics = TableMetrics.forSink(() -> context.pluginMetrics(), connectorName);
         catalog = Catalog.open(config.catalog(), "sink " + connectorName);
         store = openStore(config);
         destination = new ClickHouseDestination(client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
@@ -192,6 +198,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
             stagers.put(key, stager);
+            metrics.table(key.flow(), key.table());
         }
         TableNormalizer normalizer = normalizerOf(key);
         long batch;
@@ -301,10 +308,13 @@ public class ClickHouseStageSinkTask extends SinkTask {
             for (StagePart part : batch.parts()) {
                 Files.deleteIfExists(part.file());
             }
+            TableMetrics.Table tableMetrics = metrics.table(key.flow(), key.table());
             if (pending.episode.succeeded()) {
+                tableMetrics.errorEpisodeEnded(STAGE_EPISODE);
                 catalog.clearError(key.flow(), key.table(), "stage:");
             }
             if (stored) {
+                tableMetrics.batchStaged(batch.batchId(), batch.rows(), Instant.now());
                 TableNormalizer normalizer = normalizerOf(key);
                 normalizer.staged();
                 normalizer.wake();
@@ -313,7 +323,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (Exception e) {
             long delay = pending.backoff.failed();
             pending.retryAtMs = now + delay;
-            pending.episode.failed(e.getMessage(), delay);
+            if (pending.episode.failed(e.getMessage(), delay)) {
+                metrics.table(key.flow(), key.table()).errorEpisodeStarted(STAGE_EPISODE);
+            }
             try {
                 catalog.recordError(key.flow(), key.table(), "stage: " + e.getMessage(), Instant.now(), Instant.now().plusMillis(delay));
             } catch (RuntimeException catalogDown) {
@@ -326,7 +338,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private TableNormalizer normalizerOf(TableKey key) {
         return normalizers.computeIfAbsent(key, k -> {
             TableNormalizer normalizer = new TableNormalizer(k, catalog, store, destination, config.pushMode(), normalizePool,
-                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs());
+                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()));
             // batches staged before a restart are loaded first
             normalizer.wake();
             return normalizer;
@@ -335,6 +347,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     private void holdForBuffer(TableKey key, TableNormalizer normalizer) {
         if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pausedForBuffer.add(key)) {
+            metrics.table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
             log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
                     key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
             try {
@@ -352,6 +365,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             TableNormalizer normalizer = normalizers.get(key);
             if (normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
                 it.remove();
+                metrics.table(key.flow(), key.table()).resumed();
                 log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
                 try {
                     catalog.clearPause(key.flow(), key.table());
@@ -475,11 +489,21 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             pendingUploads.remove(key);
             pausedForBuffer.remove(key);
+            // the table left this task: its gauges go (its next owner publishes its own), and so do the pause and
+            // the upload retry just dropped, should it come back
+            TableMetrics.Table removed = metrics.remove(key.flow(), key.table());
+            if (removed != null) {
+                removed.resumed();
+                removed.errorEpisodeEnded(STAGE_EPISODE);
+            }
         }
     }
 
     @Override
     public void stop() {
+        if (metrics != null) {
+            metrics.close();
+        }
         for (TableNormalizer normalizer : normalizers.values()) {
             normalizer.stop();
         }

@@ -24,6 +24,7 @@ import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.Stage;
 import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.common.metrics.TableMetrics;
 
 /**
  * The normalize loop of one table: loads its staged batches into the final ClickHouse table in batch order,
@@ -37,6 +38,8 @@ import io.tablecdc.common.catalog.StageFile;
  */
 final class TableNormalizer {
     private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
+    /** The kind of error episode this loop reports in the table's metrics. */
+    static final String EPISODE = "normalize";
 
     private final TableKey key;
     private final Catalog catalog;
@@ -46,13 +49,16 @@ final class TableNormalizer {
     private final ScheduledExecutorService pool;
     private final Backoff backoff;
     private final ErrorEpisode episode;
+    private final TableMetrics.Table metrics;
     private final AtomicBoolean scheduled = new AtomicBoolean();
     private final AtomicBoolean rerun = new AtomicBoolean();
     private final AtomicLong pendingBatches = new AtomicLong();
     private volatile boolean stopped;
+    /** The catalog's normalized id was read once (for the metrics of a table with nothing staged). */
+    private boolean normalizedIdKnown;
 
     TableNormalizer(TableKey key, Catalog catalog, StageStore store, ClickHouseDestination destination, boolean push,
-                    ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs) {
+                    ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs, TableMetrics.Table metrics) {
         this.key = key;
         this.catalog = catalog;
         this.store = store;
@@ -61,6 +67,7 @@ final class TableNormalizer {
         this.pool = pool;
         this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
         this.episode = new ErrorEpisode(log, "normalize of flow " + key.flow() + ", table " + key.table());
+        this.metrics = metrics;
     }
 
     /** Asks for a run soon (a batch was staged). Runs of one table never overlap. */
@@ -103,12 +110,15 @@ final class TableNormalizer {
             normalizeAll();
             backoff.succeeded();
             if (episode.succeeded()) {
+                metrics.errorEpisodeEnded(EPISODE);
                 catalog.clearError(key.flow(), key.table(), "normalize:");
             }
         } catch (Exception e) {
             retryIn = backoff.failed();
             String message = describe(e);
-            episode.failed(message, retryIn);
+            if (episode.failed(message, retryIn)) {
+                metrics.errorEpisodeStarted(EPISODE);
+            }
             try {
                 Instant now = Instant.now();
                 catalog.recordError(key.flow(), key.table(), "normalize: " + message, now, now.plusMillis(retryIn));
@@ -128,8 +138,13 @@ final class TableNormalizer {
     private void normalizeAll() throws Exception {
         List<Stage> stages = catalog.listStages(key.flow(), key.table());
         pendingBatches.set(stages.size());
-        long normalized = stages.isEmpty() ? 0
+        long normalized = stages.isEmpty() && normalizedIdKnown ? 0
                 : catalog.getTable(key.flow(), key.table()).map(t -> t.normalizedBatchId()).orElse(0L);
+        normalizedIdKnown = true;
+        metrics.normalizedUpTo(normalized);
+        for (Stage stage : stages) {
+            metrics.batchWaiting(stage.batchId(), stage.createdAt());
+        }
         for (Stage stage : stages) {
             if (stopped) {
                 return;
@@ -144,6 +159,7 @@ final class TableNormalizer {
                 }
                 catalog.deleteStage(key.flow(), key.table(), stage.batchId());
                 pendingBatches.decrementAndGet();
+                metrics.normalizedUpTo(stage.batchId());
                 log.info("flow {}, table {}: batch {} was normalized before a restart; its stage row is removed",
                         key.flow(), key.table(), stage.batchId());
                 continue;
@@ -152,6 +168,7 @@ final class TableNormalizer {
                 load(stage, file);
             }
             catalog.recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
+            metrics.batchNormalized(stage.batchId(), stage.rows());
             for (StageFile file : stage.files()) {
                 store.delete(file.uri());
             }

@@ -29,6 +29,7 @@ import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
 import io.tablecdc.common.catalog.RowCounts;
 import io.tablecdc.common.catalog.Stage;
 import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.common.metrics.TableMetrics;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 
 /**
@@ -79,12 +80,14 @@ class TableNormalizerTest {
         store.delete(gone);
 
         ScheduledExecutorService pool = Executors.newSingleThreadScheduledExecutor();
+        // no worker here: the values are kept without being published
+        TableMetrics.Table metrics = TableMetrics.forSink(() -> null, "test").table(flow, table);
         // ClickHouse is not there: a batch that is loaded already must not be loaded again
         try (Client unreachable = new Client.Builder().addEndpoint("http://127.0.0.1:9").setUsername("default").setPassword("")
                 .build()) {
             ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000);
             TableNormalizer normalizer = new TableNormalizer(new TableKey(flow, table, "p_d_t"), catalog, store, destination,
-                    false, pool, 100, 100);
+                    false, pool, 100, 100, metrics);
             normalizer.wake();
             long deadline = System.nanoTime() + 20_000_000_000L;
             while (!catalog.listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
@@ -98,5 +101,9 @@ class TableNormalizerTest {
         assertFalse(store.exists(left), "the remaining file of an already loaded batch is deleted");
         assertNull(catalog.getTable(flow, table).orElseThrow().lastError(), "no error recorded");
         assertEquals(2, catalog.getTable(flow, table).orElseThrow().normalizedBatchId());
+        assertEquals(2, metrics.normalizedBatchId());
+        assertEquals(0, metrics.batchesWaiting(), "nothing waits");
+        assertEquals(0, metrics.rowsNormalized(), "nothing was loaded by this loop");
+        assertEquals(0, metrics.errorEpisodes());
     }
 }
