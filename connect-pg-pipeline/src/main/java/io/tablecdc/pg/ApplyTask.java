@@ -34,6 +34,7 @@ import io.tablecdc.common.catalog.FlowIdentityMismatchException;
 import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.common.catalog.Phase;
 import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.convert.ConversionException;
@@ -95,6 +96,7 @@ public class ApplyTask extends SourceTask {
     private String slot;
     private ChangeBatcher batcher;
     private ChangeDecoder decoder;
+    private TableMetrics metrics;
     private final Map<String, TableRun> tables = new HashMap<>();
     private long refreshedAt;
     private long publicationCheckedAt;
@@ -141,6 +143,7 @@ public class ApplyTask extends SourceTask {
         config = new PgPipelineConfig(props);
         flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
         catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
+        metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         try {
             sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
             replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
@@ -235,6 +238,7 @@ public class ApplyTask extends SourceTask {
             TableRun run = new TableRun();
             tables.put(table, run);
             TableState state = states.get(table);
+            metrics.table(table).batchIdKnown(state == null ? 0 : state.syncedBatchId());
             follow(table, run, state == null ? Phase.PENDING : state.phase(), state == null ? null : state.phaseLsn(),
                     slotStart, null);
         }
@@ -311,6 +315,7 @@ public class ApplyTask extends SourceTask {
         run.state = RunState.STREAMING;
         run.lsn = cutoff;
         run.reason = null;
+        metrics.table(table).errorEpisodeEnded("apply");
     }
 
     /** Stops sending or holding a table's changes; its batch ids are looked up again when it streams again. */
@@ -623,6 +628,7 @@ public class ApplyTask extends SourceTask {
         skip(table, run);
         run.phase = Phase.ERRORED;
         run.reason = error;
+        metrics.table(table).errorEpisodeStarted("apply");
         if (retryAt != null) {
             log.error("flow {}, table {}: {}; the table is marked errored and will be copied again from {}; other tables"
                     + " carry on", flow, table, error, retryAt);
@@ -641,6 +647,12 @@ public class ApplyTask extends SourceTask {
             ChangeBatcher.Synced synced = pending.get(i);
             try {
                 catalog.recordSync(flow, synced.table(), synced.batch(), now);
+                TableMetrics.Table m = metrics.table(synced.table());
+                m.batchSynced(synced.batch().batchId(), synced.batch().rows());
+                if (synced.batch().firstRowCommitTime() != null) {
+                    // a pg batch is (part of) one transaction: its commit time is its newest
+                    m.syncedUpTo(synced.batch().firstRowCommitTime());
+                }
             } catch (RuntimeException e) {
                 log.warn("flow {}, table {}: cannot record batch {} in the catalog ({}); retrying", flow, synced.table(),
                         synced.batch().batchId(), e.getMessage());
@@ -729,6 +741,9 @@ public class ApplyTask extends SourceTask {
         }
         if (catalog != null) {
             catalog.close();
+        }
+        if (metrics != null) {
+            metrics.close();
         }
     }
 }

@@ -16,6 +16,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 
 /**
@@ -33,6 +34,7 @@ public class CopyTask extends SourceTask {
     private String flow;
     private String owner;
     private Catalog catalog;
+    private TableMetrics metrics;
     private volatile TableCopy current;
     private long nextClaimAt;
     private volatile boolean stopping;
@@ -52,6 +54,7 @@ public class CopyTask extends SourceTask {
         owner = flow + "/copy-" + props.getOrDefault(PgPipelineSourceTask.TASK_INDEX_PROP, "?") + "-"
                 + HexFormat.of().formatHex(random);
         catalog = Catalog.open(config.catalog(), "source " + flow + " copy");
+        metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         log.info("flow {}: copy task {} started", flow, owner);
     }
 
@@ -80,12 +83,14 @@ public class CopyTask extends SourceTask {
                 return null;
             }
             copy = new TableCopy(config, flow, owner, claim.get(), catalog,
-                    table -> PgPipelineSourceTask.nextBatchId(context, catalog, flow, table));
+                    table -> PgPipelineSourceTask.nextBatchId(context, catalog, flow, table), metrics);
             current = copy;
         }
         List<SourceRecord> records = copy.step();
         if (copy.finished()) {
             copy.close();
+            // the table's numbers belong to the apply task from now on
+            metrics.remove(flow, copy.table());
             current = null;
             nextClaimAt = 0;
         }
@@ -110,6 +115,9 @@ public class CopyTask extends SourceTask {
         }
         if (catalog != null) {
             catalog.close();
+        }
+        if (metrics != null) {
+            metrics.close();
         }
     }
 

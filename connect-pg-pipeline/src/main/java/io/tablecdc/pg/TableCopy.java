@@ -24,6 +24,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.convert.ConversionException;
@@ -82,6 +83,7 @@ final class TableCopy {
     private final int attempt;
     private final Catalog catalog;
     private final ToLongFunction<String> lastBatchId;
+    private final TableMetrics.Table metrics;
 
     private Step step = Step.START;
     private volatile boolean finished;
@@ -112,7 +114,7 @@ final class TableCopy {
     private long lastRenewAt = System.nanoTime();
 
     TableCopy(PgPipelineConfig config, String flow, String owner, CopyClaim claim, Catalog catalog,
-              ToLongFunction<String> lastBatchId) {
+              ToLongFunction<String> lastBatchId, TableMetrics metrics) {
         this.config = config;
         this.flow = flow;
         this.owner = owner;
@@ -120,6 +122,7 @@ final class TableCopy {
         this.attempt = claim.attempt();
         this.catalog = catalog;
         this.lastBatchId = lastBatchId;
+        this.metrics = metrics.table(table);
     }
 
     String table() {
@@ -391,6 +394,7 @@ final class TableCopy {
         }
         catalog.recordCopyProgress(flow, table, owner, rowsSent, Math.max(rowsTotal, rowsSent));
         if (catalog.markCatchup(flow, table, owner, marker.toString())) {
+            metrics.errorEpisodeEnded("copy");
             log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s)", flow,
                     table, marker, rowsSent, attempt, TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
         } else {
@@ -408,6 +412,7 @@ final class TableCopy {
         while (!unsynced.isEmpty()) {
             ChangeBatcher.Synced s = unsynced.get(0);
             catalog.recordSync(flow, s.table(), s.batch(), now);
+            metrics.batchSynced(s.batch().batchId(), s.batch().rows());
             unsynced.remove(0);
         }
         return batcher.drained() && unsynced.isEmpty();
@@ -446,6 +451,7 @@ final class TableCopy {
         boolean retry = attempt <= config.maxTableRetries();
         Instant next = retry ? now.plusMillis(config.tableRetryDelayMs()) : null;
         String error = "copy attempt " + attempt + " failed: " + reason;
+        metrics.errorEpisodeStarted("copy");
         try {
             catalog.markErrored(flow, table, owner, error, now, next);
         } catch (RuntimeException e) {
