@@ -29,7 +29,8 @@ import io.tablecdc.e2e.stack.LocalStack;
 /**
  * The quickstart: starts the local stack, prints its endpoints, creates a table in the BigQuery emulator,
  * deploys the BigQuery query CDC source and the ClickHouse stage sink through the Connect REST API, shows
- * the rows and an update arriving in ClickHouse and the catalog's status, and keeps the stack up until
+ * the rows and an update arriving in ClickHouse; then a Postgres flow: two tables with rows copied by copy tasks
+ * (progress from the catalog), handed over and streamed; prints the catalog's status, and keeps the stack up until
  * Ctrl-C when run from a terminal ({@code --exit} leaves at once).
  */
 public final class Quickstart {
@@ -132,6 +133,7 @@ public final class Quickstart {
             out.printf("ClickHouse after %.1f s:%n", (System.nanoTime() - t0) / 1e9);
             found.forEach(row -> out.printf("  %d  %s%n", row.getLong("id"), row.getString("name")));
         }
+        postgresFlow(stack, catalogUrl, out);
         out.println();
         out.println("catalog: tablecdc-status (from the sink's plugin archive, bin/tablecdc-status)");
         printStatus(stack, catalogUrl, out);
@@ -142,6 +144,97 @@ public final class Quickstart {
             Thread.currentThread().join();
         }
         System.exit(0);
+    }
+
+    /** A Postgres database with two tables, copied and then streamed by the Postgres pipeline source. */
+    private static void postgresFlow(LocalStack stack, String catalogUrl, PrintStream out) throws Exception {
+        stack.postgres().createDatabase("shop");
+        try (java.sql.Connection c = stack.postgres().connect("shop"); java.sql.Statement s = c.createStatement()) {
+            s.execute("DROP PUBLICATION IF EXISTS quickstart_pub");
+            s.execute("DROP TABLE IF EXISTS public.orders, public.items");
+            s.execute("CREATE TABLE public.orders (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(12, 2))");
+            s.execute("INSERT INTO public.orders SELECT g, 'customer ' || (g % 1000), g % 500 + 0.99"
+                    + " FROM generate_series(1, 200000) g");
+            s.execute("CREATE TABLE public.items (order_id bigint, line int, sku text NOT NULL, PRIMARY KEY (order_id, line))");
+            s.execute("INSERT INTO public.items SELECT g, l, 'sku-' || (g * l % 97) FROM generate_series(1, 20000) g,"
+                    + " generate_series(1, 3) l");
+            s.execute("ANALYZE public.orders, public.items");
+            s.execute("CREATE PUBLICATION quickstart_pub FOR TABLE public.orders, public.items");
+        }
+        out.println();
+        out.println("Postgres: database shop, public.orders (200000 rows) and public.items (60000 rows),"
+                + " publication quickstart_pub");
+        Map<String, String> source = new HashMap<>();
+        source.put("connector.class", "io.tablecdc.pg.PgPipelineSourceConnector");
+        // task 0 applies the stream, tasks 1 and 2 copy tables
+        source.put("tasks.max", "3");
+        source.put("database.host", stack.postgres().host());
+        source.put("database.port", Integer.toString(stack.postgres().port()));
+        source.put("database.dbname", "shop");
+        source.put("database.user", stack.postgres().user());
+        source.put("database.password", stack.postgres().password());
+        source.put("database.sslmode", "disable");
+        source.put("publication.name", "quickstart_pub");
+        source.put("table.sync.copy", "all");
+        source.put("topic.prefix", "quickstart.pg");
+        source.put("topic.creation.default.partitions", "1");
+        source.put("topic.creation.default.replication.factor", "1");
+        source.put("catalog.jdbc.url", catalogUrl);
+        source.put("catalog.user", stack.postgres().user());
+        source.put("catalog.password", stack.postgres().password());
+        out.println("PUT /connectors/quickstart-postgres/config  (Postgres pipeline source, table.sync.copy=all, tasks.max=3)");
+        long t0 = System.nanoTime();
+        stack.connect().rest().putConfig("quickstart-postgres", source);
+        stack.connect().rest().awaitRunning("quickstart-postgres", 3, Duration.ofSeconds(120));
+        // copy progress as the catalog shows it, until both tables are handed over
+        long deadline = System.nanoTime() + Duration.ofSeconds(300).toNanos();
+        String last = "";
+        while (true) {
+            String status = StatusScript.run(stack, catalogUrl, "--flow", "quickstart-postgres");
+            String phases = status == null ? "" : status.lines().filter(l -> l.contains("public.")).map(String::strip)
+                    .map(l -> l.replaceAll("\\s{2,}", "  ")).reduce((a, b) -> a + "\n    " + b).orElse("");
+            if (!phases.equals(last)) {
+                out.printf("  after %4.1f s:%n    %s%n", (System.nanoTime() - t0) / 1e9, phases);
+                last = phases;
+            }
+            if (phases.lines().count() == 2 && phases.lines().allMatch(l -> l.contains("ready("))) {
+                break;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("the Postgres tables were not handed over within 300 s: " + phases);
+            }
+            Thread.sleep(1000);
+        }
+        try (java.sql.Connection c = stack.postgres().connect("shop"); java.sql.Statement s = c.createStatement()) {
+            s.execute("UPDATE public.orders SET customer = 'grace hopper' WHERE id = 2");
+            s.execute("DELETE FROM public.orders WHERE id = 3");
+        }
+        out.println("Postgres: UPDATE public.orders SET customer = 'grace hopper' WHERE id = 2; DELETE … WHERE id = 3");
+        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+                .compressServerResponse(false).build()) {
+            long t1 = System.nanoTime();
+            List<GenericRecord> counts = null;
+            while (System.nanoTime() < deadline) {
+                try {
+                    counts = client.queryAll("SELECT (SELECT count() FROM public_orders_current) AS orders,"
+                            + " (SELECT count() FROM public_items_current) AS items,"
+                            + " (SELECT any(customer) FROM public_orders_current WHERE id = 2) AS second");
+                    if (counts.get(0).getLong("orders") == 199_999 && counts.get(0).getLong("items") == 60_000
+                            && "grace hopper".equals(counts.get(0).getString("second"))) {
+                        break;
+                    }
+                } catch (RuntimeException e) {
+                    counts = null;
+                }
+                Thread.sleep(500);
+            }
+            if (counts == null || counts.get(0).getLong("orders") != 199_999) {
+                throw new IllegalStateException("ClickHouse did not reach Postgres's rows: " + counts);
+            }
+            out.printf("ClickHouse after %.1f s: public_orders_current %d rows, public_items_current %d rows,"
+                    + " order 2's customer '%s'%n", (System.nanoTime() - t1) / 1e9, counts.get(0).getLong("orders"),
+                    counts.get(0).getLong("items"), counts.get(0).getString("second"));
+        }
     }
 
     private static List<GenericRecord> awaitRows(Client client, String table, Predicate<List<GenericRecord>> done, Duration timeout)

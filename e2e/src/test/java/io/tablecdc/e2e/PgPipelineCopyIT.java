@@ -223,6 +223,14 @@ class PgPipelineCopyIT {
             pg.sql("TRUNCATE cp.pairs, cp.full");
             writer.awaitMore(30);
 
+            // an operator resets one streaming table: it is copied again from scratch while the others stream
+            Map<String, String> before = pg.table(flow, "cp.money");
+            String reset = StatusScript.resetTable(stack, catalogUrl, flow, "cp.money");
+            assertTrue(reset.contains("ready -> errored (reset)"), reset);
+            pg.awaitTable(flow, "cp.money", row -> "ready".equals(row.get("phase"))
+                    && !row.get("phase_lsn").equals(before.get("phase_lsn")), Duration.ofSeconds(120));
+            writer.awaitMore(30);
+
             // a restart while streaming
             rest.restart(flow, true, false);
             Thread.sleep(2_000);
@@ -236,7 +244,7 @@ class PgPipelineCopyIT {
         assertEquals("ready", big.get("phase"));
         assertEquals(big.get("copy_rows_total"), big.get("copy_rows_done"));
         assertTrue(Long.parseLong(big.get("copy_rows_done")) >= 19_000, big.toString());
-        String status = StatusScript.run(stack, catalogUrl, flow);
+        String status = StatusScript.run(stack, catalogUrl, "--flow", flow);
         assertTrue(status.contains("cp.extra") && status.contains("ready("), status);
         System.out.printf("pg copy: ClickHouse equals Postgres for six tables after copy, handover, a new table, a"
                 + " TRUNCATE of two tables and a restart%n%s", status);

@@ -115,6 +115,8 @@ public final class StatusCommand {
         Path passwordFile;
         boolean passwordPrompt;
         final List<String> flows = new ArrayList<>();
+        /** Only for tablecdc-reset-table. */
+        final List<String> tables = new ArrayList<>();
         boolean json;
         boolean help;
 
@@ -130,6 +132,7 @@ public final class StatusCommand {
                     case "--password-file" -> o.passwordFile = Path.of(value(args, ++i, arg));
                     case "--password-prompt" -> o.passwordPrompt = true;
                     case "--flow" -> o.flows.add(value(args, ++i, arg));
+                    case "--table" -> o.tables.add(value(args, ++i, arg));
                     case "--json" -> o.json = true;
                     case "-h", "--help" -> o.help = true;
                     case "--password" -> throw new IllegalArgumentException("--password is not accepted (it would"

@@ -9,17 +9,29 @@ import java.util.List;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 
-/** Runs {@code bin/tablecdc-status} of the unzipped sink archive against a catalog, as an operator would. */
+/** Runs the catalog tools of the unzipped plugin archives ({@code bin/tablecdc-*}) against a catalog, as an operator would. */
 public final class StatusScript {
     private StatusScript() {
     }
 
     /** The script's output (stdout and stderr), or null when the sink archive has no {@code bin/tablecdc-status}. */
     public static String run(LocalStack stack, String catalogUrl, String... extraArgs) throws Exception {
+        return runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-status", catalogUrl, extraArgs);
+    }
+
+    /** {@code bin/tablecdc-reset-table --flow flow --table table} of the Postgres pipeline archive; its output. */
+    public static String resetTable(LocalStack stack, String catalogUrl, String flow, String table) throws Exception {
+        return runTool(stack, "tablecdc-connect-pg-pipeline-*", "tablecdc-reset-table", catalogUrl, "--flow", flow,
+                "--table", table);
+    }
+
+    /** The output of {@code bin/<tool>} of the archive matching {@code archiveGlob}, or null when there is none. */
+    public static String runTool(LocalStack stack, String archiveGlob, String tool, String catalogUrl, String... extraArgs)
+            throws Exception {
         Path script = null;
-        try (DirectoryStream<Path> archives = Files.newDirectoryStream(stack.pluginPath(), "tablecdc-connect-clickhouse-stage-sink-*")) {
+        try (DirectoryStream<Path> archives = Files.newDirectoryStream(stack.pluginPath(), archiveGlob)) {
             for (Path archive : archives) {
-                script = archive.resolve("bin/tablecdc-status");
+                script = archive.resolve("bin/" + tool);
             }
         }
         if (script == null || !Files.exists(script)) {
