@@ -115,6 +115,11 @@ public final class ClickHouseDestination implements AutoCloseable {
         known.put(table, missing.isEmpty() ? existing : columns(table));
     }
 
+    /** Empties {@code table} if it exists (its columns and its view stay). May be called again after a crash. */
+    public void truncate(String table) throws Exception {
+        execute(FinalTableDdl.truncate(database, table), Map.of());
+    }
+
     static boolean compatible(String present, String needed) {
         return present.equals(needed) || present.equals("Nullable(" + needed + ")");
     }

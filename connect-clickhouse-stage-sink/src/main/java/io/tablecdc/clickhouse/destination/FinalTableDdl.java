@@ -48,6 +48,14 @@ public final class FinalTableDdl {
     }
 
     /**
+     * Empties a final table (a truncate of its source table); a table that does not exist yet has nothing to
+     * empty. May be run again after a crash.
+     */
+    public static String truncate(String database, String table) {
+        return "TRUNCATE TABLE IF EXISTS " + Sql.table(database, table);
+    }
+
+    /**
      * The pull-mode load: {@code INSERT INTO final (columns) SELECT avro fields FROM <table function>}.
      * Only the columns of the stage file are named; columns it lacks take their defaults.
      */
