@@ -99,7 +99,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         catalog = Catalog.open(config.catalog(), "sink " + connectorName);
         store = openStore(config);
         destination = new ClickHouseDestination(client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
-                config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs());
+                config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
         normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
             Thread t = new Thread(r, "tablecdc-normalize-" + connectorName);
             t.setDaemon(true);
@@ -117,9 +117,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (NoSuchMethodError | NoClassDefFoundError e) {
             reporter = null;
         }
-        log.info("sink {} started: ClickHouse {} database {}, stage {}, normalize {} with {} threads", connectorName,
-                config.clickHouseUrl(), config.clickHouseDatabase(), config.stageUri(), config.pushMode() ? "push" : "pull",
-                config.normalizeParallelism());
+        log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
+                config.clickHouseUrl(), config.clickHouseDatabase(),
+                config.cluster().enabled() ? " on cluster " + config.cluster().name() : "", config.stageUri(),
+                config.pushMode() ? "push" : "pull", config.normalizeParallelism());
     }
 
     static StageStore openStore(ClickHouseStageSinkConfig config) {
