@@ -89,9 +89,7 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
         try {
             config = new ClickHouseStageSinkConfig(connectorConfigs);
         } catch (ConfigException e) {
-            String field = e.getMessage() != null && e.getMessage().contains(ClickHouseStageSinkConfig.STAGE_URI_CONFIG)
-                    ? ClickHouseStageSinkConfig.STAGE_URI_CONFIG : ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG;
-            values.get(field).addErrorMessage(e.getMessage());
+            values.get(fieldOf(e, values)).addErrorMessage(e.getMessage());
             return result;
         }
         try (var client = ClickHouseStageSinkTask.client(config)) {
@@ -113,6 +111,25 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
                     + (e.getMessage() == null ? e.getSQLState() : e.getMessage()));
         }
         return result;
+    }
+
+    /**
+     * The field a cross-field rule of the config failed on: Kafka's {@code ConfigException(name, value, message)}
+     * says "Invalid value … for configuration {@code name}: …".
+     */
+    static String fieldOf(ConfigException e, Map<String, ConfigValue> values) {
+        String message = e.getMessage() == null ? "" : e.getMessage();
+        String marker = " for configuration ";
+        int at = message.indexOf(marker);
+        if (at >= 0) {
+            String rest = message.substring(at + marker.length());
+            int end = rest.indexOf(':');
+            String name = end < 0 ? rest.trim() : rest.substring(0, end).trim();
+            if (values.containsKey(name)) {
+                return name;
+            }
+        }
+        return ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG;
     }
 
     private static java.util.Properties catalogProperties(ClickHouseStageSinkConfig config) {

@@ -105,7 +105,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         catalog = Catalog.open(config.catalog(), "sink " + connectorName);
         store = openStore(config);
         destination = new ClickHouseDestination(client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
-                config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs());
+                config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
         normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
             Thread t = new Thread(r, "tablecdc-normalize-" + connectorName);
             t.setDaemon(true);
@@ -123,9 +123,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (NoSuchMethodError | NoClassDefFoundError e) {
             reporter = null;
         }
-        log.info("sink {} started: ClickHouse {} database {}, stage {}, normalize {} with {} threads", connectorName,
-                config.clickHouseUrl(), config.clickHouseDatabase(), config.stageUri(), config.pushMode() ? "push" : "pull",
-                config.normalizeParallelism());
+        log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
+                config.clickHouseUrl(), config.clickHouseDatabase(),
+                config.cluster().enabled() ? " on cluster " + config.cluster().name() : "", config.stageUri(),
+                config.pushMode() ? "push" : "pull", config.normalizeParallelism());
     }
 
     static StageStore openStore(ClickHouseStageSinkConfig config) {
@@ -178,8 +179,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
     }
 
     /**
-     * Stages one record; returns false (nothing staged) when the record would start a new batch of a table
-     * that must wait: its previous batch is not uploaded yet, or its staged batches fill its normalize buffer.
+     * Stages one record (a truncate record marks its batch to empty the table first); returns false (nothing
+     * staged) when the record would start a new batch of a table that must wait: its previous batch is not
+     * uploaded yet, or its staged batches fill its normalize buffer.
      */
     private boolean stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
         boolean tablecdc = RecordHeaders.present(record.headers());
@@ -209,8 +211,13 @@ public class ClickHouseStageSinkTask extends SinkTask {
             version = RecordHeaders.longValue(record.headers(), RecordHeaders.VERSION);
             String opText = RecordHeaders.text(record.headers(), RecordHeaders.OP);
             op = opText == null ? RecordHeaders.Op.CREATE : RecordHeaders.Op.of(opText);
-            if (op == RecordHeaders.Op.TRUNCATE) {
-                throw new IllegalArgumentException("table " + table + ": truncate records are not supported by this sink yet");
+            if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
+                // its rows share a file and are loaded together: nothing could empty the table between them
+                if (lastOfBatch(record)) {
+                    closeBatch(stager);
+                }
+                throw new IllegalArgumentException("table " + table + ", batch " + batch + ": a truncate record after rows of"
+                        + " the same batch cannot be ordered against them (a truncate must be the first record of its batch)");
             }
             if (stager.open() && stager.batchId() != batch) {
                 // the previous batch lost its last record (its source restarted): stage what arrived
@@ -230,13 +237,21 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (batch < 0) {
             batch = nextSelfCutBatchId(key);
         }
-        stager.append(record, batch, version, op, now);
-        if (tablecdc && "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST))) {
+        if (op == RecordHeaders.Op.TRUNCATE) {
+            stager.truncate(record, batch, now);
+        } else {
+            stager.append(record, batch, version, op, now);
+        }
+        if (tablecdc && lastOfBatch(record)) {
             closeBatch(stager);
         } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
             closeBatch(stager);
         }
         return true;
+    }
+
+    private static boolean lastOfBatch(SinkRecord record) {
+        return "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST));
     }
 
     /** The table's key, built once per (flow, table, topic) rather than per record. */
@@ -298,7 +313,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
             List<StageFile> previous = catalog.getStage(key.flow(), key.table(), batch.batchId()).map(Stage::files).orElse(List.of());
-            boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts()));
+            boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
+                    batch.truncateBefore()));
             // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
             for (StageFile file : stored ? previous : files) {
                 if (!files.contains(file) || !stored) {

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.time.Instant;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -35,6 +36,16 @@ import io.tablecdc.common.metrics.TableMetrics;
  * <flow>/<table>/<batch>/<file uri>}, then the normalized batch id is raised with the batch's counts, and only
  * then are the files and the stage row deleted. A crash anywhere repeats at most the load of files that
  * ClickHouse then deduplicates.
+ *
+ * <p>A batch staged with {@link Stage#truncateBefore()} first empties the final table, then loads its files
+ * (none when the batch is only the truncate). Batches of a table are loaded strictly in batch order and the
+ * normalized id moves only after a whole batch, so when the truncate runs every earlier batch is in the table
+ * and no later one is: the truncate removes exactly the rows the source removed. Repeating such a batch after
+ * a crash (the truncate ran, maybe some files loaded, the process died before the normalized id moved) runs
+ * the truncate again and then loads every file again, which is the same result, because no later batch can
+ * have been loaded in between. For that repeat, the files of a truncate batch are loaded with a token unique
+ * to the attempt: the deduplication log may outlive a {@code TRUNCATE}, and with the plain token ClickHouse
+ * would skip the reload of rows the repeated truncate just removed.
  */
 final class TableNormalizer {
     private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
@@ -164,8 +175,15 @@ final class TableNormalizer {
                         key.flow(), key.table(), stage.batchId());
                 continue;
             }
+            String attempt = "";
+            if (stage.truncateBefore()) {
+                destination.truncate(key.clickHouseTable());
+                attempt = "/after-truncate-" + UUID.randomUUID();
+                log.info("flow {}, table {}: batch {} starts with a truncate of the source table; emptied {} (if it existed)",
+                        key.flow(), key.table(), stage.batchId(), key.clickHouseTable());
+            }
             for (StageFile file : stage.files()) {
-                load(stage, file);
+                load(stage, file, attempt);
             }
             catalog.recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
             metrics.batchNormalized(stage.batchId(), stage.rows());
@@ -178,13 +196,13 @@ final class TableNormalizer {
         }
     }
 
-    private void load(Stage stage, StageFile file) throws Exception {
+    private void load(Stage stage, StageFile file, String attempt) throws Exception {
         if (!store.exists(file.uri())) {
             throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
         }
         List<StageColumn> columns = readColumns(file.uri());
         destination.ensureTable(key.table(), key.clickHouseTable(), columns);
-        String token = key.flow() + "/" + key.table() + "/" + stage.batchId() + "/" + file.uri();
+        String token = key.flow() + "/" + key.table() + "/" + stage.batchId() + "/" + file.uri() + attempt;
         if (push) {
             try (InputStream in = store.open(file.uri())) {
                 destination.loadPush(key.clickHouseTable(), columns, in, token);

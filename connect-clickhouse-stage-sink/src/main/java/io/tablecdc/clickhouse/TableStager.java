@@ -24,6 +24,9 @@ import io.tablecdc.common.catalog.RowCounts;
 /**
  * The open batch of one table inside a sink task: its records stream into a {@link StageWriter}; when the
  * batch is complete its parts are handed to the task to upload and record. Owned by the task thread.
+ *
+ * <p>A batch may start with a truncate of its source table ({@link #truncate}): the batch is then open
+ * before it has a file, and a batch that is only the truncate closes with no part at all.
  */
 final class TableStager {
     final TableKey key;
@@ -35,6 +38,7 @@ final class TableStager {
     private Schema schemaFor;
     private StageWriter writer;
     private long batchId = -1;
+    private boolean truncateBefore;
     private long inserts;
     private long updates;
     private long deletes;
@@ -48,12 +52,20 @@ final class TableStager {
         this.maxFileBytes = maxFileBytes;
     }
 
-    /** A complete batch, ready to upload: its parts on local disk and what they hold. */
+    /**
+     * A complete batch, ready to upload: its parts on local disk (none for a batch that is only a truncate),
+     * what they hold, and whether the destination table is emptied before they are loaded.
+     */
     record ClosedBatch(TableKey key, long batchId, List<StagePart> parts, long rows, RowCounts counts,
-                       Map<TopicPartition, Long> firstOffsets) {
+                       boolean truncateBefore, Map<TopicPartition, Long> firstOffsets) {
     }
 
     boolean open() {
+        return writer != null || truncateBefore;
+    }
+
+    /** Whether the open batch has staged a row yet (a truncate is not a row). */
+    boolean hasRows() {
         return writer != null;
     }
 
@@ -72,6 +84,23 @@ final class TableStager {
     /** The first offset of the open batch in {@code partition}, or null when the open batch has none from it. */
     Long firstOffset(TopicPartition partition) {
         return firstOffsets.get(partition);
+    }
+
+    /**
+     * Starts batch {@code recordBatchId} with a truncate of the table: the destination is emptied before this
+     * batch's rows are loaded. Only valid while the batch has no row (a truncate after rows of the same batch
+     * cannot be ordered against them once they share a file); a second truncate in a row changes nothing.
+     */
+    void truncate(SinkRecord record, long recordBatchId, long nowMs) {
+        if (hasRows()) {
+            throw new IllegalStateException("table " + key.table() + ": batch " + batchId + " already has rows");
+        }
+        if (!truncateBefore) {
+            batchId = recordBatchId;
+            truncateBefore = true;
+            openedAtMs = nowMs;
+        }
+        firstOffsets.putIfAbsent(new TopicPartition(record.topic(), record.kafkaPartition()), record.kafkaOffset());
     }
 
     /**
@@ -101,9 +130,11 @@ final class TableStager {
         }
         var avro = schema.toAvro(value, version, op == RecordHeaders.Op.DELETE);
         if (writer == null) {
-            batchId = recordBatchId;
             writer = new StageWriter(localDir, key.fileName() + "-" + recordBatchId + "-" + System.nanoTime(), codec, maxFileBytes);
-            openedAtMs = nowMs;
+            if (!truncateBefore) {
+                batchId = recordBatchId;
+                openedAtMs = nowMs;
+            }
         }
         writer.append(schema, avro);
         switch (op) {
@@ -117,9 +148,10 @@ final class TableStager {
 
     /** Closes the open batch and returns it; the stager is empty afterwards. */
     ClosedBatch close() throws IOException {
-        List<StagePart> parts = writer.finish();
-        ClosedBatch closed = new ClosedBatch(key, batchId, parts, writer.rows(), new RowCounts(inserts, updates, deletes),
-                Map.copyOf(firstOffsets));
+        List<StagePart> parts = writer == null ? List.of() : writer.finish();
+        long rows = writer == null ? 0 : writer.rows();
+        ClosedBatch closed = new ClosedBatch(key, batchId, parts, rows, new RowCounts(inserts, updates, deletes),
+                truncateBefore, Map.copyOf(firstOffsets));
         reset();
         return closed;
     }
@@ -135,6 +167,7 @@ final class TableStager {
     private void reset() {
         writer = null;
         batchId = -1;
+        truncateBefore = false;
         inserts = updates = deletes = 0;
         firstOffsets.clear();
     }

@@ -23,6 +23,7 @@ import org.junit.jupiter.api.io.TempDir;
 import com.clickhouse.client.api.Client;
 
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
+import io.tablecdc.clickhouse.destination.Cluster;
 import io.tablecdc.clickhouse.stage.FileStageStore;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
@@ -85,7 +86,8 @@ class TableNormalizerTest {
         // ClickHouse is not there: a batch that is loaded already must not be loaded again
         try (Client unreachable = new Client.Builder().addEndpoint("http://127.0.0.1:9").setUsername("default").setPassword("")
                 .build()) {
-            ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000);
+            ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000,
+                    Cluster.single());
             TableNormalizer normalizer = new TableNormalizer(new TableKey(flow, table, "p_d_t"), catalog, store, destination,
                     false, pool, 100, 100, metrics);
             normalizer.wake();

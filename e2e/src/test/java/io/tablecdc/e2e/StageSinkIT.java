@@ -158,22 +158,7 @@ class StageSinkIT {
                 r -> r.size() == 2 && r.get(0).getString("kind").equals("closed") && r.get(1).getString("kind").equals("open"),
                 Duration.ofSeconds(60));
 
-        java.util.Properties props = new java.util.Properties();
-        props.put("bootstrap.servers", stack.kafka().bootstrapServers());
-        props.put("group.id", "dlq-reader-" + System.nanoTime());
-        props.put("auto.offset.reset", "earliest");
-        List<String> errors = new ArrayList<>();
-        try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]>(props,
-                new org.apache.kafka.common.serialization.ByteArrayDeserializer(), new org.apache.kafka.common.serialization.ByteArrayDeserializer())) {
-            consumer.subscribe(List.of("sinkit.dlq"));
-            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
-            while (errors.isEmpty() && System.nanoTime() < deadline) {
-                for (var record : consumer.poll(Duration.ofMillis(300))) {
-                    var header = record.headers().lastHeader("__connect.errors.exception.message");
-                    errors.add(header == null ? "(no message)" : new String(header.value(), java.nio.charset.StandardCharsets.UTF_8));
-                }
-            }
-        }
+        List<String> errors = deadLetters("sinkit.dlq");
         assertEquals(1, errors.size(), "records in the dead letter queue: " + errors);
         assertTrue(errors.get(0).contains("sinkit.push.events") && errors.get(0).contains("STRUCT"), errors.get(0));
     }
@@ -309,6 +294,118 @@ class StageSinkIT {
         awaitRows("SELECT id FROM bp_stuck_current", r -> r.size() == 4, Duration.ofSeconds(60));
         awaitCatalog(flow, "bp.stuck", "coalesce(paused_reason, '')", "", Duration.ofSeconds(30));
         assertEquals(0, stagedBatches(flow, "bp.stuck"));
+    }
+
+    /**
+     * A Postgres TRUNCATE arrives as a batch of its own (one record: null key and value, {@code op=t}) or as
+     * the first record of a batch whose rows follow it. Each empties table A at its place in batch order:
+     * rows of earlier batches go, rows of later batches (and of the same batch after it) stay. Table B of the
+     * same flow is untouched; table C's first batch truncates a table that does not exist yet. A truncate
+     * after rows of its batch cannot be ordered against them: it goes to the dead letter queue, named.
+     */
+    @Test
+    void truncateRecordsEmptyTheFinalTableAtTheirPlaceInBatchOrder() throws Exception {
+        String flow = "flow-trunc";
+        String topicA = "sinkit.trunc.a";
+        String topicB = "sinkit.trunc.b";
+        String topicC = "sinkit.trunc.c";
+        String a = "trunc.a";
+        String b = "trunc.b";
+        String c = "trunc.c";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topicA).topic(topicB).topic(topicC)) {
+            producer.send(topicA, key(1), order(1, "a1", "1.00", 1L), Headers.of(flow, a, "r", 1, 1, false));
+            producer.send(topicA, key(2), order(2, "a2", "2.00", 1L), Headers.of(flow, a, "r", 1, 1, false));
+            producer.send(topicA, key(3), order(3, "a3", "3.00", 1L), Headers.of(flow, a, "r", 1, 1, true));
+            producer.send(topicB, key(1), order(1, "b1", "1.00", 1L), Headers.of(flow, b, "r", 1, 1, false));
+            producer.send(topicB, key(2), order(2, "b2", "2.00", 1L), Headers.of(flow, b, "r", 1, 1, true));
+            producer.send(topicA, key(2), order(2, "a2 updated", "2.50", 2L), Headers.of(flow, a, "u", 2, 2, false));
+            producer.send(topicA, key(4), order(4, "a4", "4.00", 2L), Headers.of(flow, a, "c", 2, 2, true));
+            producer.send(topicA, null, null, truncate(flow, a, 3, 3));
+            producer.send(topicB, key(3), order(3, "b3", "3.00", 2L), Headers.of(flow, b, "c", 2, 2, true));
+            // after the truncate: key 1 inserted again, key 2 too (its earlier row is gone, not merely older)
+            producer.send(topicA, key(1), order(1, "a1 again", "1.10", 4L), Headers.of(flow, a, "c", 4, 4, false));
+            producer.send(topicA, key(5), order(5, "a5", "5.00", 4L), Headers.of(flow, a, "c", 4, 4, false));
+            producer.send(topicA, key(2), order(2, "a2 again", "2.20", 5L), Headers.of(flow, a, "c", 5, 4, true));
+            producer.send(topicC, null, null, truncate(flow, c, 1, 1));
+            producer.send(topicC, key(1), order(1, "c1", "1.00", 2L), Headers.of(flow, c, "c", 2, 2, true));
+        }
+        Map<String, String> config = sinkConfig("sinkit\\.trunc\\..*");
+        config.put("errors.tolerance", "all");
+        config.put("errors.deadletterqueue.topic.name", "sinkit.dlq.trunc");
+        config.put("errors.deadletterqueue.topic.replication.factor", "1");
+        config.put("errors.deadletterqueue.context.headers.enable", "true");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-trunc", config);
+        rest.awaitRunning("sink-trunc", 1, Duration.ofSeconds(60));
+
+        awaitCatalog(flow, a, "normalized_batch_id::text", "4", Duration.ofSeconds(60));
+        awaitCatalog(flow, b, "normalized_batch_id::text", "2", Duration.ofSeconds(60));
+        awaitCatalog(flow, c, "normalized_batch_id::text", "2", Duration.ofSeconds(60));
+        assertEquals("[[1, a1 again, 4], [2, a2 again, 5], [5, a5, 4]]",
+                describe(clickhouse.queryAll("SELECT id, customer, _tablecdc_version FROM trunc_a FINAL ORDER BY id")));
+        assertEquals("[[1, c1]]", describe(clickhouse.queryAll("SELECT id, customer FROM trunc_c FINAL ORDER BY id")));
+
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            // a truncate followed by rows in the same batch: the rows stay, everything before goes
+            producer.send(topicA, null, null, truncate(flow, a, 6, 5, false));
+            producer.send(topicA, key(6), order(6, "a6", "6.00", 6L), Headers.of(flow, a, "c", 6, 5, false));
+            producer.send(topicA, key(1), order(1, "a1 third", "1.20", 7L), Headers.of(flow, a, "c", 7, 5, true));
+            // a truncate after a row of its batch: the row is staged, the truncate is refused
+            producer.send(topicA, key(7), order(7, "a7", "7.00", 8L), Headers.of(flow, a, "c", 8, 6, false));
+            producer.send(topicA, null, null, truncate(flow, a, 9, 6));
+            producer.send(topicB, key(4), order(4, "b4", "4.00", 3L), Headers.of(flow, b, "c", 3, 3, true));
+        }
+        awaitCatalog(flow, a, "normalized_batch_id::text", "6", Duration.ofSeconds(60));
+        awaitCatalog(flow, b, "normalized_batch_id::text", "3", Duration.ofSeconds(60));
+        assertEquals("[[1, a1 third, 7], [6, a6, 6], [7, a7, 8]]",
+                describe(clickhouse.queryAll("SELECT id, customer, _tablecdc_version FROM trunc_a FINAL ORDER BY id")));
+        assertEquals("[[1, b1], [2, b2], [3, b3], [4, b4]]",
+                describe(clickhouse.queryAll("SELECT id, customer FROM trunc_b FINAL ORDER BY id")));
+        assertEquals(0, stagedBatches(flow, a), "stage rows of table A left, the truncate-only batch's included");
+
+        List<String> errors = deadLetters("sinkit.dlq.trunc");
+        assertEquals(1, errors.size(), "records in the dead letter queue: " + errors);
+        assertTrue(errors.get(0).contains("sink-trunc") && errors.get(0).contains("table " + a + ", batch 6")
+                && errors.get(0).contains("truncate record after rows"), errors.get(0));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-trunc"));
+    }
+
+    /** The headers of a truncate record as the Postgres source sends it: the last (only) record of its batch. */
+    private static Map<String, String> truncate(String flow, String table, long version, long batch) {
+        return truncate(flow, table, version, batch, true);
+    }
+
+    private static Map<String, String> truncate(String flow, String table, long version, long batch, boolean last) {
+        Map<String, String> headers = Headers.of(flow, table, "t", version, batch, last);
+        headers.put("tablecdc.replay.id", "replay-" + batch);
+        return headers;
+    }
+
+    /** The error messages of the records in a dead letter queue, read once it has any (or after 30 s). */
+    private static List<String> deadLetters(String topic) {
+        java.util.Properties props = new java.util.Properties();
+        props.put("bootstrap.servers", stack.kafka().bootstrapServers());
+        props.put("group.id", "dlq-reader-" + System.nanoTime());
+        props.put("auto.offset.reset", "earliest");
+        List<String> errors = new ArrayList<>();
+        try (var consumer = new org.apache.kafka.clients.consumer.KafkaConsumer<byte[], byte[]>(props,
+                new org.apache.kafka.common.serialization.ByteArrayDeserializer(), new org.apache.kafka.common.serialization.ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            boolean seen = false;
+            while (System.nanoTime() < deadline) {
+                var records = consumer.poll(Duration.ofMillis(300));
+                for (var record : records) {
+                    var header = record.headers().lastHeader("__connect.errors.exception.message");
+                    errors.add(header == null ? "(no message)" : new String(header.value(), java.nio.charset.StandardCharsets.UTF_8));
+                }
+                if (seen && records.isEmpty()) {
+                    break; // one empty poll after the first records: nothing else is on its way
+                }
+                seen = !errors.isEmpty();
+            }
+        }
+        return errors;
     }
 
     private static long stagedBatches(String flow, String table) throws Exception {

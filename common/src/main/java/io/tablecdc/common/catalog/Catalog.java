@@ -752,7 +752,8 @@ public final class Catalog implements AutoCloseable {
     /**
      * Stores the stage row of one batch, replacing the manifest and counts of an existing row for the same
      * batch (its {@code created_at} stays). A batch at or below the table's normalized batch id is already
-     * loaded, so nothing is stored for it. May be called again after a crash.
+     * loaded, so nothing is stored for it. A batch that is only a truncate has no file: its row is stored all
+     * the same, so that it is normalized in batch order. May be called again after a crash.
      *
      * @return true if the stage row exists after the call, false if the batch was already normalized
      */
@@ -773,20 +774,23 @@ public final class Catalog implements AutoCloseable {
             Array rowArray = c.createArrayOf("int8", rows);
             Array byteArray = c.createArrayOf("int8", bytes);
             try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STAGE + " AS st"
-                    + " (flow_name, source_table_identifier, batch_id, avro_files, rows, inserts, updates, deletes)"
-                    + " SELECT ?, ?, ?, COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
+                    + " (flow_name, source_table_identifier, batch_id, truncate_before, avro_files, rows, inserts, updates,"
+                    + "  deletes)"
+                    + " SELECT ?, ?, ?, ?, COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
                     + "   'bytes', f.bytes) ORDER BY f.ord)"
                     + "   FROM unnest(?::text[], ?::int8[], ?::int8[]) WITH ORDINALITY AS f(uri, rows, bytes, ord)),"
                     + "   '[]'::jsonb), ?, ?, ?, ?"
                     + " WHERE NOT EXISTS (SELECT 1 FROM " + STATE + " s WHERE s.flow_name = ?"
                     + "   AND s.source_table_identifier = ? AND s.normalized_batch_id >= ?)"
                     + " ON CONFLICT (flow_name, source_table_identifier, batch_id) DO UPDATE SET"
-                    + " avro_files = EXCLUDED.avro_files, rows = EXCLUDED.rows, inserts = EXCLUDED.inserts,"
-                    + " updates = EXCLUDED.updates, deletes = EXCLUDED.deletes")) {
+                    + " truncate_before = EXCLUDED.truncate_before, avro_files = EXCLUDED.avro_files,"
+                    + " rows = EXCLUDED.rows, inserts = EXCLUDED.inserts, updates = EXCLUDED.updates,"
+                    + " deletes = EXCLUDED.deletes")) {
                 int i = 0;
                 ps.setString(++i, flow);
                 ps.setString(++i, table);
                 ps.setLong(++i, stage.batchId());
+                ps.setBoolean(++i, stage.truncateBefore());
                 ps.setArray(++i, uriArray);
                 ps.setArray(++i, rowArray);
                 ps.setArray(++i, byteArray);
@@ -1142,7 +1146,7 @@ public final class Catalog implements AutoCloseable {
             throws SQLException {
         try (PreparedStatement ps = c.prepareStatement("SELECT st.batch_id, st.rows, st.inserts, st.updates,"
                 + " st.deletes, st.created_at, f.value ->> 'uri', (f.value ->> 'rows')::int8,"
-                + " (f.value ->> 'bytes')::int8"
+                + " (f.value ->> 'bytes')::int8, st.truncate_before"
                 + " FROM " + STAGE + " st"
                 + " LEFT JOIN LATERAL jsonb_array_elements(st.avro_files) WITH ORDINALITY AS f(value, ord) ON true"
                 + " WHERE st.flow_name = ? AND st.source_table_identifier = ? AND st.batch_id BETWEEN ? AND ?"
@@ -1158,7 +1162,7 @@ public final class Catalog implements AutoCloseable {
                     long batchId = rs.getLong(1);
                     if (!stages.containsKey(batchId)) {
                         stages.put(batchId, new Stage(batchId, List.of(), rs.getLong(2),
-                                new RowCounts(rs.getLong(3), rs.getLong(4), rs.getLong(5)),
+                                new RowCounts(rs.getLong(3), rs.getLong(4), rs.getLong(5)), rs.getBoolean(10),
                                 instant(rs.getTimestamp(6))));
                         files.put(batchId, new ArrayList<>());
                     }
@@ -1170,7 +1174,8 @@ public final class Catalog implements AutoCloseable {
             }
             List<Stage> result = new ArrayList<>(stages.size());
             for (Stage s : stages.values()) {
-                result.add(new Stage(s.batchId(), files.get(s.batchId()), s.rows(), s.counts(), s.createdAt()));
+                result.add(new Stage(s.batchId(), files.get(s.batchId()), s.rows(), s.counts(), s.truncateBefore(),
+                        s.createdAt()));
             }
             return result;
         }

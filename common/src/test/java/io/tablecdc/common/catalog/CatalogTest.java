@@ -127,6 +127,7 @@ class CatalogTest {
                 new StageFile("file:///s/1-b.avro", 4, 400)), 10, new RowCounts(7, 2, 1));
         Stage restaged = new Stage(1, List.of(new StageFile("file:///s/1-c.avro", 10, 900)), 10,
                 new RowCounts(7, 2, 1));
+        Stage truncateOnly = new Stage(2, List.of(), 0, RowCounts.ZERO, true);
         List<Step> steps = List.of(
                 new Step("registerFlow", c -> c.registerFlow(f, new FlowIdentity("pg_pipeline", "7001", 1L,
                         "tablecdc_abc", "pub", null), "hash-1"), true),
@@ -140,6 +141,7 @@ class CatalogTest {
                         SyncedBatch.cursorOnly("2026-01-01T00:00:03.000000000Z", 1), t(3)), true),
                 new Step("upsertStage", c -> c.upsertStage(f, q, stage), true),
                 new Step("upsertStage (replace)", c -> c.upsertStage(f, q, restaged), true),
+                new Step("upsertStage (truncate only)", c -> c.upsertStage(f, q, truncateOnly), true),
                 new Step("recordSinkTopic", c -> c.recordSinkTopic(f, q, "sink-a", "topic.orders"), true),
                 new Step("setPause", c -> c.setPause(f, q, "normalize_buffer_full", t(4)), true),
                 new Step("clearPause", c -> c.clearPause(f, q), true),
@@ -298,7 +300,8 @@ class CatalogTest {
         String tb = "ds.t";
         Stage one = new Stage(1, List.of(new StageFile("s3://b/t/1-0.avro", 2, 20),
                 new StageFile("s3://b/t/1-1.avro", 1, 10)), 3, new RowCounts(1, 1, 1));
-        Stage two = new Stage(2, List.of(), 0, RowCounts.ZERO);
+        // a batch that is only a truncate: no file, stored all the same so that it is normalized in order
+        Stage two = new Stage(2, List.of(), 0, RowCounts.ZERO, true);
         Stage three = new Stage(3, List.of(new StageFile("s3://b/t/3-0.avro", 5, 50)), 5, new RowCounts(5, 0, 0));
         assertTrue(catalog.upsertStage(f, tb, three));
         assertTrue(catalog.upsertStage(f, tb, one));
@@ -311,6 +314,13 @@ class CatalogTest {
         assertEquals(one.counts(), read.counts());
         assertEquals(3, read.rows());
         assertTrue(all.get(1).files().isEmpty());
+        assertFalse(all.get(0).truncateBefore());
+        assertTrue(all.get(1).truncateBefore());
+        assertFalse(all.get(2).truncateBefore());
+        // restaging a batch replaces its truncate flag with the manifest (the batch's first record decides it)
+        Stage threeAfterTruncate = new Stage(3, three.files(), 5, three.counts(), true);
+        assertTrue(catalog.upsertStage(f, tb, threeAfterTruncate));
+        assertTrue(catalog.getStage(f, tb, 3).orElseThrow().truncateBefore());
         assertEquals(List.of(3L), catalog.listStages(f, tb, 2).stream().map(Stage::batchId).toList());
         assertEquals(three.files(), catalog.getStage(f, tb, 3).orElseThrow().files());
         assertEquals(Optional.empty(), catalog.getStage(f, tb, 4));

@@ -11,11 +11,13 @@ import org.apache.kafka.common.config.ConfigDef.Width;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.types.Password;
 
+import io.tablecdc.clickhouse.destination.Cluster;
 import io.tablecdc.common.catalog.CatalogConfig;
 
 /** The configuration of the ClickHouse stage sink: one {@link ConfigDef}, read only through typed getters. */
 public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final String CLICKHOUSE_GROUP = "ClickHouse";
+    private static final String CLUSTER_GROUP = "ClickHouse cluster";
     private static final String STAGE_GROUP = "Stage";
     private static final String NORMALIZE_GROUP = "Normalize";
     private static final String TABLES_GROUP = "Tables";
@@ -122,9 +124,44 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final String SCHEMA_EVOLUTION_DEFAULT = "add_columns";
 
     public static final String DEDUPLICATION_WINDOW_CONFIG = "clickhouse.deduplication.window";
-    private static final String DEDUPLICATION_WINDOW_DOC = "non_replicated_deduplication_window of created tables: how many recent loads"
-            + " ClickHouse remembers, so that re-loading a stage file after a crash inserts nothing.";
+    private static final String DEDUPLICATION_WINDOW_DOC = "non_replicated_deduplication_window of created tables"
+            + " (replicated_deduplication_window on a cluster): how many recent loads ClickHouse remembers, so that"
+            + " re-loading a stage file after a crash inserts nothing.";
     private static final int DEDUPLICATION_WINDOW_DEFAULT = 1000;
+
+    public static final String CLUSTER_CONFIG = "clickhouse.cluster";
+    private static final String CLUSTER_DOC = "Cluster (from the servers' remote_servers) on which final tables are created:"
+            + " every DDL runs ON CLUSTER, tables are ReplicatedReplacingMergeTree (ReplicatedMergeTree without a key), and"
+            + " loads carry clickhouse.insert.quorum. Empty: one server, plain ReplacingMergeTree.";
+
+    public static final String REPLICATION_PATH_CONFIG = "clickhouse.replication.path";
+    private static final String REPLICATION_PATH_DOC = "Keeper path of a replicated final table; ClickHouse expands the macros"
+            + " ({shard} from each server's macros, {database} and {table} itself). Must name the table ({table} or {uuid}),"
+            + " or every table would claim the same path. Used only with clickhouse.cluster.";
+    private static final String REPLICATION_PATH_DEFAULT = "/clickhouse/tables/{shard}/{database}/{table}";
+
+    public static final String REPLICA_NAME_CONFIG = "clickhouse.replication.replica";
+    private static final String REPLICA_NAME_DOC = "Replica name of a replicated final table, usually the {replica} macro of each"
+            + " server. Used only with clickhouse.cluster.";
+    private static final String REPLICA_NAME_DEFAULT = "{replica}";
+
+    public static final String DISTRIBUTED_TABLE_CONFIG = "clickhouse.distributed.table";
+    private static final String DISTRIBUTED_TABLE_DOC = "With clickhouse.cluster: rows are stored in <table>_local on every shard and"
+            + " <table> is a Distributed table over them, sharded by cityHash64 of the key (rand() without a key) so that every"
+            + " version of a row lands on one shard; loads go through it synchronously (insert_distributed_sync=1). false:"
+            + " <table> itself is the replicated table (one shard).";
+
+    public static final String INSERT_QUORUM_CONFIG = "clickhouse.insert.quorum";
+    private static final String INSERT_QUORUM_DOC = "insert_quorum of every load on a cluster: auto (a majority of the shard's"
+            + " replicas), a number of replicas (2 or more), or off. A load returns only once the quorum wrote it and fails"
+            + " otherwise (insert_quorum_parallel=0), so a batch never counts as normalized without it. Ignored without"
+            + " clickhouse.cluster.";
+    private static final String INSERT_QUORUM_DEFAULT = "auto";
+
+    public static final String INSERT_QUORUM_TIMEOUT_MS_CONFIG = "clickhouse.insert.quorum.timeout.ms";
+    private static final String INSERT_QUORUM_TIMEOUT_MS_DOC = "insert_quorum_timeout: how long a load waits for its quorum"
+            + " before it fails (and the table's normalize retries).";
+    private static final long INSERT_QUORUM_TIMEOUT_MS_DEFAULT = 600_000L;
 
     public static final ConfigDef CONFIG_DEF = configDef();
 
@@ -133,6 +170,9 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
         URI stage = stageUri();
         if (!"file".equals(stage.getScheme()) && !"s3".equals(stage.getScheme()) && !"gs".equals(stage.getScheme())) {
             throw new ConfigException(STAGE_URI_CONFIG, stage.toString(), "the scheme must be file://, s3:// or gs://");
+        }
+        if (getBoolean(DISTRIBUTED_TABLE_CONFIG) && getString(CLUSTER_CONFIG).isEmpty()) {
+            throw new ConfigException(DISTRIBUTED_TABLE_CONFIG, true, "a Distributed table needs " + CLUSTER_CONFIG);
         }
     }
 
@@ -151,6 +191,20 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 CLICKHOUSE_TIMEOUT_MS_DOC, CLICKHOUSE_GROUP, ++order, Width.SHORT, "ClickHouse timeout");
         def.define(DEDUPLICATION_WINDOW_CONFIG, Type.INT, DEDUPLICATION_WINDOW_DEFAULT, ConfigDef.Range.atLeast(1), Importance.LOW,
                 DEDUPLICATION_WINDOW_DOC, CLICKHOUSE_GROUP, ++order, Width.SHORT, "Deduplication window");
+
+        order = 0;
+        def.define(CLUSTER_CONFIG, Type.STRING, "", new ClusterName(), Importance.MEDIUM, CLUSTER_DOC,
+                CLUSTER_GROUP, ++order, Width.MEDIUM, "Cluster");
+        def.define(REPLICATION_PATH_CONFIG, Type.STRING, REPLICATION_PATH_DEFAULT, new ReplicationPath(), Importance.LOW,
+                REPLICATION_PATH_DOC, CLUSTER_GROUP, ++order, Width.LONG, "Replication path");
+        def.define(REPLICA_NAME_CONFIG, Type.STRING, REPLICA_NAME_DEFAULT, new ConfigDef.NonEmptyString(), Importance.LOW,
+                REPLICA_NAME_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Replica name");
+        def.define(DISTRIBUTED_TABLE_CONFIG, Type.BOOLEAN, false, Importance.MEDIUM, DISTRIBUTED_TABLE_DOC,
+                CLUSTER_GROUP, ++order, Width.SHORT, "Distributed table");
+        def.define(INSERT_QUORUM_CONFIG, Type.STRING, INSERT_QUORUM_DEFAULT, new InsertQuorum(), Importance.MEDIUM,
+                INSERT_QUORUM_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Insert quorum");
+        def.define(INSERT_QUORUM_TIMEOUT_MS_CONFIG, Type.LONG, INSERT_QUORUM_TIMEOUT_MS_DEFAULT, ConfigDef.Range.atLeast(1000),
+                Importance.LOW, INSERT_QUORUM_TIMEOUT_MS_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Insert quorum timeout");
 
         order = 0;
         def.define(STAGE_URI_CONFIG, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new StageUri(), Importance.HIGH, STAGE_URI_DOC,
@@ -224,6 +278,16 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
     public int deduplicationWindow() {
         return getInt(DEDUPLICATION_WINDOW_CONFIG);
+    }
+
+    /** Where final tables live: one server, or the configured cluster with its replication and quorum. */
+    public Cluster cluster() {
+        String name = getString(CLUSTER_CONFIG);
+        if (name.isEmpty()) {
+            return Cluster.single();
+        }
+        return new Cluster(name, getString(REPLICATION_PATH_CONFIG), getString(REPLICA_NAME_CONFIG),
+                getBoolean(DISTRIBUTED_TABLE_CONFIG), getString(INSERT_QUORUM_CONFIG), getLong(INSERT_QUORUM_TIMEOUT_MS_CONFIG));
     }
 
     public URI stageUri() {
@@ -341,6 +405,65 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
         @Override
         public String toString() {
             return "an http:// or https:// URL";
+        }
+    }
+
+    /** Empty (one server) or a cluster name without spaces or control characters. */
+    static final class ClusterName implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = (String) value;
+            if (text == null || text.chars().anyMatch(c -> Character.isWhitespace(c) || Character.isISOControl(c))) {
+                throw new ConfigException(name, value, "a cluster name has no spaces or control characters (empty for one server)");
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "empty, or a cluster name of the servers' remote_servers";
+        }
+    }
+
+    /** A Keeper path that names the table, so that no two final tables share one. */
+    static final class ReplicationPath implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = (String) value;
+            if (text == null || !text.startsWith("/")) {
+                throw new ConfigException(name, value, "must be an absolute Keeper path");
+            }
+            if (!text.contains("{table}") && !text.contains("{uuid}")) {
+                throw new ConfigException(name, value, "must contain {table} or {uuid}: every final table needs its own path");
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "an absolute Keeper path containing {table} or {uuid}";
+        }
+    }
+
+    /** {@code auto}, {@code off} or a number of replicas of at least 2. */
+    static final class InsertQuorum implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = (String) value;
+            if ("auto".equals(text) || "off".equals(text)) {
+                return;
+            }
+            try {
+                if (text != null && Integer.parseInt(text) >= 2) {
+                    return;
+                }
+            } catch (NumberFormatException e) {
+                // reported below
+            }
+            throw new ConfigException(name, value, "must be auto, off, or a number of replicas of at least 2");
+        }
+
+        @Override
+        public String toString() {
+            return "auto, off, or a number of replicas (at least 2)";
         }
     }
 

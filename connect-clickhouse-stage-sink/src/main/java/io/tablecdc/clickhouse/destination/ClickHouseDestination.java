@@ -22,6 +22,8 @@ import io.tablecdc.clickhouse.stage.StageStore;
 /**
  * The final tables in one ClickHouse database, reached over HTTP with client-v2: creates and evolves them
  * and loads stage files into them. Every method may be called again with the same arguments after a crash.
+ * On a {@link Cluster} the DDL runs {@code ON CLUSTER} and every load carries the cluster's insert quorum
+ * settings, so a load either reached its quorum or fails.
  */
 public final class ClickHouseDestination implements AutoCloseable {
     private final Client client;
@@ -30,17 +32,21 @@ public final class ClickHouseDestination implements AutoCloseable {
     private final boolean addColumns;
     private final int deduplicationWindow;
     private final long timeoutMs;
+    private final Cluster cluster;
+    private final FinalTableDdl ddl;
     /** Columns of tables this destination created or checked, so that most loads skip the system.columns query. */
     private final Map<String, Map<String, String>> known = new java.util.concurrent.ConcurrentHashMap<>();
 
     public ClickHouseDestination(Client client, String database, boolean autoCreate, boolean addColumns,
-                                 int deduplicationWindow, long timeoutMs) {
+                                 int deduplicationWindow, long timeoutMs, Cluster cluster) {
         this.client = client;
         this.database = database;
         this.autoCreate = autoCreate;
         this.addColumns = addColumns;
         this.deduplicationWindow = deduplicationWindow;
         this.timeoutMs = timeoutMs;
+        this.cluster = cluster;
+        this.ddl = new FinalTableDdl(database, cluster);
     }
 
     /** A final table's schema problem that retrying cannot fix: it stops only that table. */
@@ -83,8 +89,10 @@ public final class ClickHouseDestination implements AutoCloseable {
                 throw new IncompatibleSchemaException("table " + sourceTable + ": ClickHouse table " + database + "." + table
                         + " does not exist and table.auto.create=false");
             }
-            execute(FinalTableDdl.createTable(database, table, stageColumns, deduplicationWindow), Map.of());
-            execute(FinalTableDdl.createCurrentView(database, table), Map.of());
+            for (String statement : ddl.createTable(table, stageColumns, deduplicationWindow)) {
+                execute(statement, Map.of());
+            }
+            execute(ddl.createCurrentView(table), Map.of());
             Map<String, String> created = new LinkedHashMap<>();
             stageColumns.forEach(c -> created.put(c.column(), c.type()));
             known.put(table, created);
@@ -107,12 +115,19 @@ public final class ClickHouseDestination implements AutoCloseable {
                         + database + "." + table + (addColumns ? " and a new column must be optional (it is " + column.type() + ")"
                         : " and schema.evolution=none"));
             }
-            execute(FinalTableDdl.addColumn(database, table, column), Map.of());
+            for (String statement : ddl.addColumn(table, column)) {
+                execute(statement, Map.of());
+            }
         }
         if (!missing.isEmpty() && autoCreate) {
-            execute(FinalTableDdl.replaceCurrentView(database, table), Map.of());
+            execute(ddl.replaceCurrentView(table), Map.of());
         }
         known.put(table, missing.isEmpty() ? existing : columns(table));
+    }
+
+    /** Empties {@code table} if it exists (its columns and its view stay). May be called again after a crash. */
+    public void truncate(String table) throws Exception {
+        execute(ddl.truncate(table), Map.of());
     }
 
     static boolean compatible(String present, String needed) {
@@ -128,8 +143,9 @@ public final class ClickHouseDestination implements AutoCloseable {
         CommandSettings settings = new CommandSettings();
         settings.serverSetting("insert_deduplicate", "1");
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
+        cluster.insertSettings().forEach(settings::serverSetting);
         Map<String, Object> params = new HashMap<>(source.parameters());
-        await(client.execute(FinalTableDdl.insertSelect(database, table, columns, source.tableFunction()), params, settings), "load into " + table);
+        await(client.execute(ddl.insertSelect(table, columns, source.tableFunction()), params, settings), "load into " + table);
     }
 
     /** Push mode: streams the stage file as {@code INSERT … FORMAT Avro}. */
@@ -146,6 +162,7 @@ public final class ClickHouseDestination implements AutoCloseable {
         settings.setDatabase(database);
         settings.serverSetting("insert_deduplicate", "1");
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
+        cluster.insertSettings().forEach(settings::serverSetting);
         await(client.insert(table, names, avroFile, ClickHouseFormat.Avro, settings), "load into " + table);
     }
 

@@ -14,6 +14,7 @@ import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigException;
 import org.junit.jupiter.api.Test;
 
+import io.tablecdc.clickhouse.destination.Cluster;
 import io.tablecdc.common.ConfigDocs;
 
 class ConfigDocsTest {
@@ -51,6 +52,36 @@ class ConfigDocsTest {
         badUrl.put("clickhouse.url", "clickhouse:8123");
         e = assertThrows(ConfigException.class, () -> new ClickHouseStageSinkConfig(badUrl));
         assertTrue(e.getMessage().contains("clickhouse.url"), e.getMessage());
+    }
+
+    @Test
+    void clusterKeysAreCheckedAndMakeTheCluster() {
+        assertFalse(new ClickHouseStageSinkConfig(minimal()).cluster().enabled(), "one server unless clickhouse.cluster is set");
+
+        Map<String, String> props = minimal();
+        props.put("clickhouse.cluster", "prod");
+        props.put("clickhouse.distributed.table", "true");
+        props.put("clickhouse.insert.quorum", "3");
+        props.put("clickhouse.insert.quorum.timeout.ms", "45000");
+        Cluster cluster = new ClickHouseStageSinkConfig(props).cluster();
+        assertEquals(new Cluster("prod", "/clickhouse/tables/{shard}/{database}/{table}", "{replica}", true, "3", 45_000), cluster);
+
+        for (String[] bad : new String[][] {
+                {"clickhouse.insert.quorum", "1"}, {"clickhouse.insert.quorum", "majority"},
+                {"clickhouse.replication.path", "/clickhouse/tables/{shard}/shared"},
+                {"clickhouse.replication.path", "clickhouse/{table}"}, {"clickhouse.replication.replica", ""},
+                {"clickhouse.cluster", "my cluster"}}) {
+            Map<String, String> wrong = new HashMap<>(props);
+            wrong.put(bad[0], bad[1]);
+            ConfigException e = assertThrows(ConfigException.class, () -> new ClickHouseStageSinkConfig(wrong), bad[0] + "=" + bad[1]);
+            assertTrue(e.getMessage().contains(bad[0]), e.getMessage());
+        }
+
+        Map<String, String> noCluster = minimal();
+        noCluster.put("clickhouse.distributed.table", "true");
+        ConfigException e = assertThrows(ConfigException.class, () -> new ClickHouseStageSinkConfig(noCluster));
+        assertTrue(e.getMessage().contains("for configuration clickhouse.distributed.table") && e.getMessage().contains("clickhouse.cluster"),
+                e.getMessage());
     }
 
     @Test

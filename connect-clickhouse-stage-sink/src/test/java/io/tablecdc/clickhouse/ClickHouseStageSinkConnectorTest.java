@@ -1,0 +1,31 @@
+package io.tablecdc.clickhouse;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.common.config.ConfigValue;
+import org.junit.jupiter.api.Test;
+
+/** validate() reports a rule between fields on the field it concerns, before it reaches for any server. */
+class ClickHouseStageSinkConnectorTest {
+
+    @Test
+    void aDistributedTableWithoutAClusterIsReportedOnTheDistributedKey() {
+        Map<String, String> props = new HashMap<>();
+        props.put("clickhouse.url", "http://127.0.0.1:1");
+        props.put("stage.uri", "file:///tmp/stage");
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/catalog");
+        props.put("clickhouse.distributed.table", "true");
+        Map<String, List<String>> errors = new HashMap<>();
+        for (ConfigValue value : new ClickHouseStageSinkConnector().validate(props).configValues()) {
+            if (!value.errorMessages().isEmpty()) {
+                errors.put(value.name(), value.errorMessages());
+            }
+        }
+        assertEquals(List.of("clickhouse.distributed.table"), List.copyOf(errors.keySet()), errors.toString());
+        assertEquals(1, errors.get("clickhouse.distributed.table").size());
+    }
+}
