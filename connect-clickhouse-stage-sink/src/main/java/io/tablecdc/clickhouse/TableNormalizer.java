@@ -44,8 +44,9 @@ import io.tablecdc.common.metrics.TableMetrics;
  * a crash (the truncate ran, maybe some files loaded, the process died before the normalized id moved) runs
  * the truncate again and then loads every file again, which is the same result, because no later batch can
  * have been loaded in between. For that repeat, the files of a truncate batch are loaded with a token unique
- * to the attempt: the deduplication log may outlive a {@code TRUNCATE}, and with the plain token ClickHouse
- * would skip the reload of rows the repeated truncate just removed.
+ * to the attempt, so that ClickHouse cannot skip the reload as a repeat of rows the second truncate removed: a
+ * plain MergeTree clears its deduplication log on {@code TRUNCATE} (measured on the test engine), but a
+ * replicated table's deduplication blocks in Keeper are reported to outlive dropped data.
  */
 final class TableNormalizer {
     private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
