@@ -466,6 +466,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
      */
     @Override
     public void open(Collection<TopicPartition> partitions) {
+        // close() forgot the holds of revoked partitions, but Connect re-pauses a partition it gives back to this
+        // task: nothing here would ever resume it. Resume them all; put() holds a table again if its buffer is
+        // still full.
+        if (!partitions.isEmpty()) {
+            try {
+                context.resume(partitions.toArray(new TopicPartition[0]));
+            } catch (RuntimeException e) {
+                log.warn("sink {}: resuming reassigned partitions {} failed: {}", connectorName, partitions, e.toString());
+            }
+        }
         Set<String> topics = new HashSet<>();
         partitions.forEach(tp -> topics.add(tp.topic()));
         if (topics.isEmpty()) {
