@@ -83,6 +83,8 @@ public class ApplyTask extends SourceTask {
     static final long REFRESH_BUSY_MS = 200;
     static final long REFRESH_IDLE_MS = 2000;
     private static final long PUBLICATION_CHECK_MS = 10_000;
+    /** Batch ids reserved per catalog update. */
+    static final int BATCH_ID_BLOCK = 100;
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
     private static final long POSITION_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final long SLOT_BUSY_WAIT_MS = 60_000;
@@ -167,7 +169,7 @@ public class ApplyTask extends SourceTask {
             positionEmitted = resumeFrom;
             decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid));
             batcher = new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                    this::lastBatchId, resumeFrom);
+                    BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), resumeFrom);
             List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
             if (!stale.isEmpty()) {
                 log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -371,10 +373,6 @@ public class ApplyTask extends SourceTask {
         tables.put(table, run);
         log.info("flow {}, table {}: new in publication {}", flow, table, config.publication());
         follow(table, run, state.phase(), state.phaseLsn(), at, out);
-    }
-
-    private long lastBatchId(String table) {
-        return PgPipelineSourceTask.nextBatchId(context, catalog, flow, table);
     }
 
     private void openStream() throws SQLException {

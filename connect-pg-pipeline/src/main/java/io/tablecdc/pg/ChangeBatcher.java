@@ -9,7 +9,6 @@ import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.function.ToLongFunction;
 
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.Struct;
@@ -27,9 +26,8 @@ import io.tablecdc.pg.wire.Lsn;
  * <h2>Batches</h2>
  * A table's batch is its changes in one flush slice: one transaction, cut every {@code batch.rows} rows of that
  * table. Records of a batch are emitted together when the slice closes, the last one with
- * {@code tablecdc.batch.last=true}. Batch ids are per table and only grow: the first id of a table is one above
- * the {@code lastBatchId} function's answer (the task takes the larger of the table's offset and its catalog
- * synced id), and every further batch takes the next one.
+ * {@code tablecdc.batch.last=true}. Batch ids are per table and come from {@link BatchIds} (in the tasks: blocks
+ * reserved in the catalog, so an id is never used twice).
  *
  * <h2>Offsets</h2>
  * <ul>
@@ -78,10 +76,9 @@ final class ChangeBatcher {
     private final String heartbeatTopic;
     private final int batchRows;
     private final java.util.function.Function<String, String> topicOf;
-    private final ToLongFunction<String> lastBatchId;
+    private final BatchIds batchIds;
 
     // poll thread only
-    private final Map<String, Long> lastBatchIds = new HashMap<>();
     private final Map<String, Slice> slices = new LinkedHashMap<>();
     private final Map<String, Long> ordinals = new HashMap<>();
     private final Map<String, List<Held>> held = new HashMap<>();
@@ -96,13 +93,13 @@ final class ChangeBatcher {
     private Lsn acknowledgedPosition;
 
     ChangeBatcher(String flow, String slot, String heartbeatTopic, int batchRows,
-                  java.util.function.Function<String, String> topicOf, ToLongFunction<String> lastBatchId, Lsn start) {
+                  java.util.function.Function<String, String> topicOf, BatchIds batchIds, Lsn start) {
         this.flow = flow;
         this.slot = slot;
         this.heartbeatTopic = heartbeatTopic;
         this.batchRows = batchRows;
         this.topicOf = topicOf;
-        this.lastBatchId = lastBatchId;
+        this.batchIds = batchIds;
         this.safe = start;
         this.acknowledgedPosition = start;
     }
@@ -149,11 +146,6 @@ final class ChangeBatcher {
         if (open == null) {
             throw new IllegalStateException("a change of " + change.table() + " outside a transaction");
         }
-        boolean holding = held.containsKey(change.table());
-        if (!holding) {
-            // looked up before any state changes: a failing lookup (catalog outage) leaves the batcher as it was
-            lastBatchIds.computeIfAbsent(change.table(), lastBatchId::applyAsLong);
-        }
         long ordinal = ordinals.merge(change.table(), 1L, Long::sum);
         Slice slice = slices.computeIfAbsent(change.table(), t -> new Slice());
         slice.changes.add(change);
@@ -185,17 +177,19 @@ final class ChangeBatcher {
     }
 
     /**
-     * Sends {@code table}'s held changes as batches, in order, and stops holding it. Its batch ids start again
-     * from the {@code lastBatchId} function (its copy task's batches are recorded by now).
+     * Sends {@code table}'s held changes as batches, in order, and stops holding it. Its batch ids come from a new
+     * reservation, above its copy task's.
      */
     List<SourceRecord> release(String table) {
         List<Held> list = held.get(table);
         if (list == null) {
             return List.of();
         }
-        lastBatchIds.remove(table);
-        // looked up before any state changes, as in add()
-        lastBatchIds.computeIfAbsent(table, lastBatchId::applyAsLong);
+        batchIds.forget(table);
+        // every id first: a failing reservation leaves the table held, nothing half sent
+        for (Held h : list) {
+            assignIds(table, h.slice);
+        }
         held.remove(table);
         List<SourceRecord> out = new ArrayList<>();
         for (Held h : list) {
@@ -212,7 +206,7 @@ final class ChangeBatcher {
     void discard(String table) {
         List<Held> list = held.remove(table);
         slices.remove(table);
-        lastBatchIds.remove(table);
+        batchIds.forget(table);
         if (list == null) {
             return;
         }
@@ -231,12 +225,13 @@ final class ChangeBatcher {
      */
     void forget(String table) {
         slices.remove(table);
-        lastBatchIds.remove(table);
+        batchIds.forget(table);
     }
 
     private void close(String table, Slice slice, List<SourceRecord> out) {
         List<Held> list = held.get(table);
         if (list == null) {
+            assignIds(table, slice);
             flush(table, slice, open, out);
             return;
         }
@@ -254,6 +249,13 @@ final class ChangeBatcher {
     List<SourceRecord> commit(Lsn endLsn) {
         if (open == null) {
             throw new IllegalStateException("a commit at " + endLsn + " without a transaction");
+        }
+        // every id first: a failing reservation (catalog outage) must not leave some tables' records tracked but
+        // never returned; the caller aborts and the transaction is read again
+        for (Map.Entry<String, Slice> entry : slices.entrySet()) {
+            if (!held.containsKey(entry.getKey())) {
+                assignIds(entry.getKey(), entry.getValue());
+            }
         }
         List<SourceRecord> out = new ArrayList<>();
         for (Map.Entry<String, Slice> entry : slices.entrySet()) {
@@ -321,6 +323,29 @@ final class ChangeBatcher {
         }
     }
 
+    /** Reserves the ids of the batches {@code slice} makes (one per run of rows, one per truncate), once. */
+    private void assignIds(String table, Slice slice) {
+        if (slice == null || slice.ids != null) {
+            return;
+        }
+        int batches = 0;
+        boolean rows = false;
+        for (Change change : slice.changes) {
+            if (change.op() == RecordHeaders.Op.TRUNCATE) {
+                batches += rows ? 2 : 1;
+                rows = false;
+            } else {
+                rows = true;
+            }
+        }
+        batches += rows ? 1 : 0;
+        long[] ids = new long[batches];
+        for (int i = 0; i < batches; i++) {
+            ids[i] = batchIds.next(table);
+        }
+        slice.ids = ids;
+    }
+
     /** Emits {@code slice} as batches of {@code txn}: a truncate is a batch of its own, cutting the rows around it. */
     private void flush(String table, Slice slice, Txn txn, List<SourceRecord> out) {
         if (slice == null || slice.changes.isEmpty()) {
@@ -341,8 +366,7 @@ final class ChangeBatcher {
         if (from >= to) {
             return;
         }
-        long id = lastBatchIds.get(table) + 1;
-        lastBatchIds.put(table, id);
+        long id = slice.ids[slice.nextId++];
         int rows = to - from;
         Batch batch = new Batch(table, id, txn.commitLsn, rows, txn.receivedAt, txn.commitTime);
         Map<String, String> partition = tablePartition(flow, table);
@@ -427,11 +451,6 @@ final class ChangeBatcher {
         return open == null && inFlight.isEmpty();
     }
 
-    /** The last batch id used for {@code table}, or null if this batcher has not emitted any for it. */
-    Long lastBatchId(String table) {
-        return lastBatchIds.get(table);
-    }
-
     private void advance() {
         while (!inFlight.isEmpty()) {
             Txn head = inFlight.peekFirst();
@@ -451,6 +470,8 @@ final class ChangeBatcher {
     private static final class Slice {
         final List<Change> changes = new ArrayList<>();
         final List<Long> versions = new ArrayList<>();
+        long[] ids;
+        int nextId;
     }
 
     private static final class Txn {

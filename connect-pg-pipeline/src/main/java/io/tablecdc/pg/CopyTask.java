@@ -82,8 +82,7 @@ public class CopyTask extends SourceTask {
                 nextClaimAt = now + CLAIM_INTERVAL_MS;
                 return null;
             }
-            copy = new TableCopy(config, flow, owner, claim.get(), catalog,
-                    table -> PgPipelineSourceTask.nextBatchId(context, catalog, flow, table), metrics);
+            copy = new TableCopy(config, flow, owner, claim.get(), catalog, metrics);
             current = copy;
         }
         List<SourceRecord> records = copy.step();

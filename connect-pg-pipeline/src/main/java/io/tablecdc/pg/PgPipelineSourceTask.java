@@ -6,10 +6,8 @@ import java.util.Map;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
-import org.apache.kafka.connect.source.SourceTaskContext;
 
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
 
 /**
  * The pipeline's Connect task: task 0 is the {@linkplain ApplyTask apply task}, tasks 1..n are
@@ -61,22 +59,5 @@ public class PgPipelineSourceTask extends SourceTask {
         if (role != null) {
             role.stop();
         }
-    }
-
-    /**
-     * The id after which a table's next batch is numbered: the largest of its offset's batch, the catalog's synced
-     * and normalized ids and its staged batch ids, plus one skipped id. The sink may have staged or loaded batches
-     * whose acknowledgement a crashed task never recorded; gaps are harmless, ids only grow.
-     */
-    static long nextBatchId(SourceTaskContext context, Catalog catalog, String flow, String table) {
-        Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.tablePartition(flow, table));
-        long fromOffset = 0;
-        if (offset != null && offset.get(ChangeBatcher.BATCH_KEY) instanceof Number n) {
-            fromOffset = n.longValue();
-        }
-        long fromCatalog = catalog.getTable(flow, table)
-                .map(s -> Math.max(s.syncedBatchId(), s.normalizedBatchId())).orElse(0L);
-        long staged = catalog.listStages(flow, table).stream().mapToLong(st -> st.batchId()).max().orElse(0L);
-        return Math.max(Math.max(fromOffset, fromCatalog), staged) + 1;
     }
 }

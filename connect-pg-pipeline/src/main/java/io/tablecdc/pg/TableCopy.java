@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
-import java.util.function.ToLongFunction;
 
 import org.apache.kafka.connect.source.SourceRecord;
 import org.postgresql.PGConnection;
@@ -82,7 +81,6 @@ final class TableCopy {
     private final String table;
     private final int attempt;
     private final Catalog catalog;
-    private final ToLongFunction<String> lastBatchId;
     private final TableMetrics.Table metrics;
 
     private Step step = Step.START;
@@ -114,14 +112,13 @@ final class TableCopy {
     private long lastRenewAt = System.nanoTime();
 
     TableCopy(PgPipelineConfig config, String flow, String owner, CopyClaim claim, Catalog catalog,
-              ToLongFunction<String> lastBatchId, TableMetrics metrics) {
+              TableMetrics metrics) {
         this.config = config;
         this.flow = flow;
         this.owner = owner;
         this.table = claim.table();
         this.attempt = claim.attempt();
         this.catalog = catalog;
-        this.lastBatchId = lastBatchId;
         this.metrics = metrics.table(table);
     }
 
@@ -212,7 +209,7 @@ final class TableCopy {
         }
         schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid));
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                lastBatchId, consistentPoint);
+                BatchIds.reserved(catalog, flow, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
         if (!copyRows) {
             closeReaders();
             log.info("flow {}, table {}: not copied (table.sync.copy); catching up from {} and handing over", flow,

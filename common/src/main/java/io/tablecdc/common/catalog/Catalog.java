@@ -554,6 +554,39 @@ public final class Catalog implements AutoCloseable {
     }
 
     /**
+     * Reserves the next {@code count} batch ids of the table and returns the first: ids above every id reserved,
+     * synced, normalized or staged for it before. An id handed out here is never handed out again, whichever task
+     * asks and however tasks die, so two batches never share an id. Not idempotent: a repeated call reserves
+     * another block (unused ids are gaps, which the sink accepts).
+     *
+     * @throws CatalogException when the table has no row
+     */
+    public long reserveBatchIds(String flow, String table, int count) {
+        if (count < 1) {
+            throw new IllegalArgumentException("count must be positive: " + count);
+        }
+        return onTable("reserveBatchIds", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " AS s SET reserved_batch_id ="
+                    + " GREATEST(s.reserved_batch_id, s.synced_batch_id, s.normalized_batch_id,"
+                    + "   (SELECT COALESCE(max(st.batch_id), 0) FROM " + STAGE + " st"
+                    + "    WHERE st.flow_name = s.flow_name AND st.source_table_identifier = s.source_table_identifier))"
+                    + "   + ?"
+                    + " WHERE s.flow_name = ? AND s.source_table_identifier = ? RETURNING s.reserved_batch_id")) {
+                ps.setInt(1, count);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (!rs.next()) {
+                        throw new CatalogException("flow " + flow + ", table " + table + ": no catalog row to reserve"
+                                + " batch ids in");
+                    }
+                    return rs.getLong(1) - count + 1;
+                }
+            }
+        });
+    }
+
+    /**
      * Records where the apply task saw {@code owner}'s handover marker: the table stays {@code copying} with
      * {@code phase_lsn} = the marker's LSN, so that an apply task that restarts keeps holding the table's changes
      * after that point until the copy task moves it to {@code catchup(lsn)}. May be called again after a crash.

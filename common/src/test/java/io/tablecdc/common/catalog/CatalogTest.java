@@ -210,6 +210,20 @@ class CatalogTest {
     }
 
     @Test
+    void reservedBatchIdsAreNeverHandedOutTwiceAndStayAboveWhatWasSyncedOrStaged() {
+        String f = "reserve";
+        catalog.initTable(f, "s.t", Phase.PENDING);
+        catalog.recordSync(f, "s.t", new SyncedBatch("0/10", 7, 1, t(1), t(0)), t(2));
+        assertEquals(8, catalog.reserveBatchIds(f, "s.t", 10));
+        // another task (or this one after a crash) gets the next block, never the same ids
+        assertEquals(18, catalog.reserveBatchIds(f, "s.t", 5));
+        // a batch the sink staged beyond every reservation (ids from before reservations existed) is stepped over
+        catalog.upsertStage(f, "s.t", new Stage(40, List.of(), 0, new RowCounts(0, 0, 0), true, null));
+        assertEquals(41, catalog.reserveBatchIds(f, "s.t", 1));
+        assertThrows(CatalogException.class, () -> catalog.reserveBatchIds(f, "no.such", 1));
+    }
+
+    @Test
     void initTableNeverOverwritesProgress() {
         String f = "init";
         assertTrue(catalog.initTable(f, "ds.t", Phase.PENDING));

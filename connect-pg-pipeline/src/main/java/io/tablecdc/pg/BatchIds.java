@@ -1,0 +1,64 @@
+package io.tablecdc.pg;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.function.ToLongFunction;
+
+import io.tablecdc.common.catalog.Catalog;
+
+/** Where a task's per-table batch ids come from. Used on the poll thread only. */
+interface BatchIds {
+    /** The id of the table's next batch: larger than any this source has given the table before. */
+    long next(String table);
+
+    /**
+     * Drops what is left of the table's current ids: the next id comes from a new reservation (the table was sent
+     * by another task meanwhile, whose ids are above these).
+     */
+    void forget(String table);
+
+    /**
+     * Ids reserved in blocks of {@code block} in the catalog ({@link Catalog#reserveBatchIds}): never used twice,
+     * even by a task that died after Kafka took batches it had not recorded. One catalog update per block.
+     */
+    static BatchIds reserved(Catalog catalog, String flow, int block) {
+        return new BatchIds() {
+            private final Map<String, long[]> blocks = new HashMap<>();
+
+            @Override
+            public long next(String table) {
+                long[] b = blocks.get(table);
+                if (b == null || b[0] > b[1]) {
+                    long first = catalog.reserveBatchIds(flow, table, block);
+                    b = new long[] {first, first + block - 1};
+                    blocks.put(table, b);
+                }
+                return b[0]++;
+            }
+
+            @Override
+            public void forget(String table) {
+                blocks.remove(table);
+            }
+        };
+    }
+
+    /** Ids counting on from {@code last(table)}, looked up at a table's first use and after {@link #forget}. */
+    static BatchIds countingFrom(ToLongFunction<String> last) {
+        return new BatchIds() {
+            private final Map<String, Long> next = new HashMap<>();
+
+            @Override
+            public long next(String table) {
+                long id = next.computeIfAbsent(table, t -> last.applyAsLong(t) + 1);
+                next.put(table, id + 1);
+                return id;
+            }
+
+            @Override
+            public void forget(String table) {
+                next.remove(table);
+            }
+        };
+    }
+}
