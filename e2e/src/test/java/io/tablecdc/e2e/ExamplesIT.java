@@ -87,7 +87,7 @@ class ExamplesIT {
         for (Map.Entry<String, Map<String, String>> example : examples.entrySet()) {
             for (Map.Entry<String, String> entry : example.getValue().entrySet()) {
                 for (String secret : composeSecrets.stringPropertyNames()) {
-                    if (!secret.endsWith("PASSWORD")) {
+                    if (!secret.endsWith("PASSWORD") && !secret.endsWith("SECRET_KEY")) {
                         continue;
                     }
                     assertFalse(entry.getValue().contains(composeSecrets.getProperty(secret)),
@@ -97,14 +97,18 @@ class ExamplesIT {
         }
 
         // the local stack gets what the examples name: role, databases, publication, dataset, tables, ClickHouse database
+        // against the compose deployment (docker/compose.e2e.yaml) the role tablecdc exists with the password of
+        // secrets.env, which the test container has in its environment: keep it, the deployed flows use it
+        String dbPassword = StackPaths.env("TABLECDC_DB_PASSWORD");
+        boolean setDbPassword = dbPassword == null;
         Map<String, String> secrets = new TreeMap<>();
-        secrets.put("TABLECDC_DB_PASSWORD", "ex-" + UUID.randomUUID());
-        secrets.put("CLICKHOUSE_PASSWORD", "ex-" + UUID.randomUUID());
-        secrets.put("MINIO_ROOT_USER", stack.objectStore().accessKey());
-        secrets.put("MINIO_ROOT_PASSWORD", stack.objectStore().secretKey());
+        secrets.put("TABLECDC_DB_PASSWORD", setDbPassword ? "ex-" + UUID.randomUUID() : dbPassword);
+        secrets.put("CLICKHOUSE_PASSWORD", stack.clickhouse().isEmbedded() ? "ex-" + UUID.randomUUID() : stack.clickhouse().password());
+        secrets.put("S3_ACCESS_KEY", stack.objectStore().accessKey());
+        secrets.put("S3_SECRET_KEY", stack.objectStore().secretKey());
         assertEquals(new TreeSet<>(secrets.keySet()), new TreeSet<>(referencedNames(examples)),
                 "the secrets the examples reference are the ones this test provides");
-        prepareSources(secrets.get("TABLECDC_DB_PASSWORD"));
+        prepareSources(setDbPassword ? secrets.get("TABLECDC_DB_PASSWORD") : null);
         Path secretsFile = StackPaths.workDir("examples").resolve("secrets.properties");
         Properties fileSecrets = new Properties();
         fileSecrets.putAll(secrets);
@@ -112,13 +116,21 @@ class ExamplesIT {
             fileSecrets.store(out, "ExamplesIT");
         }
 
-        // a worker configured like the docker image: file and env providers, env limited to the connectors' secrets
+        // a worker with the docker image's config providers (read from its worker properties); the file provider may
+        // read the folder of this test's secrets file instead of /etc/tablecdc
+        Properties image = new Properties();
+        try (InputStream in = Files.newInputStream(root.resolve("docker/connect/connect-distributed.properties"))) {
+            image.load(in);
+        }
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
                 "examples-" + System.nanoTime(), stack.pluginPath());
-        workerProps.put("config.providers", "file,env");
-        workerProps.put("config.providers.file.class", "org.apache.kafka.common.config.provider.FileConfigProvider");
-        workerProps.put("config.providers.env.class", "org.apache.kafka.common.config.provider.EnvVarConfigProvider");
-        workerProps.put("config.providers.env.param.allowlist.pattern", "^(TABLECDC_DB_PASSWORD|CLICKHOUSE_PASSWORD|MINIO_ROOT_USER|MINIO_ROOT_PASSWORD)$");
+        for (String key : image.stringPropertyNames()) {
+            if (key.startsWith("config.providers")) {
+                workerProps.put(key, image.getProperty(key));
+            }
+        }
+        assertEquals("/etc/tablecdc", workerProps.put("config.providers.file.param.allowed.paths", secretsFile.getParent().toString()),
+                "the image's file provider reads " + SECRETS_PATH);
         try (ConnectWorker worker = ConnectWorker.startProcess(workerProps, StackPaths.workDir("examples-worker"), WAIT, secrets)) {
             ConnectRestClient rest = worker.rest();
             List<String> problems = new ArrayList<>();
@@ -210,7 +222,7 @@ class ExamplesIT {
         String pgHostPort = stack.postgres().host() + ":" + stack.postgres().port();
         Map<String, String> addresses = new LinkedHashMap<>();
         addresses.put("http://clickhouse:8123", stack.clickhouse().httpUrl());
-        addresses.put("http://minio:9000", stack.objectStore().endpoint());
+        addresses.put("http://s3:8333", stack.objectStore().endpoint());
         addresses.put("http://bigquery:9050", stack.bigquery().endpoint());
         addresses.put("jdbc:postgresql://postgres:5432/", "jdbc:postgresql://" + pgHostPort + "/");
         addresses.put("s3://tablecdc/", "s3://" + stack.objectStore().bucket() + "/");
@@ -238,22 +250,26 @@ class ExamplesIT {
      * What the examples replicate and where they write, as {@code docker/postgres/init.sh} and {@code docker/deploy.sh}
      * create it in the compose deployment.
      */
+    /** Creates what is missing; sets the role's password unless {@code password} is null. */
     private static void prepareSources(String password) throws Exception {
         stack.postgres().createDatabase("tablecdc");
         stack.postgres().createDatabase("shop");
         try (Connection c = stack.postgres().connect("shop"); Statement s = c.createStatement()) {
             s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'tablecdc') THEN"
                     + " CREATE ROLE tablecdc LOGIN REPLICATION; END IF; END $$");
-            // ALTER ROLE takes no parameters; the password is a UUID with a prefix, no quote can occur in it
-            s.execute("ALTER ROLE tablecdc PASSWORD '" + password + "'");
+            if (password != null) {
+                // ALTER ROLE takes no parameters; the password is a UUID with a prefix, no quote can occur in it
+                s.execute("ALTER ROLE tablecdc PASSWORD '" + password + "'");
+            }
             s.execute("CREATE SCHEMA IF NOT EXISTS shop");
             s.execute("CREATE TABLE IF NOT EXISTS shop.customers (id bigint PRIMARY KEY, name text, updated_at timestamptz)");
             s.execute("CREATE TABLE IF NOT EXISTS shop.orders (id bigint PRIMARY KEY, customer_id bigint, amount numeric(12,2),"
                     + " updated_at timestamptz)");
             s.execute("GRANT USAGE ON SCHEMA shop TO tablecdc");
             s.execute("GRANT SELECT ON ALL TABLES IN SCHEMA shop TO tablecdc");
-            s.execute("DROP PUBLICATION IF EXISTS tablecdc_shop");
-            s.execute("CREATE PUBLICATION tablecdc_shop FOR TABLE shop.orders, shop.customers");
+            // created only when missing: a flow of the compose deployment may be streaming from it
+            s.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_publication WHERE pubname = 'tablecdc_shop') THEN"
+                    + " CREATE PUBLICATION tablecdc_shop FOR TABLE shop.orders, shop.customers; END IF; END $$");
         }
         try (Connection c = stack.postgres().connect("tablecdc"); Statement s = c.createStatement()) {
             s.execute("GRANT ALL ON DATABASE tablecdc TO tablecdc");
