@@ -46,8 +46,8 @@ import io.tablecdc.e2e.stack.StackPaths;
 /**
  * The connector configs in {@code examples/} are what users copy: each one passes the plugin's own validation
  * ({@code PUT /connector-plugins/<class>/config/validate}, which for these plugins also reaches ClickHouse, the catalog,
- * the source database and BigQuery) on a worker configured like the Connect image in {@code docker/} (file and env
- * config providers), with the compose host names and the secrets file replaced by the local stack's. Every key is one
+ * the source database and BigQuery) on a worker started from the Connect image's worker properties
+ * ({@code docker/connect/connect-distributed.properties}: file and env config providers), with the compose host names and the secrets file replaced by the local stack's. Every key is one
  * the connector knows, every secret is a config provider reference that the worker resolves, and no password of
  * {@code docker/secrets.env} appears literally.
  */
@@ -116,23 +116,24 @@ class ExamplesIT {
             fileSecrets.store(out, "ExamplesIT");
         }
 
-        // a worker with the docker image's config providers (read from its worker properties); the file provider may
-        // read the folder of this test's secrets file instead of /etc/tablecdc
+        // a worker started from the docker image's worker properties, with this stack's broker, a free port, the plugins
+        // unzipped by the harness, and the file provider reading the folder of this test's secrets file
+        String template = Files.readString(root.resolve("docker/connect/connect-distributed.properties"))
+                .replace("@BOOTSTRAP_SERVERS@", stack.kafka().bootstrapServers())
+                .replace("@GROUP_ID@", "examples-" + System.nanoTime())
+                .replace("@ADVERTISED_HOST@", "127.0.0.1");
         Properties image = new Properties();
-        try (InputStream in = Files.newInputStream(root.resolve("docker/connect/connect-distributed.properties"))) {
-            image.load(in);
-        }
-        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
-                "examples-" + System.nanoTime(), stack.pluginPath());
-        for (String key : image.stringPropertyNames()) {
-            if (key.startsWith("config.providers")) {
-                workerProps.put(key, image.getProperty(key));
-            }
-        }
+        image.load(new java.io.StringReader(template));
+        Map<String, String> workerProps = new TreeMap<>();
+        image.stringPropertyNames().forEach(key -> workerProps.put(key, image.getProperty(key)));
         assertEquals("/etc/tablecdc", workerProps.put("config.providers.file.param.allowed.paths", secretsFile.getParent().toString()),
                 "the image's file provider reads " + SECRETS_PATH);
+        assertEquals("/opt/tablecdc/plugins", workerProps.put("plugin.path", stack.pluginPath().toString()));
+        workerProps.put("listeners", "http://127.0.0.1:0");
+        workerProps.remove("rest.advertised.port");
         try (ConnectWorker worker = ConnectWorker.startProcess(workerProps, StackPaths.workDir("examples-worker"), WAIT, secrets)) {
             ConnectRestClient rest = worker.rest();
+            assertTrue(rest.connectorPlugins().containsAll(classes), "the worker loads " + classes + ": " + rest.connectorPlugins());
             List<String> problems = new ArrayList<>();
             for (Map.Entry<String, Map<String, String>> example : examples.entrySet()) {
                 String name = example.getKey();
