@@ -5,7 +5,7 @@
 #      (the Postgres demo database was created by postgres/init.sh when its volume was new);
 #   3. PUTs the stage sink, the BigQuery query CDC source and the Postgres pipeline (examples/<connector>.<variant>.json)
 #      and waits until each one and its tasks are RUNNING;
-#   4. changes a row in Postgres (the pipeline streams changes made after its slot exists; it copies no existing rows).
+#   4. changes a row in Postgres (streamed by the pipeline; the full example also copies the rows that were there).
 # Run it again at will: every step is idempotent (an existing connector gets the config again).
 #
 # Usage: ./deploy.sh [minimal|full]          (default: full)

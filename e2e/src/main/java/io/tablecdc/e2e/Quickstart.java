@@ -210,7 +210,7 @@ public final class Quickstart {
             s.execute("DELETE FROM public.orders WHERE id = 3");
         }
         out.println("Postgres: UPDATE public.orders SET customer = 'grace hopper' WHERE id = 2; DELETE … WHERE id = 3");
-        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build()) {
             long t1 = System.nanoTime();
             List<GenericRecord> counts = null;
