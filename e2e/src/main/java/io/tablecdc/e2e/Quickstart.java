@@ -118,7 +118,7 @@ public final class Quickstart {
         stack.connect().rest().awaitRunning("quickstart-bigquery", 1, Duration.ofSeconds(120));
 
         String table = (project + "_shop_customers").replaceAll("[^A-Za-z0-9_]", "_") + "_current";
-        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build()) {
             long t0 = System.nanoTime();
             List<GenericRecord> found = awaitRows(client, table, r -> r.size() == 3, Duration.ofSeconds(180));
@@ -210,7 +210,7 @@ public final class Quickstart {
             s.execute("DELETE FROM public.orders WHERE id = 3");
         }
         out.println("Postgres: UPDATE public.orders SET customer = 'grace hopper' WHERE id = 2; DELETE … WHERE id = 3");
-        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build()) {
             long t1 = System.nanoTime();
             List<GenericRecord> counts = null;

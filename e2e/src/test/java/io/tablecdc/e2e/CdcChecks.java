@@ -42,7 +42,7 @@ final class CdcChecks {
     CdcChecks(LocalStack stack, String catalogDatabase) {
         this.stack = stack;
         this.catalogDatabase = catalogDatabase;
-        this.clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+        this.clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build();
     }
 

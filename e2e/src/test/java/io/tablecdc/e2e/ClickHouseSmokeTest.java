@@ -90,8 +90,8 @@ class ClickHouseSmokeTest {
 
         client = new Client.Builder()
                 .addEndpoint(clickHouse.httpUrl())
-                .setUsername("default")
-                .setPassword("")
+                .setUsername(clickHouse.user())
+                .setPassword(clickHouse.password())
                 .compressServerResponse(false)
                 .build();
     }

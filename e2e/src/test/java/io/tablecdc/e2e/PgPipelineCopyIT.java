@@ -61,8 +61,8 @@ class PgPipelineCopyIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("pgcopy_catalog");
-        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default")
-                .setPassword("").compressServerResponse(false).build();
+        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
     }
 

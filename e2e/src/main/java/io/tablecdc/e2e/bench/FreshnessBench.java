@@ -60,7 +60,7 @@ public final class FreshnessBench {
             bigQuery.create(DatasetInfo.of(DATASET));
         }
         List<Result> results = new ArrayList<>();
-        try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+        try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build()) {
             for (boolean stalled : new boolean[] {false, true}) {
                 results.add(run(stack, catalogUrl, bigQuery, clickhouse, stalled ? "stalled" : "healthy", tables, intervalMs,

@@ -78,7 +78,7 @@ public final class SinkBench {
 
         String baselineTable = "bench_baseline_" + run;
         double baselineSeconds;
-        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
+        try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build()) {
             client.execute("CREATE TABLE " + baselineTable + " (id Int64, name String, email String, city Nullable(String), score Float64,"
                     + " ratio Nullable(Float64), visits Int64, level Int32, balance Decimal(18, 2), updated_at DateTime64(6, 'UTC'),"

@@ -26,23 +26,31 @@ public final class LocalClickHouse implements AutoCloseable {
     static final String CHDB_VERSION = "26.5.3";
 
     private final String httpUrl;
+    private final String user;
+    private final String password;
     private final Chdb chdb;
     private final ChdbHttpFront front;
 
-    private LocalClickHouse(String httpUrl, Chdb chdb, ChdbHttpFront front) {
+    private LocalClickHouse(String httpUrl, String user, String password, Chdb chdb, ChdbHttpFront front) {
         this.httpUrl = httpUrl;
+        this.user = user;
+        this.password = password;
         this.chdb = chdb;
         this.front = front;
     }
 
     /**
      * Starts the engine with its data under {@code workDir} and its HTTP front on 127.0.0.1 at an ephemeral
-     * port, or points at {@code TABLECDC_CLICKHOUSE_URL} when that is set.
+     * port, or points at {@code TABLECDC_CLICKHOUSE_URL} when that is set (as {@code TABLECDC_CLICKHOUSE_USER},
+     * default {@code default}, with {@code TABLECDC_CLICKHOUSE_PASSWORD}, default empty).
      */
     public static LocalClickHouse start(Path workDir) {
         String external = System.getenv("TABLECDC_CLICKHOUSE_URL");
         if (external != null && !external.isBlank()) {
-            return new LocalClickHouse(external.replaceAll("/+$", ""), null, null);
+            String user = System.getenv("TABLECDC_CLICKHOUSE_USER");
+            String password = System.getenv("TABLECDC_CLICKHOUSE_PASSWORD");
+            return new LocalClickHouse(external.replaceAll("/+$", ""), user == null || user.isBlank() ? "default" : user,
+                    password == null ? "" : password, null, null);
         }
         Path library = library();
         Path dataDir = workDir.resolve("chdb-data");
@@ -54,7 +62,7 @@ public final class LocalClickHouse implements AutoCloseable {
         Chdb chdb = Chdb.open(library, dataDir);
         try {
             ChdbHttpFront front = ChdbHttpFront.start(chdb);
-            return new LocalClickHouse("http://127.0.0.1:" + front.port(), chdb, front);
+            return new LocalClickHouse("http://127.0.0.1:" + front.port(), "default", "", chdb, front);
         } catch (RuntimeException e) {
             chdb.close();
             throw e;
@@ -64,6 +72,16 @@ public final class LocalClickHouse implements AutoCloseable {
     /** The HTTP interface, e.g. {@code http://127.0.0.1:41234}; user {@code default}, any password. */
     public String httpUrl() {
         return httpUrl;
+    }
+
+    /** The user tests and connectors log in as. */
+    public String user() {
+        return user;
+    }
+
+    /** That user's password (empty for the in-process engine, whose front accepts any). */
+    public String password() {
+        return password;
     }
 
     /** True when this instance runs the in-process engine, false when it points at an external server. */

@@ -20,6 +20,10 @@ public final class SinkConfigs {
         config.put("connector.class", "io.tablecdc.clickhouse.ClickHouseStageSinkConnector");
         config.put("tasks.max", "1");
         config.put("clickhouse.url", stack.clickhouse().httpUrl());
+        config.put("clickhouse.user", stack.clickhouse().user());
+        if (!stack.clickhouse().password().isEmpty()) {
+            config.put("clickhouse.password", stack.clickhouse().password());
+        }
         config.put("stage.uri", "s3://" + stack.objectStore().bucket() + "/" + stagePrefix);
         config.put("stage.s3.endpoint", stack.objectStore().endpoint());
         config.put("stage.s3.region", stack.objectStore().region());

@@ -83,6 +83,15 @@ public final class ConnectWorker implements AutoCloseable {
     /** Starts the worker as its own JVM on this JVM's class path; its log goes to {@code workDir/worker.log}. */
     public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout)
             throws IOException, InterruptedException {
+        return startProcess(props, workDir, timeout, Map.of());
+    }
+
+    /**
+     * As {@link #startProcess(Map, Path, Duration)}, with {@code environment} added to the process's environment
+     * (what a worker's {@code ${env:…}} config provider resolves).
+     */
+    public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout,
+                                             Map<String, String> environment) throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path propsFile = workDir.resolve("worker.properties");
         Path urlFile = workDir.resolve("rest.url");
@@ -101,10 +110,11 @@ public final class ConnectWorker implements AutoCloseable {
         command.add(ConnectWorkerMain.class.getName());
         command.add(propsFile.toString());
         command.add(urlFile.toString());
-        Process process = new ProcessBuilder(command)
+        ProcessBuilder builder = new ProcessBuilder(command)
                 .redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.appendTo(workDir.resolve("worker.log").toFile()))
-                .start();
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(workDir.resolve("worker.log").toFile()));
+        builder.environment().putAll(environment);
+        Process process = builder.start();
         long deadline = System.nanoTime() + timeout.toNanos();
         while (!Files.exists(urlFile) || Files.size(urlFile) == 0) {
             if (!process.isAlive()) {
