@@ -124,7 +124,7 @@ public class ApplyTask extends SourceTask {
     private int txnOrdinal;
     private boolean skipTxn;
 
-    private enum RunState { STREAMING, HOLDING, SKIPPING }
+    enum RunState { STREAMING, HOLDING, SKIPPING }
 
     /** A table as the apply task sees it. */
     private static final class TableRun {
@@ -556,12 +556,18 @@ public class ApplyTask extends SourceTask {
     /** Whether the open transaction's changes of {@code table} are this task's (the cut-off rule). */
     private boolean included(String table) {
         TableRun run = tables.get(table);
-        if (run == null) {
-            return false;
-        }
-        return switch (run.state) {
-            case STREAMING -> !txnCommitLsn.isBefore(run.lsn);
-            case HOLDING -> txnCommitLsn.isAfter(run.lsn);
+        return run != null && keeps(run.state, run.lsn, txnCommitLsn);
+    }
+
+    /**
+     * The cut-off rule: a table streaming from {@code c} keeps changes committed at or after {@code c}; a table held
+     * at marker {@code m} keeps those committed after {@code m} (no commit record sits at the marker's own LSN);
+     * a skipped table keeps none.
+     */
+    static boolean keeps(RunState state, Lsn lsn, Lsn commitLsn) {
+        return switch (state) {
+            case STREAMING -> !commitLsn.isBefore(lsn);
+            case HOLDING -> commitLsn.isAfter(lsn);
             case SKIPPING -> false;
         };
     }
