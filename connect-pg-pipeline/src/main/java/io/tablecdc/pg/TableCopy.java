@@ -280,6 +280,7 @@ final class TableCopy {
             step = Step.DRAIN_COPY;
             return;
         }
+        recordSynced();
         progress();
     }
 
@@ -351,6 +352,7 @@ final class TableCopy {
             }
             handle(message, out);
         }
+        recordSynced();
     }
 
     private void handle(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
@@ -404,6 +406,12 @@ final class TableCopy {
 
     /** Records acknowledged batches in the catalog; true once everything sent is acknowledged and recorded. */
     private boolean synced() {
+        recordSynced();
+        return batcher.drained() && unsynced.isEmpty();
+    }
+
+    /** Records the batches Kafka acknowledged so far (synced id and rows in the catalog, metrics). */
+    private void recordSynced() {
         unsynced.addAll(batcher.drainSynced());
         Instant now = Instant.now();
         while (!unsynced.isEmpty()) {
@@ -412,7 +420,6 @@ final class TableCopy {
             metrics.batchSynced(s.batch().batchId(), s.batch().rows());
             unsynced.remove(0);
         }
-        return batcher.drained() && unsynced.isEmpty();
     }
 
     void acknowledged(SourceRecord record) {
