@@ -169,7 +169,7 @@ public class ApplyTask extends SourceTask {
             positionEmitted = resumeFrom;
             decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid));
             batcher = new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                    BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), resumeFrom);
+                    BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), resumeFrom, true);
             List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
             if (!stale.isEmpty()) {
                 log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -453,17 +453,21 @@ public class ApplyTask extends SourceTask {
                 ByteBuffer buffer = stream.readPending();
                 if (buffer == null) {
                     idle();
-                    if (!out.isEmpty() || System.nanoTime() > deadline) {
+                    // caught up with the server: send what this poll read rather than wait for more
+                    if (!out.isEmpty() || System.nanoTime() > deadline
+                            || (batcher.hasUnsent() && !batcher.inTransaction())) {
                         break;
                     }
                     Thread.sleep(10);
                     continue;
                 }
                 handle(PgOutputDecoder.decode(buffer), out);
-                if (out.size() >= config.batchRows()) {
+                if (out.size() >= config.batchRows() || System.nanoTime() > deadline) {
                     break;
                 }
             }
+            // the transactions read in this poll become one batch per table (batch ids may need the catalog)
+            out.addAll(batcher.flush());
         } catch (SQLException | CatalogUnavailableException e) {
             if (stopping) {
                 return null;

@@ -24,8 +24,9 @@ import io.tablecdc.pg.wire.Lsn;
  * flow's durable position. Free of any Postgres connection so that it can be tested on its own.
  *
  * <h2>Batches</h2>
- * A table's batch is its changes in one flush slice: one transaction, cut every {@code batch.rows} rows of that
- * table. Records of a batch are emitted together when the slice closes, the last one with
+ * A table's batch is its changes in one flush slice, cut every {@code batch.rows} rows of that table: one
+ * transaction, or (coalescing, as the apply task does) every transaction read in one poll, so that many small
+ * transactions do not make many tiny batches. Records of a batch are emitted together when the slice closes, the last one with
  * {@code tablecdc.batch.last=true}. Batch ids are per table and come from {@link BatchIds} (in the tasks: blocks
  * reserved in the catalog, so an id is never used twice).
  *
@@ -77,11 +78,12 @@ final class ChangeBatcher {
     private final int batchRows;
     private final java.util.function.Function<String, String> topicOf;
     private final BatchIds batchIds;
+    private final boolean coalesce;
 
     // poll thread only
     private final Map<String, Slice> slices = new LinkedHashMap<>();
     private final Map<String, Long> ordinals = new HashMap<>();
-    private final Map<String, List<Held>> held = new HashMap<>();
+    private final Map<String, List<Slice>> held = new HashMap<>();
     private long heldRows;
     private Txn open;
 
@@ -94,6 +96,15 @@ final class ChangeBatcher {
 
     ChangeBatcher(String flow, String slot, String heartbeatTopic, int batchRows,
                   java.util.function.Function<String, String> topicOf, BatchIds batchIds, Lsn start) {
+        this(flow, slot, heartbeatTopic, batchRows, topicOf, batchIds, start, false);
+    }
+
+    /**
+     * @param coalesce when true, a commit does not close the transaction's slices: a table's changes of several
+     *     transactions share a batch until {@link #flush} (the task calls it once per poll) or {@code batch.rows}
+     */
+    ChangeBatcher(String flow, String slot, String heartbeatTopic, int batchRows,
+                  java.util.function.Function<String, String> topicOf, BatchIds batchIds, Lsn start, boolean coalesce) {
         this.flow = flow;
         this.slot = slot;
         this.heartbeatTopic = heartbeatTopic;
@@ -102,6 +113,7 @@ final class ChangeBatcher {
         this.batchIds = batchIds;
         this.safe = start;
         this.acknowledgedPosition = start;
+        this.coalesce = coalesce;
     }
 
     static Map<String, String> tablePartition(String flow, String table) {
@@ -148,8 +160,10 @@ final class ChangeBatcher {
         }
         long ordinal = ordinals.merge(change.table(), 1L, Long::sum);
         Slice slice = slices.computeIfAbsent(change.table(), t -> new Slice());
-        slice.changes.add(change);
-        slice.versions.add(open.snapshot ? ChangeVersion.snapshot(open.commitLsn) : ChangeVersion.of(open.commitLsn, ordinal));
+        slice.add(change, open, open.snapshot ? ChangeVersion.snapshot(open.commitLsn) : ChangeVersion.of(open.commitLsn, ordinal));
+        synchronized (this) {
+            open.pending++;
+        }
         if (slice.changes.size() >= batchRows) {
             List<SourceRecord> out = new ArrayList<>();
             close(change.table(), slices.remove(change.table()), out);
@@ -181,77 +195,108 @@ final class ChangeBatcher {
      * reservation, above its copy task's.
      */
     List<SourceRecord> release(String table) {
-        List<Held> list = held.get(table);
+        List<Slice> list = held.get(table);
         if (list == null) {
             return List.of();
         }
         batchIds.forget(table);
         // every id first: a failing reservation leaves the table held, nothing half sent
-        for (Held h : list) {
-            assignIds(table, h.slice);
+        for (Slice slice : list) {
+            assignIds(table, slice);
         }
         held.remove(table);
         List<SourceRecord> out = new ArrayList<>();
-        for (Held h : list) {
-            synchronized (this) {
-                h.txn.held -= h.slice.changes.size();
-            }
-            heldRows -= h.slice.changes.size();
-            flush(table, h.slice, h.txn, out);
+        for (Slice slice : list) {
+            heldRows -= slice.changes.size();
+            flush(table, slice, out);
         }
         return out;
     }
 
-    /** Drops {@code table}'s held and open changes and stops holding it (its copy was abandoned). */
+    /** Drops {@code table}'s held and unsent changes and stops holding it (its copy was abandoned). */
     void discard(String table) {
-        List<Held> list = held.remove(table);
-        slices.remove(table);
+        List<Slice> list = held.remove(table);
+        if (list != null) {
+            for (Slice slice : list) {
+                heldRows -= slice.changes.size();
+                dropAll(slice);
+            }
+        }
+        forget(table);
+    }
+
+    /**
+     * Forgets {@code table}'s batch ids and unsent changes: it stopped streaming (a copy task took it again), and
+     * when it comes back its ids come from a new reservation.
+     */
+    void forget(String table) {
+        dropAll(slices.remove(table));
         batchIds.forget(table);
-        if (list == null) {
+    }
+
+    /** Drops {@code table}'s unsent changes (the table just failed). */
+    void drop(String table) {
+        dropAll(slices.remove(table));
+    }
+
+    /** Unsent changes that will never be sent: they no longer keep their transactions' position back. */
+    private void dropAll(Slice slice) {
+        if (slice == null) {
             return;
         }
         synchronized (this) {
-            for (Held h : list) {
-                h.txn.held -= h.slice.changes.size();
-                heldRows -= h.slice.changes.size();
+            for (Txn txn : slice.txns) {
+                txn.pending--;
             }
             advance();
         }
     }
 
-    /**
-     * Forgets {@code table}'s batch id and open changes: it stopped streaming (a copy task took it again), and when
-     * it comes back its ids continue from what its copy recorded.
-     */
-    void forget(String table) {
-        slices.remove(table);
-        batchIds.forget(table);
-    }
-
     private void close(String table, Slice slice, List<SourceRecord> out) {
-        List<Held> list = held.get(table);
-        if (list == null) {
-            assignIds(table, slice);
-            flush(table, slice, open, out);
-            return;
-        }
         if (slice == null || slice.changes.isEmpty()) {
             return;
         }
-        synchronized (this) {
-            open.held += slice.changes.size();
+        List<Slice> list = held.get(table);
+        if (list == null) {
+            assignIds(table, slice);
+            flush(table, slice, out);
+            return;
         }
         heldRows += slice.changes.size();
-        list.add(new Held(open, slice));
+        list.add(slice);
     }
 
-    /** The open transaction committed ending at {@code endLsn}: its remaining slices become batches. */
+    /**
+     * The open transaction committed ending at {@code endLsn}. Without coalescing its slices become batches now;
+     * with coalescing they wait for {@link #flush}.
+     */
     List<SourceRecord> commit(Lsn endLsn) {
         if (open == null) {
             throw new IllegalStateException("a commit at " + endLsn + " without a transaction");
         }
+        List<SourceRecord> out = coalesce ? List.of() : flushSlices();
+        synchronized (this) {
+            open.endLsn = endLsn;
+            open.closed = true;
+            advance();
+        }
+        open = null;
+        return out;
+    }
+
+    /** Whether some table has changes not yet made into batches. */
+    boolean hasUnsent() {
+        return !slices.isEmpty();
+    }
+
+    /** Turns every table's unsent changes into batches (or moves them to the table's hold). */
+    List<SourceRecord> flush() {
+        return flushSlices();
+    }
+
+    private List<SourceRecord> flushSlices() {
         // every id first: a failing reservation (catalog outage) must not leave some tables' records tracked but
-        // never returned; the caller aborts and the transaction is read again
+        // never returned; the caller aborts and the changes are read again
         for (Map.Entry<String, Slice> entry : slices.entrySet()) {
             if (!held.containsKey(entry.getKey())) {
                 assignIds(entry.getKey(), entry.getValue());
@@ -262,48 +307,40 @@ final class ChangeBatcher {
             close(entry.getKey(), entry.getValue(), out);
         }
         slices.clear();
-        synchronized (this) {
-            open.endLsn = endLsn;
-            open.closed = true;
-            advance();
-        }
-        open = null;
         return out;
     }
 
     /**
      * Drops the open transaction's changes not yet emitted (the stream broke or restarts); it will be received
-     * again from the position the stream restarts at.
+     * again from the position the stream restarts at. Changes of transactions that committed before it stay and
+     * are sent by the next {@link #flush}.
      */
     void abort() {
         if (open != null) {
-            // its held slices are received again too
-            for (List<Held> list : held.values()) {
-                for (java.util.Iterator<Held> it = list.iterator(); it.hasNext(); ) {
-                    Held h = it.next();
-                    if (h.txn == open) {
-                        it.remove();
-                        heldRows -= h.slice.changes.size();
-                        synchronized (this) {
-                            h.txn.held -= h.slice.changes.size();
-                        }
-                    }
+            Txn aborted = open;
+            for (var it = slices.entrySet().iterator(); it.hasNext(); ) {
+                Slice slice = it.next().getValue();
+                slice.removeOf(aborted);
+                if (slice.changes.isEmpty()) {
+                    it.remove();
                 }
+            }
+            for (List<Slice> list : held.values()) {
+                for (Slice slice : list) {
+                    heldRows -= slice.removeOf(aborted);
+                }
+                list.removeIf(slice -> slice.changes.isEmpty());
             }
             synchronized (this) {
                 // its emitted records (batches cut by batch.rows) stay tracked; its position never becomes safe
-                open.endLsn = null;
-                open.closed = true;
-                open.aborted = true;
+                aborted.pending = 0;
+                aborted.endLsn = null;
+                aborted.closed = true;
+                aborted.aborted = true;
+                advance();
             }
         }
-        slices.clear();
         open = null;
-    }
-
-    /** Drops {@code table}'s changes of the open transaction not yet emitted (the table just failed). */
-    void drop(String table) {
-        slices.remove(table);
     }
 
     /**
@@ -346,31 +383,34 @@ final class ChangeBatcher {
         slice.ids = ids;
     }
 
-    /** Emits {@code slice} as batches of {@code txn}: a truncate is a batch of its own, cutting the rows around it. */
-    private void flush(String table, Slice slice, Txn txn, List<SourceRecord> out) {
+    /** Emits {@code slice} as batches: a truncate is a batch of its own, cutting the rows around it. */
+    private void flush(String table, Slice slice, List<SourceRecord> out) {
         if (slice == null || slice.changes.isEmpty()) {
             return;
         }
         int start = 0;
         for (int i = 0; i < slice.changes.size(); i++) {
             if (slice.changes.get(i).op() == RecordHeaders.Op.TRUNCATE) {
-                emit(table, slice, start, i, txn, out);
-                emit(table, slice, i, i + 1, txn, out);
+                emit(table, slice, start, i, out);
+                emit(table, slice, i, i + 1, out);
                 start = i + 1;
             }
         }
-        emit(table, slice, start, slice.changes.size(), txn, out);
+        emit(table, slice, start, slice.changes.size(), out);
     }
 
-    private void emit(String table, Slice slice, int from, int to, Txn txn, List<SourceRecord> out) {
+    private void emit(String table, Slice slice, int from, int to, List<SourceRecord> out) {
         if (from >= to) {
             return;
         }
         long id = slice.ids[slice.nextId++];
         int rows = to - from;
-        Batch batch = new Batch(table, id, txn.commitLsn, rows, txn.receivedAt, txn.commitTime);
+        Txn first = slice.txns.get(from);
+        Txn last = slice.txns.get(to - 1);
+        // the batch's cursor is its newest commit; its lag counts from its oldest
+        Batch batch = new Batch(table, id, last.commitLsn, rows, first.receivedAt, first.commitTime);
         Map<String, String> partition = tablePartition(flow, table);
-        Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, txn.commitLsn.toString());
+        Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, last.commitLsn.toString());
         String topic = topicOf.apply(table);
         List<SourceRecord> records = new ArrayList<>(rows);
         for (int i = from; i < to; i++) {
@@ -388,13 +428,15 @@ final class ChangeBatcher {
                 headers.addString(RecordHeaders.BATCH_LAST, "true");
             }
             records.add(new SourceRecord(partition, offset, topic, 0, change.keySchema(), change.key(),
-                    change.valueSchema(), change.value(), txn.commitTime.toEpochMilli(), headers));
+                    change.valueSchema(), change.value(), slice.txns.get(i).commitTime.toEpochMilli(), headers));
         }
         synchronized (this) {
-            for (SourceRecord record : records) {
-                tags.put(record, new Tag(txn, batch));
+            for (int i = 0; i < records.size(); i++) {
+                Txn txn = slice.txns.get(from + i);
+                tags.put(records.get(i), new Tag(txn, batch));
+                txn.remaining++;
+                txn.pending--;
             }
-            txn.remaining += records.size();
         }
         out.addAll(records);
     }
@@ -454,7 +496,7 @@ final class ChangeBatcher {
     private void advance() {
         while (!inFlight.isEmpty()) {
             Txn head = inFlight.peekFirst();
-            if (!head.closed || head.remaining > 0 || head.held > 0) {
+            if (!head.closed || head.remaining > 0 || head.pending > 0) {
                 return;
             }
             inFlight.removeFirst();
@@ -464,14 +506,38 @@ final class ChangeBatcher {
         }
     }
 
-    private record Held(Txn txn, Slice slice) {
-    }
-
+    /** A table's unsent changes, each with its transaction and version. */
     private static final class Slice {
         final List<Change> changes = new ArrayList<>();
         final List<Long> versions = new ArrayList<>();
+        final List<Txn> txns = new ArrayList<>();
         long[] ids;
         int nextId;
+
+        void add(Change change, Txn txn, long version) {
+            changes.add(change);
+            txns.add(txn);
+            versions.add(version);
+        }
+
+        /** Removes the changes of {@code txn}; returns how many. */
+        int removeOf(Txn txn) {
+            int removed = 0;
+            for (int i = changes.size() - 1; i >= 0; i--) {
+                if (txns.get(i) == txn) {
+                    changes.remove(i);
+                    txns.remove(i);
+                    versions.remove(i);
+                    removed++;
+                }
+            }
+            if (removed > 0) {
+                // ids were reserved for the old shape: reserve again (the reserved ones become gaps)
+                ids = null;
+                nextId = 0;
+            }
+            return removed;
+        }
     }
 
     private static final class Txn {
@@ -482,9 +548,10 @@ final class ChangeBatcher {
         boolean closed;
         boolean aborted;
         boolean snapshot;
+        /** Records emitted and not yet acknowledged. */
         int remaining;
-        /** Changes kept for a table on hold: they keep the position behind this transaction too. */
-        int held;
+        /** Changes not yet emitted (waiting in a slice or held): they keep the position behind this transaction. */
+        int pending;
 
         Txn(Lsn commitLsn, Instant commitTime, Instant receivedAt) {
             this.commitLsn = commitLsn;

@@ -300,4 +300,51 @@ class ChangeBatcherTest {
         assertEquals(0, b.heldRows());
         assertTrue(b.release("s.a").isEmpty());
     }
+
+    @Test
+    void coalescingMakesOneBatchPerTableOfManySmallTransactionsAndKeepsThePositionBehindUnsentOnes() {
+        ChangeBatcher b = new ChangeBatcher("f", "slot_1", "__hb", 100, t -> "pg." + t,
+                BatchIds.countingFrom(t -> 0L), Lsn.parse("0/100"), true);
+        b.begin(Lsn.parse("0/200"), T, T);
+        assertTrue(b.add(change("s.a", Op.CREATE, 1)).isEmpty());
+        assertTrue(b.commit(Lsn.parse("0/250")).isEmpty(), "a commit sends nothing while coalescing");
+        b.begin(Lsn.parse("0/300"), T.plusSeconds(1), T);
+        b.add(change("s.a", Op.UPDATE, 1));
+        b.add(change("s.b", Op.CREATE, 7));
+        b.commit(Lsn.parse("0/350"));
+        assertEquals(Lsn.parse("0/100"), b.safePosition(), "committed but unsent changes keep the position back");
+        // a third transaction breaks off: its changes are read again, the two committed ones are still sent
+        b.begin(Lsn.parse("0/400"), T, T);
+        b.add(change("s.a", Op.DELETE, 1));
+        b.abort();
+        List<SourceRecord> out = b.flush();
+        assertEquals(3, out.size());
+        assertEquals(List.of("1", "1", "1"), out.stream().map(r -> header(r, RecordHeaders.BATCH)).toList());
+        assertEquals(List.of("c", "u", "c"), out.stream().map(r -> header(r, RecordHeaders.OP)).toList());
+        // each change keeps its own transaction's version; the batch's offset is its newest commit
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), Long.parseLong(header(out.get(0), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/300"), 1), Long.parseLong(header(out.get(1), RecordHeaders.VERSION)));
+        assertEquals(Map.of("batch", 1L, "lsn", "0/300"), out.get(1).sourceOffset());
+        assertEquals("true", header(out.get(1), RecordHeaders.BATCH_LAST));
+        b.acknowledged(out.get(0));
+        assertEquals(Lsn.parse("0/250"), b.safePosition());
+        b.acknowledged(out.get(1));
+        b.acknowledged(out.get(2));
+        assertEquals(Lsn.parse("0/350"), b.safePosition(), "the aborted transaction never counts");
+        List<ChangeBatcher.Synced> synced = b.drainSynced();
+        assertEquals(2, synced.size());
+        assertEquals(T, synced.get(0).batch().firstRowCommitTime(), "a batch's lag counts from its oldest commit");
+    }
+
+    @Test
+    void droppingATableReleasesThePositionItsUnsentChangesHeld() {
+        ChangeBatcher b = new ChangeBatcher("f", "slot_1", "__hb", 100, t -> "pg." + t,
+                BatchIds.countingFrom(t -> 0L), Lsn.parse("0/100"), true);
+        b.begin(Lsn.parse("0/200"), T, T);
+        b.add(change("s.a", Op.CREATE, 1));
+        b.commit(Lsn.parse("0/250"));
+        b.drop("s.a");
+        assertEquals(Lsn.parse("0/250"), b.safePosition());
+        assertTrue(b.flush().isEmpty());
+    }
 }
