@@ -312,4 +312,96 @@ class PgPipelineCopyIT {
         }
         stack.connect().rest().delete("pgkill-sink");
     }
+
+    /**
+     * Two worker processes in one Connect cluster run one flow with four copy tasks: Connect spreads the tasks over
+     * both workers, so copy tasks on both copy tables at the same time (seen in the catalog's leases), and ClickHouse
+     * ends equal to Postgres.
+     */
+    @Test
+    void copyTasksRunOnBothWorkersOfOneClusterAtOnce() throws Exception {
+        List<String> names = List.of("sp.t1", "sp.t2", "sp.t3", "sp.t4");
+        List<String> setup = new ArrayList<>(List.of("DROP PUBLICATION IF EXISTS pgspread_pub",
+                "DROP SCHEMA IF EXISTS sp CASCADE", "CREATE SCHEMA sp"));
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String name : names) {
+            setup.add("CREATE TABLE " + name + " (id int PRIMARY KEY, v text NOT NULL)");
+            setup.add("INSERT INTO " + name + " SELECT g, md5(g::text) FROM generate_series(1, 60000) g");
+            tables.put(name, new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
+        }
+        setup.add("CREATE PUBLICATION pgspread_pub FOR TABLE " + String.join(", ", names));
+        pg.sql(setup.toArray(new String[0]));
+        String flow = "pgspread-flow";
+        Map<String, String> source = sourceConfig("pgspread", "pgspread_pub");
+        source.put("tasks.max", "5");
+        source.put("copy.connections.per.table", "1");
+        source.put("batch.rows", "2000");
+        stack.connect().rest().putConfig("pgspread-sink", sinkConfig("pgspread"));
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
+                "pgspread-" + System.nanoTime(), stack.pluginPath());
+        try (ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgspread-worker-1"),
+                Duration.ofSeconds(120));
+             ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgspread-worker-2"),
+                     Duration.ofSeconds(120))) {
+            ConnectRestClient rest = first.rest();
+            rest.putConfig(flow, source);
+            // three tasks on one worker, two on the other (once the second worker took its share)
+            com.fasterxml.jackson.databind.JsonNode status = rest.awaitStatus(flow, st -> {
+                java.util.Set<String> workers = new java.util.HashSet<>();
+                int running = 0;
+                for (com.fasterxml.jackson.databind.JsonNode task : st.path("tasks")) {
+                    if ("RUNNING".equals(task.path("state").asText())) {
+                        running++;
+                        if (task.path("id").asInt() > 0) {
+                            workers.add(task.path("worker_id").asText());
+                        }
+                    }
+                }
+                return running == 5 && workers.size() == 2;
+            }, Duration.ofSeconds(120));
+            Map<String, String> workerOfCopy = new HashMap<>();
+            for (com.fasterxml.jackson.databind.JsonNode task : status.get("tasks")) {
+                if (task.get("id").asInt() > 0) {
+                    workerOfCopy.put("copy-" + task.get("id").asInt(), task.get("worker_id").asText());
+                }
+            }
+            java.util.Set<String> concurrentWorkers = new java.util.HashSet<>();
+            awaitTrue(() -> {
+                java.util.Set<String> copyingOn = new java.util.HashSet<>();
+                try (java.sql.Connection c = pg.catalog(); java.sql.PreparedStatement ps = c.prepareStatement(
+                        "SELECT copy_lease_owner FROM cdc_table_replication_state WHERE flow_name = ? AND phase = 'copying'")) {
+                    ps.setString(1, flow);
+                    try (java.sql.ResultSet rs = ps.executeQuery()) {
+                        while (rs.next()) {
+                            java.util.regex.Matcher m = java.util.regex.Pattern.compile("/(copy-\\d+)-").matcher(rs.getString(1));
+                            if (m.find()) {
+                                copyingOn.add(workerOfCopy.get(m.group(1)));
+                            }
+                        }
+                    }
+                }
+                if (copyingOn.size() >= 2) {
+                    concurrentWorkers.addAll(copyingOn);
+                    return true;
+                }
+                return names.stream().allMatch(t -> {
+                    try {
+                        return "ready".equals(pg.table(flow, t).get("phase"));
+                    } catch (java.sql.SQLException e) {
+                        return false;
+                    }
+                });
+            }, Duration.ofSeconds(120), "the tables were never copied");
+            assertEquals(2, concurrentWorkers.size(), "no moment with copies running on both workers at once");
+            for (String name : names) {
+                pg.awaitTable(flow, name, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            }
+            pg.sql("UPDATE sp.t1 SET v = 'after' WHERE id <= 10", "DELETE FROM sp.t4 WHERE id <= 10");
+            pg.awaitEqual(tables, Duration.ofSeconds(180));
+            System.out.printf("pg copy: copies ran on two workers at once (%s); ClickHouse equals Postgres%n",
+                    concurrentWorkers);
+            rest.delete(flow);
+        }
+        stack.connect().rest().delete("pgspread-sink");
+    }
 }
