@@ -326,7 +326,7 @@ class PgPipelineCopyIT {
         Map<String, String[]> tables = new LinkedHashMap<>();
         for (String name : names) {
             setup.add("CREATE TABLE " + name + " (id int PRIMARY KEY, v text NOT NULL)");
-            setup.add("INSERT INTO " + name + " SELECT g, md5(g::text) FROM generate_series(1, 60000) g");
+            setup.add("INSERT INTO " + name + " SELECT g, md5(g::text) FROM generate_series(1, 30000) g");
             tables.put(name, new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
         }
         setup.add("CREATE PUBLICATION pgspread_pub FOR TABLE " + String.join(", ", names));
