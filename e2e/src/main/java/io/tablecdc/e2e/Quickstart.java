@@ -164,24 +164,12 @@ public final class Quickstart {
         out.println();
         out.println("Postgres: database shop, public.orders (200000 rows) and public.items (60000 rows),"
                 + " publication quickstart_pub");
-        Map<String, String> source = new HashMap<>();
-        source.put("connector.class", "io.tablecdc.pg.PgPipelineSourceConnector");
+        Map<String, String> source = io.tablecdc.e2e.flows.SourceConfigs.pgPipeline(stack, catalogUrl, "shop",
+                "quickstart_pub", "quickstart");
         // task 0 applies the stream, tasks 1 and 2 copy tables
         source.put("tasks.max", "3");
-        source.put("database.host", stack.postgres().host());
-        source.put("database.port", Integer.toString(stack.postgres().port()));
-        source.put("database.dbname", "shop");
-        source.put("database.user", stack.postgres().user());
-        source.put("database.password", stack.postgres().password());
-        source.put("database.sslmode", "disable");
-        source.put("publication.name", "quickstart_pub");
         source.put("table.sync.copy", "all");
         source.put("topic.prefix", "quickstart.pg");
-        source.put("topic.creation.default.partitions", "1");
-        source.put("topic.creation.default.replication.factor", "1");
-        source.put("catalog.jdbc.url", catalogUrl);
-        source.put("catalog.user", stack.postgres().user());
-        source.put("catalog.password", stack.postgres().password());
         out.println("PUT /connectors/quickstart-postgres/config  (Postgres pipeline source, table.sync.copy=all, tasks.max=3)");
         long t0 = System.nanoTime();
         stack.connect().rest().putConfig("quickstart-postgres", source);

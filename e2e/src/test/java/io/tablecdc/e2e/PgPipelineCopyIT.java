@@ -21,6 +21,7 @@ import org.junit.jupiter.api.Test;
 import com.clickhouse.client.api.Client;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.flows.StatusScript;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.ConnectWorker;
@@ -36,7 +37,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  */
 class PgPipelineCopyIT {
     private static final LocalStack stack = LocalStack.get();
-    private static final String SOURCE = "io.tablecdc.pg.PgPipelineSourceConnector";
+    private static final String SOURCE = SourceConfigs.PG_PIPELINE;
     private static final String DATABASE = "pgcopy_source";
 
     /** Table → {Postgres row text, ClickHouse row text}. */
@@ -67,27 +68,11 @@ class PgPipelineCopyIT {
     }
 
     private static Map<String, String> sourceConfig(String prefix, String publication) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", SOURCE);
+        Map<String, String> config = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
         config.put("tasks.max", "3");
-        config.put("database.host", stack.postgres().host());
-        config.put("database.port", Integer.toString(stack.postgres().port()));
-        config.put("database.dbname", DATABASE);
-        config.put("database.user", stack.postgres().user());
-        config.put("database.password", stack.postgres().password());
-        config.put("database.sslmode", "disable");
-        config.put("publication.name", publication);
-        config.put("slot.prefix", prefix);
-        config.put("topic.prefix", prefix);
         config.put("table.sync.copy", "all");
         config.put("copy.connections.per.table", "2");
         config.put("batch.rows", "500");
-        config.put("heartbeat.interval.ms", "500");
-        config.put("topic.creation.default.partitions", "1");
-        config.put("topic.creation.default.replication.factor", "1");
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         return config;
     }
 

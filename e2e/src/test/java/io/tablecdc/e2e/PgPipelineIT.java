@@ -22,9 +22,9 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
-import com.clickhouse.client.api.query.GenericRecord;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -36,7 +36,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  */
 class PgPipelineIT {
     private static final LocalStack stack = LocalStack.get();
-    private static final String SOURCE = "io.tablecdc.pg.PgPipelineSourceConnector";
+    private static final String SOURCE = SourceConfigs.PG_PIPELINE;
     private static final String DATABASE = "pgit_source";
     private static final String FLOW = "pgit-flow";
     private static final String SINK = "pgit-sink";
@@ -56,6 +56,7 @@ class PgPipelineIT {
 
     private static String catalogUrl;
     private static Client clickhouse;
+    private static PgChecks pg;
 
     @BeforeAll
     static void start() throws Exception {
@@ -63,6 +64,7 @@ class PgPipelineIT {
         catalogUrl = stack.postgres().createDatabase("pgit_catalog");
         clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build();
+        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
         sql("DROP PUBLICATION IF EXISTS pgit_pub",
                 "DROP SCHEMA IF EXISTS shop CASCADE",
                 "DROP TABLE IF EXISTS public.notes",
@@ -77,51 +79,22 @@ class PgPipelineIT {
     }
 
     private static Connection source() throws SQLException {
-        return stack.postgres().connect(DATABASE);
+        return pg.source();
     }
 
     private static void sql(String... statements) throws SQLException {
-        try (Connection c = source(); Statement s = c.createStatement()) {
-            for (String statement : statements) {
-                s.execute(statement);
-            }
-        }
+        pg.sql(statements);
     }
 
     /** Runs the statements as one transaction. */
     private static void transaction(String... statements) throws SQLException {
-        try (Connection c = source()) {
-            c.setAutoCommit(false);
-            try (Statement s = c.createStatement()) {
-                for (String statement : statements) {
-                    s.execute(statement);
-                }
-            }
-            c.commit();
-        }
+        pg.transaction(statements);
     }
 
     private static Map<String, String> sourceConfig() {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", SOURCE);
-        config.put("tasks.max", "1");
-        config.put("database.host", stack.postgres().host());
-        config.put("database.port", Integer.toString(stack.postgres().port()));
-        config.put("database.dbname", DATABASE);
-        config.put("database.user", stack.postgres().user());
-        config.put("database.password", stack.postgres().password());
-        config.put("database.sslmode", "disable");
-        config.put("publication.name", "pgit_pub");
-        config.put("slot.prefix", "pgit");
-        config.put("topic.prefix", "pgit");
+        Map<String, String> config = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "pgit_pub", "pgit");
         // small batches: a transaction of one table is cut into several
         config.put("batch.rows", "7");
-        config.put("heartbeat.interval.ms", "500");
-        config.put("topic.creation.default.partitions", "1");
-        config.put("topic.creation.default.replication.factor", "1");
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         return config;
     }
 
@@ -468,83 +441,16 @@ class PgPipelineIT {
         return (Long.parseLong(parts[0], 16) << 32) | Long.parseLong(parts[1], 16);
     }
 
-    private interface Check {
-        boolean ok() throws Exception;
-    }
-
-    private static void awaitTrue(Check check, Duration timeout, String message) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
-            if (check.ok()) {
-                return;
-            }
-            Thread.sleep(300);
-        }
-        throw new AssertionError(message);
-    }
-
-    private static List<String> postgresRows(Map<String, String[]> tables, String table) throws SQLException {
-        List<String> rows = new ArrayList<>();
-        try (Connection c = source(); Statement s = c.createStatement();
-             ResultSet rs = s.executeQuery("SELECT " + tables.get(table)[0] + " AS r FROM " + table + " ORDER BY 1")) {
-            while (rs.next()) {
-                rows.add(rs.getString(1));
-            }
-        }
-        return rows;
-    }
-
-    private static List<String> clickHouseRows(Map<String, String[]> tables, String table) {
-        List<String> rows = new ArrayList<>();
-        String name = table.replaceAll("[^A-Za-z0-9_]", "_");
-        for (GenericRecord r : clickhouse.queryAll("SELECT " + tables.get(table)[1] + " AS r FROM " + name
-                + " FINAL WHERE _tablecdc_is_deleted = 0 ORDER BY r")) {
-            rows.add(r.getString("r"));
-        }
-        return rows;
+    private static void awaitTrue(PgChecks.Check check, Duration timeout, String message) throws Exception {
+        PgChecks.awaitTrue(check, timeout, message);
     }
 
     /** Waits until every table's rows in ClickHouse (FINAL, without deletes) equal Postgres's, row for row. */
     private static void awaitEqual(Duration timeout) throws Exception {
-        awaitEqual(TABLES, timeout);
+        pg.awaitEqual(TABLES, timeout);
     }
 
     private static void awaitEqual(Map<String, String[]> tables, Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        Map<String, String> last = new HashMap<>();
-        while (System.nanoTime() < deadline) {
-            boolean equal = true;
-            for (String table : tables.keySet()) {
-                List<String> expected = postgresRows(tables, table);
-                List<String> actual;
-                try {
-                    actual = clickHouseRows(tables, table);
-                } catch (RuntimeException e) {
-                    last.put(table, "ClickHouse: " + e.getMessage());
-                    equal = false;
-                    continue;
-                }
-                if (!expected.equals(actual)) {
-                    equal = false;
-                    List<String> missing = new ArrayList<>(expected);
-                    missing.removeAll(actual);
-                    List<String> extra = new ArrayList<>(actual);
-                    extra.removeAll(expected);
-                    last.put(table, expected.size() + " rows in Postgres, " + actual.size() + " in ClickHouse; missing "
-                            + head(missing) + ", unexpected " + head(extra));
-                } else {
-                    last.remove(table);
-                }
-            }
-            if (equal) {
-                return;
-            }
-            Thread.sleep(500);
-        }
-        throw new AssertionError("ClickHouse never equalled Postgres: " + last);
-    }
-
-    private static List<String> head(List<String> rows) {
-        return rows.size() <= 10 ? rows : rows.subList(0, 10);
+        pg.awaitEqual(tables, timeout);
     }
 }

@@ -5,9 +5,10 @@ import java.util.Map;
 
 import io.tablecdc.e2e.stack.LocalStack;
 
-/** Connector configs of the BigQuery query CDC source against the local stack's emulator. */
+/** Connector configs of the sources against the local stack: BigQuery query CDC on the emulator, the Postgres pipeline. */
 public final class SourceConfigs {
     public static final String QUERY_CDC = "io.tablecdc.bigquery.BigQueryQueryCdcSourceConnector";
+    public static final String PG_PIPELINE = "io.tablecdc.pg.PgPipelineSourceConnector";
 
     private SourceConfigs() {
     }
@@ -30,6 +31,34 @@ public final class SourceConfigs {
         config.put("topic.prefix", topicPrefix);
         config.put("sync.interval.ms", "1000");
         config.put("safety.lag.ms", "1000");
+        config.put("topic.creation.default.partitions", "1");
+        config.put("topic.creation.default.replication.factor", "1");
+        config.put("catalog.jdbc.url", catalogUrl);
+        config.put("catalog.user", stack.postgres().user());
+        config.put("catalog.password", stack.postgres().password());
+        return config;
+    }
+
+    /**
+     * A Postgres pipeline source on {@code database} of the stack's Postgres, streaming {@code publication} to topics
+     * {@code <prefix>.<schema.table>} (one partition) with slot prefix {@code prefix}, one task (no copy), heartbeats
+     * every 500 ms, its catalog at {@code catalogUrl}. The map is mutable.
+     */
+    public static Map<String, String> pgPipeline(LocalStack stack, String catalogUrl, String database, String publication,
+                                                 String prefix) {
+        Map<String, String> config = new HashMap<>();
+        config.put("connector.class", PG_PIPELINE);
+        config.put("tasks.max", "1");
+        config.put("database.host", stack.postgres().host());
+        config.put("database.port", Integer.toString(stack.postgres().port()));
+        config.put("database.dbname", database);
+        config.put("database.user", stack.postgres().user());
+        config.put("database.password", stack.postgres().password());
+        config.put("database.sslmode", "disable");
+        config.put("publication.name", publication);
+        config.put("slot.prefix", prefix);
+        config.put("topic.prefix", prefix);
+        config.put("heartbeat.interval.ms", "500");
         config.put("topic.creation.default.partitions", "1");
         config.put("topic.creation.default.replication.factor", "1");
         config.put("catalog.jdbc.url", catalogUrl);
