@@ -73,6 +73,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
+    /** When each table's last back-pressure pause ended: pauses that follow within a minute log at debug. */
+    private final Map<TableKey, Long> lastResumedAt = new HashMap<>();
     private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
@@ -364,8 +366,15 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private void holdForBuffer(TableKey key, TableNormalizer normalizer) {
         if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pausedForBuffer.add(key)) {
             metrics.table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
-            log.info("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={}); pausing its partitions",
-                    key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+            Long resumedAt = lastResumedAt.get(key);
+            boolean again = resumedAt != null && System.nanoTime() - resumedAt < TimeUnit.MINUTES.toNanos(1);
+            String message = "flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
+                    + " pausing its partitions" + (again ? "" : " (pauses within a minute of the last are logged at debug)");
+            if (again) {
+                log.debug(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+            } else {
+                log.info(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+            }
             try {
                 catalog.setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
             } catch (RuntimeException e) {
@@ -382,7 +391,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
                 it.remove();
                 metrics.table(key.flow(), key.table()).resumed();
-                log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
+                Long previous = lastResumedAt.put(key, System.nanoTime());
+                if (previous != null && System.nanoTime() - previous < TimeUnit.MINUTES.toNanos(1)) {
+                    log.debug("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
+                } else {
+                    log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
+                }
                 try {
                     catalog.clearPause(key.flow(), key.table());
                 } catch (RuntimeException e) {
