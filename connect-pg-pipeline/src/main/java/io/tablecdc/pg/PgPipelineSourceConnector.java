@@ -132,7 +132,7 @@ public class PgPipelineSourceConnector extends SourceConnector {
             addError(result, values, PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG,
                     PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=recreate copies every table again from the new"
                     + " slot, but " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG + " is '"
-                    + connectorConfigs.get(PgPipelineConfig.TABLE_SYNC_COPY_CONFIG) + "': a table not copied would"
+                    + config.getString(PgPipelineConfig.TABLE_SYNC_COPY_CONFIG) + "': a table not copied would"
                     + " silently miss the changes the lost slot held. Set " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
                     + "=all, or keep " + PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=reject");
         }

@@ -283,7 +283,7 @@ class PgPipelineResilienceIT {
             update(c, "UPDATE cdc_flow SET source_timeline = source_timeline + 1 WHERE flow_name = ?", flow);
         }
         refused(rest, flow, "rf", config, "but the flow last streamed on timeline 2", "slot.failover is false",
-                "start a new flow");
+                "Start a new flow");
         try (Connection c = pg.catalog()) {
             update(c, "UPDATE cdc_flow SET source_timeline = source_timeline - 1 WHERE flow_name = ?", flow);
         }
