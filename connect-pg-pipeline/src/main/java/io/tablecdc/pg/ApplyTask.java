@@ -150,14 +150,24 @@ public class ApplyTask extends SourceTask {
             sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
             replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
             SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
-            slot = catalog.getFlow(flow).map(f -> f.identity().slot()).orElse(null);
+            FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
+            slot = recorded == null ? null : recorded.slot();
+            boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
+                    slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
             if (slot == null) {
+                refuseSlotWithoutState();
                 byte[] random = new byte[8];
                 new SecureRandom().nextBytes(random);
                 slot = config.slotPrefix() + "_" + HexFormat.of().formatHex(random);
             }
-            FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND, identity.systemIdentifier(),
-                    identity.timeline(), slot, config.publication(), null), null);
+            FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
+                    identity.systemIdentifier(), identity.timeline(), slot, config.publication(), null), null,
+                    acceptTimeline);
+            if (acceptTimeline && recorded != null && recorded.timeline() != null
+                    && recorded.timeline() != identity.timeline()) {
+                log.info("flow {}: the source moved from timeline {} to {} (a promoted standby); resuming from failover"
+                        + " slot {}", flow, recorded.timeline(), identity.timeline(), slot);
+            }
             slot = registered.identity().slot();
             Lsn slotStart = ensureSlot();
             Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot));
@@ -191,33 +201,97 @@ public class ApplyTask extends SourceTask {
         }
     }
 
-    /** Creates the main slot if it does not exist; returns the position a table without offsets starts from. */
+    /**
+     * Creates the main slot if it does not exist, or replaces it when the server invalidated it and
+     * {@code invalidated.slot.behavior=recreate}; returns the position a table without offsets starts from. Refuses
+     * a lost slot (by default), a slot of another plugin or database, and a missing slot the flow has already
+     * streamed from.
+     */
     private Lsn ensureSlot() throws SQLException {
         Optional<SourceDatabase.Slot> existing = SourceDatabase.slot(sql, slot);
-        boolean hasOffset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot)) != null;
+        Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot));
         if (existing.isPresent()) {
             SourceDatabase.Slot s = existing.get();
             if ("lost".equals(s.walStatus())) {
-                throw new ConnectException("flow " + flow + ": replication slot " + slot + " was invalidated (wal_status"
-                        + " lost): the changes it held are gone. Start a new flow (another connector name) to replicate"
-                        + " again; recreating slots in place is not built yet");
+                if (!config.recreateInvalidatedSlot()) {
+                    throw new ConnectException(FlowRefusals.invalidated(flow, config, slot));
+                }
+                return recreateSlot();
             }
             if (!"pgoutput".equals(s.plugin()) || !config.database().equals(s.database())) {
-                throw new ConnectException("flow " + flow + ": slot " + slot + " exists but is for plugin " + s.plugin()
-                        + " on database " + s.database() + ", not pgoutput on " + config.database());
+                throw new ConnectException(FlowRefusals.foreignSlot(flow, config, s));
             }
             return s.confirmedFlush();
         }
-        if (hasOffset) {
-            throw new ConnectException("flow " + flow + ": replication slot " + slot + " recorded for this flow is gone"
-                    + " but the flow has offsets: the changes since its last position are lost. Start a new flow (another"
-                    + " connector name), or delete this flow's offsets and catalog rows to start over");
+        String streamed = offset != null && offset.get(ChangeBatcher.LSN_KEY) != null
+                ? "Connect holds its position " + offset.get(ChangeBatcher.LSN_KEY) : null;
+        if (streamed == null) {
+            // tables that stream(ed) from the slot; a pending, copying or errored table starts over with a copy anyway
+            List<String> started = catalog.listTables(flow).stream()
+                    .filter(t -> t.phase() == Phase.CATCHUP || t.phase() == Phase.READY)
+                    .map(t -> t.table() + " " + t.phase().sqlName()).toList();
+            if (!started.isEmpty()) {
+                streamed = "the catalog has tables past pending (" + String.join(", ", started) + ")";
+            }
         }
-        PGConnection pg = replication.unwrap(PGConnection.class);
-        LogSequenceNumber point = pg.getReplicationAPI().createReplicationSlot().logical().withSlotName(slot)
-                .withOutputPlugin("pgoutput").make().getConsistentPoint();
-        log.info("flow {}: created replication slot {} at {}", flow, slot, Lsn.of(point.asLong()));
-        return Lsn.of(point.asLong());
+        if (streamed != null) {
+            throw new ConnectException(FlowRefusals.slotGone(flow, config, slot, streamed));
+        }
+        return createSlot();
+    }
+
+    private Lsn createSlot() throws SQLException {
+        Lsn point;
+        if (config.slotFailover()) {
+            point = SourceDatabase.createFailoverSlot(sql, slot);
+        } else {
+            PGConnection pg = replication.unwrap(PGConnection.class);
+            point = Lsn.of(pg.getReplicationAPI().createReplicationSlot().logical().withSlotName(slot)
+                    .withOutputPlugin("pgoutput").make().getConsistentPoint().asLong());
+        }
+        log.info("flow {}: created replication slot {} at {}{}", flow, slot, point,
+                config.slotFailover() ? " (failover)" : "");
+        return point;
+    }
+
+    /**
+     * {@code invalidated.slot.behavior=recreate}: every table back to pending and the new slot's name recorded (one
+     * catalog transaction), then the lost slot dropped and the new one created. The old slot's offsets belong to
+     * its partition and are never read again; each table's copy starts with a truncate, so ClickHouse keeps no row
+     * from before. A crash after the catalog step finds the new slot recorded, missing and every table pending:
+     * the slot is created then (and the lost one, if still there, stays; it holds no WAL).
+     */
+    private Lsn recreateSlot() throws SQLException {
+        String lost = slot;
+        byte[] random = new byte[8];
+        new SecureRandom().nextBytes(random);
+        String fresh = config.slotPrefix() + "_" + HexFormat.of().formatHex(random);
+        List<String> pending = catalog.replaceSlot(flow, lost, fresh);
+        slot = fresh;
+        boolean dropped = SourceDatabase.dropSlot(sql, lost);
+        log.warn("flow {}: replication slot {} was invalidated by the server (wal_status lost); invalidated.slot.behavior"
+                + "=recreate: {} slot {}, new slot {}; {} tables back to pending to be copied again: {}", flow, lost,
+                dropped ? "dropped" : "could not drop (in use)", lost, fresh, pending.size(), pending);
+        List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), lost));
+        if (!stale.isEmpty()) {
+            log.info("flow {}: dropped copy slots of the lost slot: {}", flow, stale);
+        }
+        return createSlot();
+    }
+
+    /**
+     * First start as far as the catalog knows (no slot recorded): refuses when a slot shaped like this flow's main
+     * slot exists on the database and Connect holds this flow's position for it: the catalog was wiped or
+     * {@code catalog.jdbc.url} changed, and starting over here would forget what was already replicated.
+     */
+    private void refuseSlotWithoutState() throws SQLException {
+        for (String candidate : SourceDatabase.mainSlotsLike(sql, config.slotPrefix(), config.database())) {
+            Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, candidate));
+            if (offset != null && offset.get(ChangeBatcher.LSN_KEY) != null) {
+                throw new ConnectException(FlowRefusals.slotWithoutState(flow, config, candidate,
+                        offset.get(ChangeBatcher.LSN_KEY).toString()));
+            }
+        }
     }
 
     private void initTables(Lsn slotStart) throws SQLException {
@@ -632,7 +706,8 @@ public class ApplyTask extends SourceTask {
         Instant retryAt = config.copies(table) && attempts <= config.maxTableRetries()
                 ? now.plusMillis(config.tableRetryDelayMs()) : null;
         // the catalog first: if it is unreachable the transaction is read again and the table fails then
-        catalog.markErrored(flow, table, null, error, now, retryAt);
+        catalog.markErrored(flow, table, null, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
+                now, retryAt);
         skip(table, run);
         run.phase = Phase.ERRORED;
         run.reason = error;
@@ -644,6 +719,14 @@ public class ApplyTask extends SourceTask {
             log.error("flow {}, table {}: {}; the table is marked errored and its changes are skipped, other tables"
                     + " carry on", flow, table, error);
         }
+    }
+
+    /** What the operator does with a table that stays errored: fix the cause, then have it copied again. */
+    static String resetHint(PgPipelineConfig config, String flow, String table) {
+        return (config.copies(table) ? "no retries left (max.table.retries=" + config.maxTableRetries() + ")"
+                : "not copied (table.sync.copy), so it is not retried")
+                + ": fix the cause, then copy it again with tablecdc-reset-table --flow " + flow + " --table " + table
+                + " (docs/operations.md, Reset one Postgres table)";
     }
 
     private void syncToCatalog() {

@@ -6,6 +6,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
@@ -21,7 +22,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.FlowIdentity;
+import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.wire.Lsn;
 
@@ -52,11 +53,17 @@ public class PgPipelineSourceConnector extends SourceConnector {
         this.props = new HashMap<>(props);
         String flow = flow(props);
         // migrations run once here, not raced by the tasks
+        Optional<FlowRecord> recorded;
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
-            catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND, null, null, null,
-                    config.publication(), null), null);
+            recorded = catalog.getFlow(flow);
         } catch (RuntimeException e) {
             throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);
+        }
+        // refused here already, and again by the apply task, which alone registers the flow (with its slot): a
+        // refusal writes nothing
+        if (recorded.isPresent()) {
+            FlowRefusals.checkKind(flow, recorded.get().identity());
+            FlowRefusals.checkPublication(flow, config, recorded.get().identity());
         }
     }
 
@@ -121,6 +128,14 @@ public class PgPipelineSourceConnector extends SourceConnector {
             addError(result, values, TASKS_MAX, TASKS_MAX + " is 1, but " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
                     + " copies tables: copying needs at least 2 tasks (task 0 applies the stream, the others copy)");
         }
+        if (config.recreateInvalidatedSlot() && config.copyMode() != PgPipelineConfig.CopyMode.ALL) {
+            addError(result, values, PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG,
+                    PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=recreate copies every table again from the new"
+                    + " slot, but " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG + " is '"
+                    + config.getString(PgPipelineConfig.TABLE_SYNC_COPY_CONFIG) + "': a table not copied would"
+                    + " silently miss the changes the lost slot held. Set " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
+                    + "=all, or keep " + PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=reject");
+        }
         String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
         if (partitions != null && !partitions.trim().equals("1")) {
             addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
@@ -144,6 +159,10 @@ public class PgPipelineSourceConnector extends SourceConnector {
             } else if (SourceDatabase.publicationTables(c, config.publication()).isEmpty()) {
                 addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "publication " + config.publication()
                         + " has no tables (ALTER PUBLICATION … ADD TABLE …)");
+            }
+            int version = SourceDatabase.serverVersionNum(c);
+            if (config.slotFailover() && version < 170000) {
+                addError(result, values, PgPipelineConfig.SLOT_FAILOVER_CONFIG, FlowRefusals.failoverUnsupported(version));
             }
             if (!SourceDatabase.canReplicate(c)) {
                 addError(result, values, PgPipelineConfig.USER_CONFIG, "user " + config.user() + " may not replicate:"

@@ -19,7 +19,7 @@ import io.tablecdc.pg.wire.PgOutputMessage.ReplicaIdentity;
 /**
  * The SQL the pipeline runs on the source database: server checks, the publication's tables, slots, primary keys,
  * relation descriptions for copies and handover markers. Every statement is read-only except
- * {@link #emitHandover} and {@link #dropStaleSlots}; all use bound parameters.
+ * {@link #emitHandover}, the slot creation and the slot drops; all use bound parameters.
  */
 final class SourceDatabase {
     private SourceDatabase() {
@@ -85,13 +85,18 @@ final class SourceDatabase {
         }
     }
 
-    /** A replication slot as {@code pg_replication_slots} shows it. */
-    record Slot(String name, String plugin, String database, Lsn confirmedFlush, String walStatus) {
+    /**
+     * A replication slot as {@code pg_replication_slots} shows it; {@code failover} is false on servers before
+     * PostgreSQL 17, which have no failover slots.
+     */
+    record Slot(String name, String plugin, String database, Lsn confirmedFlush, String walStatus, boolean failover) {
     }
 
     static Optional<Slot> slot(Connection c, String name) throws SQLException {
+        // the failover column exists from PostgreSQL 17 on: read through jsonb so that one statement fits every version
         try (PreparedStatement ps = c.prepareStatement("SELECT slot_name, plugin, database, confirmed_flush_lsn::text,"
-                + " wal_status FROM pg_replication_slots WHERE slot_name = ?")) {
+                + " wal_status, COALESCE(CAST(to_jsonb(s) ->> 'failover' AS boolean), false)"
+                + " FROM pg_replication_slots s WHERE slot_name = ?")) {
             ps.setString(1, name);
             try (ResultSet rs = ps.executeQuery()) {
                 if (!rs.next()) {
@@ -99,7 +104,64 @@ final class SourceDatabase {
                 }
                 String confirmed = rs.getString(4);
                 return Optional.of(new Slot(rs.getString(1), rs.getString(2), rs.getString(3),
-                        confirmed == null ? null : Lsn.parse(confirmed), rs.getString(5)));
+                        confirmed == null ? null : Lsn.parse(confirmed), rs.getString(5), rs.getBoolean(6)));
+            }
+        }
+    }
+
+    /**
+     * The logical slots of {@code database} named like a flow's main slot, {@code <slotPrefix>_<16 hex digits>}
+     * (copy slots have another shape), by name.
+     */
+    static List<String> mainSlotsLike(Connection c, String slotPrefix, String database) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT slot_name FROM pg_replication_slots"
+                + " WHERE slot_type = 'logical' AND database = ? AND left(slot_name, length(?) + 1) = ? || '_'"
+                + " AND substr(slot_name, length(?) + 2) ~ '^[0-9a-f]{16}$' ORDER BY slot_name")) {
+            ps.setString(1, database);
+            ps.setString(2, slotPrefix);
+            ps.setString(3, slotPrefix);
+            ps.setString(4, slotPrefix);
+            List<String> slots = new ArrayList<>();
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    slots.add(rs.getString(1));
+                }
+            }
+            return slots;
+        }
+    }
+
+    /** {@code server_version_num}, e.g. 170007. */
+    static int serverVersionNum(Connection c) throws SQLException {
+        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery("SHOW server_version_num")) {
+            rs.next();
+            return Integer.parseInt(rs.getString(1).trim());
+        }
+    }
+
+    /**
+     * Creates a pgoutput slot with {@code failover} set (PostgreSQL 17+), which standbys with
+     * {@code sync_replication_slots=on} keep in step; returns its consistent point. pgjdbc's slot builder has no
+     * failover option, and the SQL function takes it as a bound argument.
+     */
+    static Lsn createFailoverSlot(Connection c, String name) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT CAST(lsn AS text)"
+                + " FROM pg_create_logical_replication_slot(?, 'pgoutput', false, false, true)")) {
+            ps.setString(1, name);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return Lsn.parse(rs.getString(1));
+            }
+        }
+    }
+
+    /** Drops the slot if it exists and nobody uses it; returns whether it was dropped. */
+    static boolean dropSlot(Connection c, String name) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT pg_drop_replication_slot(slot_name)"
+                + " FROM pg_replication_slots WHERE slot_name = ? AND NOT active")) {
+            ps.setString(1, name);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next();
             }
         }
     }

@@ -454,7 +454,8 @@ final class TableCopy {
         Instant now = Instant.now();
         boolean retry = attempt <= config.maxTableRetries();
         Instant next = retry ? now.plusMillis(config.tableRetryDelayMs()) : null;
-        String error = "copy attempt " + attempt + " failed: " + reason;
+        String error = "copy attempt " + attempt + " failed: " + reason
+                + (retry ? "" : "; " + ApplyTask.resetHint(config, flow, table));
         metrics.errorEpisodeStarted("copy");
         try {
             catalog.markErrored(flow, table, owner, error, now, next);

@@ -63,6 +63,26 @@ class ValidateTest {
     }
 
     @Test
+    void recreatingAnInvalidatedSlotNeedsEveryTableCopied() {
+        Map<String, String> props = config();
+        props.put("invalidated.slot.behavior", "recreate");
+        String error = String.join("; ", errors(props).get("invalidated.slot.behavior"));
+        assertTrue(error.contains("invalidated.slot.behavior=recreate copies every table again from the new slot,"
+                + " but table.sync.copy is 'none'") && error.contains("Set table.sync.copy=all"), error);
+        props.put("table.sync.copy", "all");
+        props.put("tasks.max", "2");
+        assertEquals(Map.of(), errors(props));
+    }
+
+    @Test
+    void failoverSlotsAreAcceptedOnPostgres17() {
+        // the only server at hand is 17: the refusal for older servers is unit-tested in FlowRefusalsTest
+        Map<String, String> props = config();
+        props.put("slot.failover", "true");
+        assertEquals(Map.of(), errors(props));
+    }
+
+    @Test
     void publicationProblemsAreOnThePublication() {
         Map<String, String> props = config();
         props.put("publication.name", "v_missing");

@@ -28,20 +28,30 @@ final class PgChecks {
         boolean ok() throws Exception;
     }
 
+    /** Opens a connection to the source database. */
+    interface Source {
+        Connection connect() throws SQLException;
+    }
+
     private final LocalStack stack;
-    private final String database;
+    private final Source source;
     private final String catalogUrl;
     private final Client clickhouse;
 
     PgChecks(LocalStack stack, String database, String catalogUrl, Client clickhouse) {
+        this(stack, () -> stack.postgres().connect(database), catalogUrl, clickhouse);
+    }
+
+    /** A source on another server than the stack's Postgres (the catalog stays on the stack's). */
+    PgChecks(LocalStack stack, Source source, String catalogUrl, Client clickhouse) {
         this.stack = stack;
-        this.database = database;
+        this.source = source;
         this.catalogUrl = catalogUrl;
         this.clickhouse = clickhouse;
     }
 
     Connection source() throws SQLException {
-        return stack.postgres().connect(database);
+        return source.connect();
     }
 
     Connection catalog() throws SQLException {

@@ -987,6 +987,58 @@ public final class Catalog implements AutoCloseable {
         });
     }
 
+    /**
+     * Replaces the flow's main slot {@code oldSlot} (one the server invalidated) with {@code newSlot} and, in the
+     * same transaction, puts every table of the flow back in {@code pending} with a fresh copy attempt count, no
+     * error and no lease, so that each is copied again from the new slot. Recording the new name before the slot
+     * exists keeps the usual order (name first, then the slot). May be called again after a crash: when the flow
+     * already records {@code newSlot} nothing changes.
+     *
+     * @return the tables put back in pending (empty when the slot was already replaced)
+     * @throws FlowIdentityMismatchException when the flow records neither slot
+     */
+    public List<String> replaceSlot(String flow, String oldSlot, String newSlot) {
+        Objects.requireNonNull(oldSlot, "oldSlot");
+        Objects.requireNonNull(newSlot, "newSlot");
+        return inTransaction("replaceSlot", flow, c -> {
+            String recorded;
+            try (PreparedStatement ps = c.prepareStatement("SELECT source_slot FROM " + FLOW
+                    + " WHERE flow_name = ? FOR UPDATE")) {
+                ps.setString(1, flow);
+                try (ResultSet rs = ps.executeQuery()) {
+                    recorded = rs.next() ? rs.getString(1) : null;
+                }
+            }
+            if (newSlot.equals(recorded)) {
+                return List.<String>of();
+            }
+            if (!oldSlot.equals(recorded)) {
+                throw new FlowIdentityMismatchException("flow '" + flow + "' records slot '" + recorded
+                        + "', not '" + oldSlot + "': the slot was not replaced");
+            }
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + FLOW + " SET source_slot = ?"
+                    + " WHERE flow_name = ?")) {
+                ps.setString(1, newSlot);
+                ps.setString(2, flow);
+                ps.executeUpdate();
+            }
+            List<String> tables = new ArrayList<>();
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'pending',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
+                    + " next_retry_at = NULL, last_error = NULL"
+                    + " WHERE flow_name = ? RETURNING source_table_identifier")) {
+                ps.setString(1, flow);
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        tables.add(rs.getString(1));
+                    }
+                }
+            }
+            tables.sort(null);
+            return tables;
+        });
+    }
+
     /** {@link #registerFlow(String, FlowIdentity, String, boolean)} refusing a timeline change. */
     public FlowRecord registerFlow(String flow, FlowIdentity identity, String configHash) {
         return registerFlow(flow, identity, configHash, false);

@@ -158,6 +158,7 @@ class CatalogTest {
                 new Step("markCatchup", c -> c.markCatchup(f, p, "task-1", "0/200"), true),
                 new Step("markCaughtUpReady", c -> c.markCaughtUpReady(f, "0/300"), true),
                 new Step("markErrored", c -> c.markErrored(f, p, null, "decode failed", t(8), t(9)), true),
+                new Step("replaceSlot", c -> c.replaceSlot(f, "tablecdc_abc", "tablecdc_def"), true),
                 new Step("getTable", c -> c.getTable(f, q), false),
                 new Step("listTables", c -> c.listTables(f), false),
                 new Step("listStages", c -> c.listStages(f, q), false),
@@ -576,6 +577,33 @@ class CatalogTest {
                 new FlowIdentity(null, null, null, null, null, "clickhouse://other:8123/db"), null));
         assertEquals(withDestination, catalog.getFlow(f).orElseThrow(), "a refused resume changes nothing");
         assertTrue(catalog.listFlows().stream().anyMatch(r -> r.flow().equals(f)));
+    }
+
+    @Test
+    void replacingALostSlotPutsEveryTableBackToPendingAtOnce() {
+        String f = "replace-slot";
+        catalog.registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_lost",
+                "tablecdc_pub", null), null);
+        catalog.initTable(f, "s.ready", Phase.PENDING);
+        catalog.markReady(f, "s.ready", "0/16B3748");
+        catalog.initTable(f, "s.failed", Phase.PENDING);
+        catalog.claimCopy(f, "task-1", Duration.ofMinutes(5));
+        catalog.markErrored(f, "s.failed", null, "copy attempt 1 failed: x", t(1), null);
+        catalog.initTable("other-flow", "s.ready", Phase.PENDING);
+        catalog.markReady("other-flow", "s.ready", "0/1");
+
+        assertEquals(List.of("s.failed", "s.ready"), catalog.replaceSlot(f, "tablecdc_lost", "tablecdc_new"));
+        assertEquals("tablecdc_new", catalog.getFlow(f).orElseThrow().identity().slot());
+        for (String t : List.of("s.ready", "s.failed")) {
+            TableState state = table(f, t);
+            assertEquals(Phase.PENDING, state.phase(), t);
+            assertNull(state.phaseLsn(), t);
+            assertEquals(0, state.copyAttempt(), t);
+            assertNull(state.lastError(), t);
+        }
+        assertEquals(Phase.READY, table("other-flow", "s.ready").phase(), "other flows are never touched");
+        assertEquals(List.of(), catalog.replaceSlot(f, "tablecdc_lost", "tablecdc_new"), "a repeat changes nothing");
+        assertThrows(FlowIdentityMismatchException.class, () -> catalog.replaceSlot(f, "tablecdc_else", "tablecdc_x"));
     }
 
     @Test

@@ -56,6 +56,23 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " restart.";
     private static final String SLOT_PREFIX_DEFAULT = "tablecdc";
 
+    public static final String INVALIDATED_SLOT_BEHAVIOR_CONFIG = "invalidated.slot.behavior";
+    private static final String INVALIDATED_SLOT_BEHAVIOR_DOC = "What the apply task does when the flow's main slot"
+            + " was invalidated by the server (wal_status = lost: the WAL it needed was removed, e.g. past"
+            + " max_slot_wal_keep_size): reject stops with an error that says how to raise max_slot_wal_keep_size"
+            + " and how to reset the flow; recreate drops the lost slot, creates a new one, puts every table back to"
+            + " pending and copies each again (each copy first empties its ClickHouse table, so no stale row"
+            + " survives). recreate needs table.sync.copy=all, since a table that is not copied could not get back"
+            + " the changes the lost slot held.";
+    private static final String INVALIDATED_SLOT_BEHAVIOR_DEFAULT = "reject";
+
+    public static final String SLOT_FAILOVER_CONFIG = "slot.failover";
+    private static final String SLOT_FAILOVER_DOC = "Create the main slot as a failover slot (PostgreSQL 17 or later;"
+            + " the server's standbys with sync_replication_slots=on keep a copy of it). After a standby is promoted,"
+            + " point database.host at it: the flow resumes from the synchronized slot on the new timeline, which"
+            + " it otherwise refuses. Copy slots are temporary and never failover slots: a copy running during the"
+            + " promotion starts over.";
+
     public static final String TABLE_SYNC_COPY_CONFIG = "table.sync.copy";
     private static final String TABLE_SYNC_COPY_DOC = "Which tables are copied before they stream: all, none,"
             + " only:<schema.table>,… or except:<schema.table>,…. A copied table is loaded by a copy task from a snapshot"
@@ -135,6 +152,12 @@ public final class PgPipelineConfig extends AbstractConfig {
                         Importance.HIGH, PUBLICATION_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Publication")
                 .define(SLOT_PREFIX_CONFIG, Type.STRING, SLOT_PREFIX_DEFAULT, new SlotPrefix(), Importance.MEDIUM,
                         SLOT_PREFIX_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Slot prefix")
+                .define(INVALIDATED_SLOT_BEHAVIOR_CONFIG, Type.STRING, INVALIDATED_SLOT_BEHAVIOR_DEFAULT,
+                        ConfigDef.ValidString.in("reject", "recreate"), Importance.MEDIUM,
+                        INVALIDATED_SLOT_BEHAVIOR_DOC, REPLICATION_GROUP, ++order, Width.SHORT,
+                        "Invalidated slot behavior")
+                .define(SLOT_FAILOVER_CONFIG, Type.BOOLEAN, false, Importance.MEDIUM, SLOT_FAILOVER_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Failover slot")
                 .define(TABLE_SYNC_COPY_CONFIG, Type.STRING, TABLE_SYNC_COPY_DEFAULT, new CopySpec(), Importance.HIGH,
                         TABLE_SYNC_COPY_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Initial copy")
                 .define(COPY_CONNECTIONS_CONFIG, Type.INT, COPY_CONNECTIONS_DEFAULT, ConfigDef.Range.between(1, 16),
@@ -188,6 +211,15 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public String slotPrefix() {
         return getString(SLOT_PREFIX_CONFIG).trim();
+    }
+
+    /** Whether a lost main slot is replaced (and every table copied again) rather than refused. */
+    public boolean recreateInvalidatedSlot() {
+        return "recreate".equals(getString(INVALIDATED_SLOT_BEHAVIOR_CONFIG));
+    }
+
+    public boolean slotFailover() {
+        return getBoolean(SLOT_FAILOVER_CONFIG);
     }
 
     public CopyMode copyMode() {
