@@ -83,6 +83,15 @@ public final class ConnectWorker implements AutoCloseable {
     /** Starts the worker as its own JVM on this JVM's class path; its log goes to {@code workDir/worker.log}. */
     public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout)
             throws IOException, InterruptedException {
+        return startProcess(props, workDir, timeout, List.of("-Xmx768m"));
+    }
+
+    /**
+     * Starts the worker as its own JVM with {@code jvmArgs} (heap size, flight recorder, logging) instead of the
+     * default heap; benchmarks use it to give the worker a known heap and to measure its CPU and memory apart.
+     */
+    public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout, List<String> jvmArgs)
+            throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path propsFile = workDir.resolve("worker.properties");
         Path urlFile = workDir.resolve("rest.url");
@@ -94,7 +103,7 @@ public final class ConnectWorker implements AutoCloseable {
         }
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.add("-Xmx768m");
+        command.addAll(jvmArgs);
         command.add("--enable-native-access=ALL-UNNAMED");
         command.add("-cp");
         command.add(System.getProperty("java.class.path"));
@@ -138,6 +147,11 @@ public final class ConnectWorker implements AutoCloseable {
         }
         process.destroyForcibly();
         process.waitFor(30, TimeUnit.SECONDS);
+    }
+
+    /** The worker's process id, or empty for an in-process or external worker. */
+    public java.util.OptionalLong pid() {
+        return process == null ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(process.pid());
     }
 
     public boolean alive() {

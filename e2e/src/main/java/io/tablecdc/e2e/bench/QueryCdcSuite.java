@@ -1,0 +1,199 @@
+package io.tablecdc.e2e.bench;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+import com.google.cloud.bigquery.BigQuery;
+import com.google.cloud.bigquery.DatasetInfo;
+import com.google.cloud.bigquery.Field;
+import com.google.cloud.bigquery.InsertAllRequest;
+import com.google.cloud.bigquery.InsertAllResponse;
+import com.google.cloud.bigquery.Schema;
+import com.google.cloud.bigquery.StandardSQLTypeName;
+import com.google.cloud.bigquery.StandardTableDefinition;
+import com.google.cloud.bigquery.TableId;
+import com.google.cloud.bigquery.TableInfo;
+
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * Suites 4 and 5: one query CDC flow (a task per table) and one stage sink for 1, 10 and 50 BigQuery tables (the
+ * local emulator) at a short interval. Each table starts with the same rows; measured: the initial load's rows per
+ * second into Kafka and the worker's CPU per row, catalog transactions per batch, then an idle window of polling (CPU
+ * and catalog transactions per table poll), and the worker's heap after a full GC with the tables flowing.
+ */
+final class QueryCdcSuite {
+    private static final String DATASET = "bench_qcdc";
+
+    private final Bench bench;
+    private final SuiteReport scaling;
+    private final SuiteReport memory;
+    private final Measure rowsPerSecond;
+    private final Measure cpuPerRow;
+    private final Measure catalogPerBatch;
+    private final Measure catalogPerPoll;
+    private final Measure idleCpu;
+    private final Measure heap;
+    private final Measure perTable;
+    private final String catalog = "bench_qcdc_catalog";
+    private String catalogUrl;
+
+    QueryCdcSuite(Bench bench) {
+        this.bench = bench;
+        BenchOptions o = bench.options;
+        String baseline = label(o.qcdcTables.get(0));
+        this.scaling = new SuiteReport("query-cdc", "4. Query CDC scaling", String.format(Locale.ROOT,
+                "One BigQuery query CDC flow (`tasks.max` = tables, `sync.interval.ms=%d`, `safety.lag.ms=1000`,"
+                        + " `initial.load=snapshot`) and one stage sink (pull, zstandard) sharing a catalog, for %s tables of %d"
+                        + " rows each (id, timestamp watermark, string, double, int), against the local BigQuery emulator. Load:"
+                        + " from deploying the source until every table's topic holds its rows. Idle: the next %d s of polling"
+                        + " with nothing new. Catalog transactions are pg_stat_database's commits of the catalog database"
+                        + " (source and sink together). Per-table figures should stay flat as tables grow; the ratio column"
+                        + " compares each table count with %s.",
+                o.qcdcIntervalMs, o.qcdcTables, o.qcdcRowsPerTable, o.qcdcSteadySeconds, baseline));
+        this.rowsPerSecond = scaling.measure(new Measure("qcdc-rows-per-second", "Query CDC initial load: rows per second into Kafka",
+                "rows/s", true, baseline));
+        this.cpuPerRow = scaling.measure(new Measure("qcdc-cpu-per-1000-rows", "Query CDC initial load: worker CPU per 1000 rows",
+                "CPU ms", false, baseline));
+        this.catalogPerBatch = scaling.measure(new Measure("qcdc-catalog-per-batch", "Query CDC initial load: catalog transactions"
+                + " per table batch (one batch of " + o.qcdcRowsPerTable + " rows per table)", "transactions", false, baseline));
+        this.catalogPerPoll = scaling.measure(new Measure("qcdc-catalog-per-poll", "Query CDC idle: catalog transactions per table poll",
+                "transactions", false, baseline));
+        this.idleCpu = scaling.measure(new Measure("qcdc-idle-cpu-per-table", "Query CDC idle: worker CPU per table",
+                "% of one core", false, baseline));
+        this.memory = new SuiteReport("memory", "5. Memory", String.format(Locale.ROOT, "The Connect worker's (`-Xmx%s`, G1) used heap"
+                + " after a full GC (`jcmd GC.run`, then `GC.heap_info`) at the end of suite 4's idle window, with each table count"
+                + " flowing (query CDC source and stage sink); \"no tables\" is the same worker measured just before each"
+                + " deployment. Per-table overhead: (heap with N tables − heap with none) / N.", o.workerHeap));
+        this.heap = memory.measure(new Measure("memory-heap-after-gc", "Worker heap after GC", "MiB", false, "no tables"));
+        this.perTable = memory.measure(new Measure("memory-per-table", "Worker heap per table", "MiB per table", false, baseline));
+        heap.declare("no tables");
+        for (int n : o.qcdcTables) {
+            for (Measure m : List.of(rowsPerSecond, cpuPerRow, catalogPerBatch, catalogPerPoll, idleCpu, heap, perTable)) {
+                m.declare(label(n));
+            }
+        }
+    }
+
+    private static String label(int tables) {
+        return tables + (tables == 1 ? " table" : " tables");
+    }
+
+    List<SuiteReport> run() throws Exception {
+        BenchOptions o = bench.options;
+        catalogUrl = bench.stack.postgres().createDatabase(catalog);
+        BigQuery bigQuery = bench.stack.bigquery().client();
+        if (bigQuery.getDataset(DATASET) == null) {
+            bigQuery.create(DatasetInfo.of(DATASET));
+        }
+        for (int rep = 0; rep < o.reps; rep++) {
+            for (int n : o.qcdcTables) {
+                run(bigQuery, rep, n);
+            }
+        }
+        return List.of(scaling, memory);
+    }
+
+    private void run(BigQuery bigQuery, int rep, int n) throws Exception {
+        BenchOptions o = bench.options;
+        String run = "r" + rep + "n" + n + "x" + Long.toString(System.currentTimeMillis() % 1_000_000, 36);
+        String project = bench.stack.bigquery().projectId();
+        List<String> entries = new ArrayList<>();
+        List<String> topics = new ArrayList<>();
+        long l0 = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            TableId id = TableId.of(project, DATASET, "q" + run + "_" + i);
+            bigQuery.create(TableInfo.of(id, StandardTableDefinition.of(Schema.of(
+                    Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                    Field.of("ts", StandardSQLTypeName.TIMESTAMP), Field.of("name", StandardSQLTypeName.STRING),
+                    Field.of("score", StandardSQLTypeName.FLOAT64), Field.of("level", StandardSQLTypeName.INT64)))));
+            load(bigQuery, id, o.qcdcRowsPerTable);
+            entries.add(id.getTable() + ":ts:id");
+            topics.add("qc" + run + "." + project + "." + DATASET + "." + id.getTable());
+        }
+        BenchRunner.log("query-cdc: %d tables of %d rows loaded into the emulator in %.1f s", n, o.qcdcRowsPerTable,
+                (System.nanoTime() - l0) / 1e9);
+        double heapBefore = Probe.heapAfterGcMb(bench.workerPid);
+        if (n == o.qcdcTables.get(0)) {
+            heap.add("no tables", rep, heapBefore);
+        }
+        String source = "bench-qcdc-" + run;
+        String sink = source + "-sink";
+        Map<String, String> sinkConfig = SinkConfigs.stageSink(bench.stack, catalogUrl, sink);
+        sinkConfig.put("topics.regex", "qc" + run + "\\..*");
+        sinkConfig.put("stage.local.dir", StackPaths.workDir(sink + "-local").toString());
+        sinkConfig.put("consumer.override.metadata.max.age.ms", "1000");
+        bench.rest().putConfig(sink, sinkConfig);
+        Map<String, String> sourceConfig = SourceConfigs.queryCdc(bench.stack, catalogUrl, DATASET, String.join(", ", entries), n, "qc" + run);
+        sourceConfig.put("sync.interval.ms", Long.toString(o.qcdcIntervalMs));
+        sourceConfig.put("initial.load", "snapshot");
+        long x0 = bench.transactions(catalog);
+        double c0 = Probe.cpuSeconds(bench.workerPid);
+        long t0 = System.nanoTime();
+        bench.rest().putConfig(source, sourceConfig);
+        bench.awaitRecords(source, topics, o.qcdcRowsPerTable, Duration.ofMinutes(20));
+        double seconds = (System.nanoTime() - t0) / 1e9;
+        double cpu = Probe.cpuSeconds(bench.workerPid) - c0;
+        // the statistics collector flushes about every second
+        Thread.sleep(1_500);
+        long x1 = bench.transactions(catalog);
+        long rows = (long) n * o.qcdcRowsPerTable;
+        String label = label(n);
+        rowsPerSecond.add(label, rep, rows / seconds);
+        cpuPerRow.add(label, rep, cpu * 1000 * 1000 / rows);
+        catalogPerBatch.add(label, rep, (x1 - x0) / (double) n);
+        BenchRunner.log("query-cdc run %d, %s: %d rows in %.1f s, worker CPU %.1f s, %d catalog transactions", rep + 1, label, rows,
+                seconds, cpu, x1 - x0);
+
+        double ic0 = Probe.cpuSeconds(bench.workerPid);
+        long ix0 = bench.transactions(catalog);
+        long i0 = System.nanoTime();
+        Thread.sleep(o.qcdcSteadySeconds * 1000L);
+        double idleSeconds = (System.nanoTime() - i0) / 1e9;
+        double idle = Probe.cpuSeconds(bench.workerPid) - ic0;
+        Thread.sleep(1_500);
+        long ix1 = bench.transactions(catalog);
+        double polls = n * idleSeconds * 1000 / o.qcdcIntervalMs;
+        catalogPerPoll.add(label, rep, (ix1 - ix0) / polls);
+        idleCpu.add(label, rep, 100 * idle / idleSeconds / n);
+        bench.failIfTaskFailed(source);
+        bench.failIfTaskFailed(sink);
+        double heapWith = Probe.heapAfterGcMb(bench.workerPid);
+        heap.add(label, rep, heapWith);
+        perTable.add(label, rep, (heapWith - heapBefore) / n);
+        BenchRunner.log("query-cdc run %d, %s: idle CPU %.1f s in %.0f s, %d catalog transactions; heap %.0f MiB (%.0f before)",
+                rep + 1, label, idle, idleSeconds, ix1 - ix0, heapWith, heapBefore);
+        bench.delete(source);
+        bench.delete(sink);
+        for (int i = 0; i < n; i++) {
+            bigQuery.delete(TableId.of(project, DATASET, "q" + run + "_" + i));
+        }
+    }
+
+    private static void load(BigQuery bigQuery, TableId table, int rows) {
+        Instant ts = Instant.now().minusSeconds(300);
+        for (int from = 0; from < rows; from += 500) {
+            InsertAllRequest.Builder request = InsertAllRequest.newBuilder(table);
+            for (int i = from; i < Math.min(rows, from + 500); i++) {
+                Map<String, Object> row = new LinkedHashMap<>();
+                row.put("id", i);
+                row.put("ts", ts.plusMillis(i).toString());
+                row.put("name", "name-" + i);
+                row.put("score", i * 0.5);
+                row.put("level", i % 10);
+                request.addRow(row);
+            }
+            InsertAllResponse response = bigQuery.insertAll(request.build());
+            if (response.hasErrors()) {
+                throw new IllegalStateException("insertAll into " + table + ": " + response.getInsertErrors());
+            }
+        }
+    }
+}
