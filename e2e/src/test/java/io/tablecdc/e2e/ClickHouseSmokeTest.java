@@ -263,6 +263,30 @@ class ClickHouseSmokeTest {
         assertStageRows("avro_push");
     }
 
+    @Test
+    void insertBodyLargerThanTheEnginesQuerySizeLoadsWhole() throws Exception {
+        execute("CREATE OR REPLACE TABLE big_insert (id Int64, note String) ENGINE = MergeTree ORDER BY id");
+        // 20 000 RowBinary rows of about 60 bytes: over a MiB, four times the engine's 256 KiB max_query_size;
+        // inline, the engine would keep the first 2 570 rows and drop the rest without an error
+        ByteArrayOutputStream rb = new ByteArrayOutputStream();
+        for (int i = 0; i < 20_000; i++) {
+            long v = i;
+            for (int b = 0; b < 8; b++) {
+                rb.write((int) (v >>> (8 * b)) & 0xFF);
+            }
+            byte[] note = ("note-" + i + "-" + "x".repeat(40)).getBytes(StandardCharsets.UTF_8);
+            rb.write(note.length);
+            rb.write(note, 0, note.length);
+        }
+        InsertResponse response = client.insert("big_insert", new ByteArrayInputStream(rb.toByteArray()),
+                ClickHouseFormat.RowBinary).get(60, TimeUnit.SECONDS);
+        assertEquals(20_000, response.getWrittenRows());
+        List<GenericRecord> rows = client.queryAll("SELECT count() AS n, sum(id) AS s, max(note) AS m FROM big_insert");
+        assertEquals(20_000, rows.get(0).getLong("n"));
+        assertEquals(19_999L * 20_000 / 2, rows.get(0).getLong("s"));
+        assertEquals("note-9999-" + "x".repeat(40), rows.get(0).getString("m"));
+    }
+
     private static void assertStageRows(String table) {
         List<GenericRecord> rows = client.queryAll("SELECT id, name, note, amount, updated_at, birthday,"
                 + " toTypeName(amount) AS amount_type, toTypeName(updated_at) AS ts_type"
