@@ -143,9 +143,48 @@ public final class Bench implements AutoCloseable {
         }
     }
 
+    /** Waits until the connector and its {@code tasks} tasks run; fails at once when one of them failed. */
+    public void awaitRunning(String connector, int tasks, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (true) {
+            List<String> states;
+            try {
+                states = rest().states(connector);
+            } catch (ConnectRestClient.ConnectRestException notYet) {
+                states = List.of();
+            }
+            if (states.contains("FAILED")) {
+                throw new IllegalStateException(connector + " failed: " + firstLine(rest().status(connector).toString()));
+            }
+            if (states.size() == tasks + 1 && states.stream().allMatch("RUNNING"::equals)) {
+                return;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(connector + " not running after " + timeout + ": " + states);
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    /** The start of a status or trace, short enough for a table cell. */
+    public static String firstLine(String text) {
+        int cut = text.indexOf("\\n");
+        String head = cut > 0 ? text.substring(0, cut) : text;
+        return head.length() > 400 ? head.substring(0, 400) + "…" : head;
+    }
+
     /** Fails with the task's trace when a task of the connector has failed. */
     public void failIfTaskFailed(String connector) {
-        List<String> states = rest().states(connector);
+        List<String> states;
+        try {
+            states = rest().states(connector);
+        } catch (ConnectRestClient.ConnectRestException e) {
+            if (e.status() == 404) {
+                // just deployed: no status yet
+                return;
+            }
+            throw e;
+        }
         if (states.contains("FAILED")) {
             throw new IllegalStateException(connector + " failed: " + rest().status(connector));
         }

@@ -188,7 +188,7 @@ public final class Measure {
                 } else if (rs.isEmpty()) {
                     md.append(" – (no baseline in the same run) |");
                 } else {
-                    md.append(' ').append(String.format(Locale.ROOT, "%.2f (%.2f–%.2f)", median(rs), min(rs), max(rs))).append(" |");
+                    md.append(' ').append(format(median(rs))).append(" (").append(format(min(rs))).append('–').append(format(max(rs))).append(") |");
                 }
             }
             md.append('\n');

@@ -82,9 +82,9 @@ final class PgStreamSuite {
         bench.sql(DATABASE, statements.toArray(String[]::new));
         try {
             for (int rep = 0; rep < o.reps; rep++) {
-                run(rep, TABLECDC, tables);
+                runOrSkip(rep, TABLECDC, tables);
                 if (bench.debezium) {
-                    run(rep, DEBEZIUM, tables);
+                    runOrSkip(rep, DEBEZIUM, tables);
                 } else {
                     for (Measure m : List.of(changesPerSecond, latency)) {
                         m.skip(DEBEZIUM, "the Debezium plugin is not in " + Bench.DEBEZIUM_PLUGIN_DIR + " (scripts/bench.sh resolves it)");
@@ -100,10 +100,24 @@ final class PgStreamSuite {
         return report;
     }
 
-    private void run(int rep, String variant, List<String> tables) throws Exception {
-        BenchOptions o = bench.options;
+    private void runOrSkip(int rep, String variant, List<String> tables) throws Exception {
         int run = ++runs;
         String name = (variant.equals(TABLECDC) ? "benchstream" : "dbzstream") + run;
+        try {
+            run(rep, run, name, variant, tables);
+        } catch (Exception e) {
+            BenchRunner.log("pg-stream: %s failed: %s", variant, e);
+            String reason = "failed: " + Bench.firstLine(e.getMessage() == null ? e.toString() : e.getMessage());
+            changesPerSecond.skip(variant, reason);
+            latency.skip(variant, reason);
+        } finally {
+            bench.delete(name);
+            bench.dropSlots(DATABASE, name);
+        }
+    }
+
+    private void run(int rep, int run, String name, String variant, List<String> tables) throws Exception {
+        BenchOptions o = bench.options;
         Map<String, String> config = variant.equals(TABLECDC)
                 ? bench.pgPipeline(DATABASE, catalogUrl, PUBLICATION, name, name)
                 : bench.debezium(DATABASE, PUBLICATION, name, name, "bench.*", "no_data");
@@ -111,7 +125,7 @@ final class PgStreamSuite {
             config.put("table.sync.copy", "none");
         }
         bench.rest().putConfig(name, config);
-        bench.rest().awaitRunning(name, 1, Duration.ofMinutes(3));
+        bench.awaitRunning(name, 1, Duration.ofMinutes(3));
         awaitActiveSlot(name, Duration.ofMinutes(2));
         bench.rest().pause(name);
         bench.rest().awaitStatus(name, s -> s.path("connector").path("state").asText().equals("PAUSED")
@@ -131,8 +145,6 @@ final class PgStreamSuite {
         BenchRunner.log("pg-stream run %d: %s %d changes in %.1f s (written in %.1f s)", rep + 1, variant, changes + 1, seconds, writeSeconds);
         latency.add(variant, rep, latencyMs(markerTopic, base));
         BenchRunner.log("pg-stream run %d: %s latency median %.0f ms", rep + 1, variant, Measure.median(List.copyOf(lastLatencies)));
-        bench.delete(name);
-        bench.dropSlots(DATABASE, name);
     }
 
     private final List<Double> lastLatencies = new ArrayList<>();

@@ -53,8 +53,9 @@ final class QueryCdcSuite {
                 "One BigQuery query CDC flow (`tasks.max` = tables, `sync.interval.ms=%d`, `safety.lag.ms=1000`,"
                         + " `initial.load=snapshot`) and one stage sink (pull, zstandard) sharing a catalog, for %s tables of %d"
                         + " rows each (id, timestamp watermark, string, double, int), against the local BigQuery emulator. Load:"
-                        + " from deploying the source until every table's topic holds its rows. Idle: the next %d s of polling"
-                        + " with nothing new. Catalog transactions are pg_stat_database's commits of the catalog database"
+                        + " from deploying the source until every table's topic holds its rows. Batch: once every snapshot is"
+                        + " normalized, one new row in every table, until each table's batch is normalized (the catalog"
+                        + " transactions of polls meanwhile included). Idle: the next %d s of polling with nothing new. Catalog transactions are pg_stat_database's commits of the catalog database"
                         + " (source and sink together). Per-table figures should stay flat as tables grow; the ratio column"
                         + " compares each table count with %s.",
                 o.qcdcIntervalMs, o.qcdcTables, o.qcdcRowsPerTable, o.qcdcSteadySeconds, baseline));
@@ -62,8 +63,8 @@ final class QueryCdcSuite {
                 "rows/s", true, baseline));
         this.cpuPerRow = scaling.measure(new Measure("qcdc-cpu-per-1000-rows", "Query CDC initial load: worker CPU per 1000 rows",
                 "CPU ms", false, baseline));
-        this.catalogPerBatch = scaling.measure(new Measure("qcdc-catalog-per-batch", "Query CDC initial load: catalog transactions"
-                + " per table batch (one batch of " + o.qcdcRowsPerTable + " rows per table)", "transactions", false, baseline));
+        this.catalogPerBatch = scaling.measure(new Measure("qcdc-catalog-per-batch", "Query CDC: catalog transactions per batch"
+                + " (one new row in every table, synced and normalized)", "transactions", false, baseline));
         this.catalogPerPoll = scaling.measure(new Measure("qcdc-catalog-per-poll", "Query CDC idle: catalog transactions per table poll",
                 "transactions", false, baseline));
         this.idleCpu = scaling.measure(new Measure("qcdc-idle-cpu-per-table", "Query CDC idle: worker CPU per table",
@@ -134,23 +135,33 @@ final class QueryCdcSuite {
         Map<String, String> sourceConfig = SourceConfigs.queryCdc(bench.stack, catalogUrl, DATASET, String.join(", ", entries), n, "qc" + run);
         sourceConfig.put("sync.interval.ms", Long.toString(o.qcdcIntervalMs));
         sourceConfig.put("initial.load", "snapshot");
-        long x0 = bench.transactions(catalog);
         double c0 = Probe.cpuSeconds(bench.workerPid);
         long t0 = System.nanoTime();
         bench.rest().putConfig(source, sourceConfig);
         bench.awaitRecords(source, topics, o.qcdcRowsPerTable, Duration.ofMinutes(20));
         double seconds = (System.nanoTime() - t0) / 1e9;
         double cpu = Probe.cpuSeconds(bench.workerPid) - c0;
-        // the statistics collector flushes about every second
-        Thread.sleep(1_500);
-        long x1 = bench.transactions(catalog);
         long rows = (long) n * o.qcdcRowsPerTable;
         String label = label(n);
         rowsPerSecond.add(label, rep, rows / seconds);
         cpuPerRow.add(label, rep, cpu * 1000 * 1000 / rows);
-        catalogPerBatch.add(label, rep, (x1 - x0) / (double) n);
-        BenchRunner.log("query-cdc run %d, %s: %d rows in %.1f s, worker CPU %.1f s, %d catalog transactions", rep + 1, label, rows,
-                seconds, cpu, x1 - x0);
+        BenchRunner.log("query-cdc run %d, %s: %d rows in %.1f s, worker CPU %.1f s", rep + 1, label, rows, seconds, cpu);
+
+        // catalog traffic of one batch per table: every table's snapshot normalized, then one new row each
+        String like = "%q" + run + "\\_%";
+        awaitNormalized(like, n, source);
+        Thread.sleep(1_500); // the statistics collector flushes about every second
+        long x0 = bench.transactions(catalog);
+        long before = normalized(like);
+        for (int i = 0; i < n; i++) {
+            insert(bigQuery, TableId.of(project, DATASET, "q" + run + "_" + i), o.qcdcRowsPerTable, Instant.now());
+        }
+        awaitNormalized(like, before + n, source);
+        Thread.sleep(1_500);
+        long batches = normalized(like) - before;
+        long x1 = bench.transactions(catalog);
+        catalogPerBatch.add(label, rep, (x1 - x0) / (double) batches);
+        BenchRunner.log("query-cdc run %d, %s: %d catalog transactions for %d batches", rep + 1, label, x1 - x0, batches);
 
         double ic0 = Probe.cpuSeconds(bench.workerPid);
         long ix0 = bench.transactions(catalog);
@@ -174,6 +185,45 @@ final class QueryCdcSuite {
         bench.delete(sink);
         for (int i = 0; i < n; i++) {
             bigQuery.delete(TableId.of(project, DATASET, "q" + run + "_" + i));
+        }
+    }
+
+    /** Batches normalized so far over the run's tables (identifiers matching {@code like}). */
+    private long normalized(String like) throws Exception {
+        try (var c = bench.stack.postgres().connect(catalog);
+             var ps = c.prepareStatement("SELECT coalesce(sum(normalized_batch_id), 0) FROM cdc_table_replication_state"
+                     + " WHERE source_table_identifier LIKE ?")) {
+            ps.setString(1, like);
+            try (var rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    private void awaitNormalized(String like, long batches, String connector) throws Exception {
+        long deadline = System.nanoTime() + Duration.ofMinutes(10).toNanos();
+        while (normalized(like) < batches) {
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException(connector + ": only " + normalized(like) + " of " + batches
+                        + " batches normalized after 10 minutes");
+            }
+            bench.failIfTaskFailed(connector);
+            bench.failIfTaskFailed(connector + "-sink");
+            Thread.sleep(200);
+        }
+    }
+
+    private static void insert(BigQuery bigQuery, TableId table, long id, Instant ts) {
+        Map<String, Object> row = new LinkedHashMap<>();
+        row.put("id", id);
+        row.put("ts", ts.toString());
+        row.put("name", "new-" + id);
+        row.put("score", 0.5);
+        row.put("level", 1);
+        InsertAllResponse response = bigQuery.insertAll(InsertAllRequest.newBuilder(table).addRow(row).build());
+        if (response.hasErrors()) {
+            throw new IllegalStateException("insertAll into " + table + ": " + response.getInsertErrors());
         }
     }
 

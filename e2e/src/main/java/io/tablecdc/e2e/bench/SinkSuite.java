@@ -1,7 +1,7 @@
 package io.tablecdc.e2e.bench;
 
-import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
+import java.io.ByteArrayInputStream;
 import java.math.BigDecimal;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -20,6 +20,7 @@ import org.apache.kafka.connect.data.Decimal;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.SchemaBuilder;
 import org.apache.kafka.connect.data.Struct;
+
 
 import com.clickhouse.data.ClickHouseFormat;
 
@@ -64,7 +65,8 @@ final class SinkSuite {
                         + " in a one-partition Kafka topic as JSON with schemas, in batches of %d rows; the time from deploying"
                         + " the sink until the catalog shows every batch normalized into the final ReplacingMergeTree table"
                         + " (staged as Avro in the S3 store, loaded with INSERT … SELECT). The baseline inserts the same rows"
-                        + " into the same engine over HTTP as RowBinary, %d rows per INSERT, one INSERT after another.",
+                        + " into the same engine as `INSERT … FORMAT RowBinary` over HTTP (the same front the sink talks to),"
+                        + " %d rows per INSERT, one after another, encoding included.",
                 o.sinkRows, o.sinkBatchRows, o.sinkBatchRows));
         this.rowsPerSecond = report.measure(new Measure("sink-rows-per-second", "Sink: rows per second into ClickHouse", "rows/s",
                 true, BASELINE));
@@ -178,6 +180,10 @@ final class SinkSuite {
             bench.clickhouse.insert(table, new ByteArrayInputStream(body), ClickHouseFormat.RowBinary).get().close();
         }
         double seconds = (System.nanoTime() - start) / 1e9;
+        long inserted = bench.clickhouse.queryAll("SELECT count() AS n FROM " + table).get(0).getLong("n");
+        if (inserted != rows) {
+            throw new IllegalStateException("the RowBinary baseline inserted " + inserted + " rows, not " + rows);
+        }
         bench.clickhouse.execute("DROP TABLE " + table).get().close();
         return seconds;
     }
