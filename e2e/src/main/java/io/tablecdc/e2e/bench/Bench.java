@@ -69,8 +69,6 @@ public final class Bench implements AutoCloseable {
         String pluginPath = stack.pluginPath().toAbsolutePath() + (debezium ? "," + debeziumDir.toAbsolutePath() : "");
         Map<String, String> props = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), "bench-connect", stack.pluginPath());
         props.put("plugin.path", pluginPath);
-        // Debezium registers through the classic plugin scan, not the service loader manifests tablecdc ships
-        props.put("plugin.discovery", "hybrid_warn");
         Path workerDir = StackPaths.workDir("bench-worker");
         List<String> jvm = List.of("-Xmx" + options.workerHeap, "-XX:+UseG1GC",
                 "-Dlogback.configurationFile=" + root.resolve("e2e/src/main/resources/logback-bench-worker.xml"),

@@ -85,8 +85,15 @@ final class SinkSuite {
     SuiteReport run() throws Exception {
         BenchOptions o = bench.options;
         long t0 = System.nanoTime();
-        produce(o.sinkRows, o.sinkBatchRows);
+        produce(topic, o.sinkRows, o.sinkBatchRows);
         BenchRunner.log("sink: produced %d rows to %s in %.1f s", o.sinkRows, topic, (System.nanoTime() - t0) / 1e9);
+        // warm-up, not measured: the worker's first sink of each mode loads and compiles its classes
+        String warmup = topic + ".warmup";
+        produce(warmup, 1_000, 1_000);
+        for (String mode : new String[] {"pull", "push"}) {
+            double seconds = sink(mode + ":zstandard", warmup, 1);
+            BenchRunner.log("sink: warm-up %s %.1f s", mode, seconds);
+        }
         for (int rep = 0; rep < o.reps; rep++) {
             double base = baseline(o.sinkRows, o.sinkBatchRows);
             rowsPerSecond.add(BASELINE, rep, o.sinkRows / base);
@@ -103,7 +110,7 @@ final class SinkSuite {
         return report;
     }
 
-    private void produce(int rows, int batchRows) throws Exception {
+    private void produce(String topic, int rows, int batchRows) throws Exception {
         try (RecordProducer producer = new RecordProducer(bench.stack.kafka().bootstrapServers()).topic(topic)) {
             for (int i = 0; i < rows; i++) {
                 int batch = i / batchRows + 1;
@@ -124,6 +131,10 @@ final class SinkSuite {
     /** Seconds the sink takes from deployment to every batch normalized. */
     private double sink(String variant) throws Exception {
         BenchOptions o = bench.options;
+        return sink(variant, topic, (o.sinkRows + o.sinkBatchRows - 1) / o.sinkBatchRows);
+    }
+
+    private double sink(String variant, String topic, long batches) throws Exception {
         String[] mc = variant.split(":");
         bench.clickhouse.execute("DROP TABLE IF EXISTS " + CH_TABLE).get().close();
         String catalog = "bench_sink_catalog_" + (++catalogs) + "_" + Long.toString(System.currentTimeMillis(), 36);
@@ -134,7 +145,6 @@ final class SinkSuite {
         config.put("normalize.mode", mc[0]);
         config.put("avro.codec", mc[1]);
         config.put("consumer.override.max.poll.records", "5000");
-        long batches = (o.sinkRows + o.sinkBatchRows - 1) / o.sinkBatchRows;
         long start = System.nanoTime();
         bench.rest().putConfig(name, config);
         awaitNormalized(name, catalog, batches, Duration.ofMinutes(30));
