@@ -98,17 +98,20 @@ public final class Probe {
 
     /** The execution samples of a recording: per-thread-group counts and the hottest methods, self and total. */
     public record Profile(long samples, long nativeSamples, Map<String, Long> byThread, Map<String, Long> self,
-                          Map<String, Long> total, Map<String, Long> nativeTop) {
+                          Map<String, Long> selfByPackage, Map<String, Long> total, Map<String, Long> nativeTop) {
         /** A markdown summary with the {@code top} methods of each kind. */
         public String markdown(int top) {
             StringBuilder md = new StringBuilder();
             md.append(String.format(Locale.ROOT, "%d Java execution samples, %d native-method samples (threads blocked in"
                     + " native code: sockets, the engine's calls).%n%n", samples, nativeSamples));
             md.append(table("threads (by name, digits folded)", byThread, samples, top));
+            md.append(table("self time by package (top frame's package)", selfByPackage, samples, top));
             md.append(table("hottest methods, self (top frame)", self, samples, top));
-            md.append(table("hottest methods, total (anywhere on the stack)", total, samples, top));
-            if (nativeSamples > 0) {
-                md.append(table("native-method samples, top Java frame", nativeTop, nativeSamples, Math.min(top, 8)));
+            md.append(table("hottest methods, total (anywhere on the stack; JDK and Connect runtime plumbing left out)", total,
+                    samples, top));
+            if (!nativeTop.isEmpty()) {
+                md.append(table("native-method samples, top Java frame (idle socket waits left out)", nativeTop, nativeSamples,
+                        Math.min(top, 8)));
             }
             return md.toString();
         }
@@ -128,6 +131,7 @@ public final class Probe {
         long nativeSamples = 0;
         Map<String, Long> byThread = new HashMap<>();
         Map<String, Long> self = new HashMap<>();
+        Map<String, Long> selfByPackage = new HashMap<>();
         Map<String, Long> total = new HashMap<>();
         Map<String, Long> nativeTop = new HashMap<>();
         try (RecordingFile file = new RecordingFile(recording)) {
@@ -145,23 +149,49 @@ public final class Probe {
                 List<RecordedFrame> frames = stack.getFrames();
                 if (!execution) {
                     nativeSamples++;
-                    nativeTop.merge(method(frames.get(0)), 1L, Long::sum);
+                    String top = method(frames.get(0));
+                    if (!IDLE_NATIVE.contains(top)) {
+                        nativeTop.merge(top, 1L, Long::sum);
+                    }
                     continue;
                 }
                 samples++;
                 String thread = e.getThread("sampledThread") == null ? "?" : e.getThread("sampledThread").getJavaName();
                 byThread.merge(thread == null ? "?" : thread.replaceAll("\\d+", "N"), 1L, Long::sum);
                 self.merge(method(frames.get(0)), 1L, Long::sum);
+                selfByPackage.merge(packageOf(frames.get(0)), 1L, Long::sum);
                 Set<String> seen = new HashSet<>();
                 for (RecordedFrame f : frames) {
                     String m = method(f);
-                    if (seen.add(m)) {
+                    if (!plumbing(m) && seen.add(m)) {
                         total.merge(m, 1L, Long::sum);
                     }
                 }
             }
         }
-        return new Profile(samples, nativeSamples, sorted(byThread), sorted(self), sorted(total), sorted(nativeTop));
+        return new Profile(samples, nativeSamples, sorted(byThread), sorted(self), sorted(selfByPackage), sorted(total),
+                sorted(nativeTop));
+    }
+
+    /** Native frames where a thread only waits for work. */
+    private static final Set<String> IDLE_NATIVE = Set.of("sun.nio.ch.EPoll.wait", "sun.nio.ch.Net.accept", "sun.nio.ch.Net.poll",
+            "java.lang.Thread.sleep0", "jdk.internal.misc.Unsafe.park");
+
+    /** Frames on nearly every stack (thread start, executors, the Connect task loop) that say nothing about the cost. */
+    static boolean plumbing(String method) {
+        return method.startsWith("java.") || method.startsWith("jdk.") || method.startsWith("sun.")
+                || method.startsWith("org.apache.kafka.connect.runtime.") || method.equals("?");
+    }
+
+    /** The first three parts of the top frame's package (io.tablecdc.clickhouse, com.fasterxml.jackson, ...). */
+    private static String packageOf(RecordedFrame f) {
+        if (f.getMethod() == null) {
+            return "?";
+        }
+        String type = f.getMethod().getType().getName();
+        String[] parts = type.split("\\.");
+        int n = Math.min(3, Math.max(1, parts.length - 1));
+        return String.join(".", java.util.Arrays.copyOf(parts, n));
     }
 
     private static Map<String, Long> sorted(Map<String, Long> counts) {
