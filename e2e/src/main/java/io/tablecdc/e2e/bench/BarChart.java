@@ -27,6 +27,20 @@ public final class BarChart {
     private BarChart() {
     }
 
+    /** The smallest 1, 2, 2.5 or 5 times a power of ten at or above {@code v}, so the axis ticks are round numbers. */
+    static double niceCeiling(double v) {
+        if (!(v > 0)) {
+            return 1;
+        }
+        double power = Math.pow(10, Math.floor(Math.log10(v)));
+        for (double step : new double[] {1, 2, 2.5, 5, 10}) {
+            if (step * power >= v * (1 - 1e-9)) {
+                return step * power;
+            }
+        }
+        return 10 * power;
+    }
+
     public static void write(Measure measure, Path png) throws IOException {
         List<String> variants = new ArrayList<>();
         for (String v : measure.variants()) {
@@ -63,9 +77,7 @@ public final class BarChart {
             for (String v : variants) {
                 maxValue = Math.max(maxValue, Measure.max(measure.samples(v)));
             }
-            if (maxValue <= 0) {
-                maxValue = 1;
-            }
+            maxValue = niceCeiling(maxValue);
             // axis with a few ticks
             int axisY = top + variants.size() * rowHeight + 4;
             g.setColor(Color.GRAY);

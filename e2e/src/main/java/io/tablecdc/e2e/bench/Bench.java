@@ -85,6 +85,27 @@ public final class Bench implements AutoCloseable {
         return StackPaths.projectRoot();
     }
 
+    private long suiteDeadline = Long.MAX_VALUE;
+
+    /** Sets the time the current suite may use, from now (the runner shares the --budget-minutes among suites). */
+    void suiteBudget(long nanos) {
+        suiteDeadline = nanos <= 0 ? Long.MAX_VALUE : System.nanoTime() + nanos;
+    }
+
+    /**
+     * Whether repetition {@code rep} may start: the first always does; a later one only while the suite's share of
+     * the time budget lasts, else the report says how many ran.
+     */
+    boolean startRepetition(SuiteReport report, int rep) {
+        if (rep == 0 || System.nanoTime() < suiteDeadline) {
+            return true;
+        }
+        report.note(String.format(java.util.Locale.ROOT, "Time budget: %d of %d repetitions ran (`--budget-minutes` %d, shared"
+                + " among the suites).", rep, options.reps, options.budgetMinutes));
+        BenchRunner.log("%s: time budget reached after %d repetitions", report.id(), rep);
+        return false;
+    }
+
     public ConnectRestClient rest() {
         return worker.rest();
     }

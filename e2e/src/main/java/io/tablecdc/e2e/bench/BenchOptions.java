@@ -23,6 +23,7 @@ public final class BenchOptions {
     boolean profile = true;
     Path out;
     String workerHeap = "1536m";
+    int budgetMinutes;
     int sinkRows = 1_000_000;
     int sinkBatchRows = 50_000;
     List<String> sinkVariants = SINK_VARIANTS;
@@ -57,6 +58,8 @@ public final class BenchOptions {
                   --qcdc-rows N          rows per table loaded by query CDC (1000)
                   --qcdc-interval-ms N   sync.interval.ms (1000)     --qcdc-steady-seconds N  idle window measured (30)
                   --worker-heap SIZE     -Xmx of the Connect worker (1536m)
+                  --budget-minutes N     share N minutes among the suites: a suite starts no further repetition once
+                                         its share is spent (its first always runs); default no limit
                 """;
     }
 
@@ -102,6 +105,7 @@ public final class BenchOptions {
                         case "--qcdc-interval-ms" -> o.qcdcIntervalMs = positive(arg, v);
                         case "--qcdc-steady-seconds" -> o.qcdcSteadySeconds = positive(arg, v);
                         case "--worker-heap" -> o.workerHeap = v;
+                        case "--budget-minutes" -> o.budgetMinutes = positive(arg, v);
                         default -> throw new IllegalArgumentException("unknown option " + arg + "\n" + usage());
                     }
                 }

@@ -48,8 +48,15 @@ public final class BenchRunner {
         List<String> failures = new ArrayList<>();
         try (Bench bench = Bench.start(options)) {
             log("stack up; worker pid %d; Debezium plugin %s", bench.workerPid, bench.debezium ? "present" : "absent");
+            long budgetEnd = started.toEpochMilli() + options.budgetMinutes * 60_000L;
+            int left = options.suites.size();
             for (String suite : options.suites) {
                 long t0 = System.nanoTime();
+                if (options.budgetMinutes > 0) {
+                    // an equal share of what is left, so an early suite that overran does not starve the others of their first run
+                    bench.suiteBudget(Math.max(0, budgetEnd - System.currentTimeMillis()) * 1_000_000L / left);
+                }
+                left--;
                 try {
                     switch (suite) {
                         case "pg-copy" -> reports.add(new PgCopySuite(bench).run());

@@ -75,7 +75,7 @@ final class PgCopySuite {
                 "CREATE PUBLICATION " + PUBLICATION + " FOR TABLE " + TABLE);
         BenchRunner.log("pg-copy: %d rows loaded in %.1f s", o.copyRows, (System.nanoTime() - t0) / 1e9);
         String unavailable = tablecdcUnavailable();
-        for (int rep = 0; rep < o.reps; rep++) {
+        for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {
             double base = copyOut();
             rowsPerSecond.add(BASELINE, rep, o.copyRows / base);
             BenchRunner.log("pg-copy run %d: %s %.1f s", rep + 1, BASELINE, base);

@@ -81,7 +81,7 @@ final class PgStreamSuite {
         statements.add("SELECT pg_reload_conf()");
         bench.sql(DATABASE, statements.toArray(String[]::new));
         try {
-            for (int rep = 0; rep < o.reps; rep++) {
+            for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {
                 runOrSkip(rep, TABLECDC, tables);
                 if (bench.debezium) {
                     runOrSkip(rep, DEBEZIUM, tables);
@@ -177,7 +177,7 @@ final class PgStreamSuite {
                     }
                 }
                 // a pause so that each change travels alone, as in a quiet OLTP database
-                Thread.sleep(200);
+                Thread.sleep(100);
             }
         }
         return Measure.median(lastLatencies);

@@ -94,7 +94,7 @@ final class QueryCdcSuite {
         if (bigQuery.getDataset(DATASET) == null) {
             bigQuery.create(DatasetInfo.of(DATASET));
         }
-        for (int rep = 0; rep < o.reps; rep++) {
+        for (int rep = 0; rep < o.reps && bench.startRepetition(scaling, rep); rep++) {
             for (int n : o.qcdcTables) {
                 run(bigQuery, rep, n);
             }

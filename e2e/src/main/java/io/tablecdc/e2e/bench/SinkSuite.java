@@ -94,7 +94,7 @@ final class SinkSuite {
             double seconds = sink(mode + ":zstandard", warmup, 1);
             BenchRunner.log("sink: warm-up %s %.1f s", mode, seconds);
         }
-        for (int rep = 0; rep < o.reps; rep++) {
+        for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {
             double base = baseline(o.sinkRows, o.sinkBatchRows);
             rowsPerSecond.add(BASELINE, rep, o.sinkRows / base);
             BenchRunner.log("sink run %d: %s %.1f s (%.0f rows/s)", rep + 1, BASELINE, base, o.sinkRows / base);

@@ -79,6 +79,16 @@ class MeasureTest {
     }
 
     @Test
+    void chartAxisEndsOnARoundNumber() {
+        assertEquals(200_000, BarChart.niceCeiling(191_201));
+        assertEquals(250_000, BarChart.niceCeiling(201_000));
+        assertEquals(500, BarChart.niceCeiling(260));
+        assertEquals(1, BarChart.niceCeiling(1));
+        assertEquals(0.05, BarChart.niceCeiling(0.042), 1e-12);
+        assertEquals(1, BarChart.niceCeiling(0));
+    }
+
+    @Test
     void rowBinaryEncodesTheSinkRowsColumnByColumn() {
         byte[] row0 = SinkSuite.rowBinary(0, 1);
         // id 0 (8) + "name-0" (1+6) + "user0@example.com" (1+17) + city NULL (1) + score (8) + ratio NULL (1)
