@@ -72,7 +72,7 @@ final class QueryCdcSuite {
         this.memory = new SuiteReport("memory", "5. Memory", String.format(Locale.ROOT, "The Connect worker's (`-Xmx%s`, G1) used heap"
                 + " after a full GC (`jcmd GC.run`, then `GC.heap_info`) at the end of suite 4's idle window, with each table count"
                 + " flowing (query CDC source and stage sink); \"no tables\" is the same worker measured just before each"
-                + " deployment. Per-table overhead: (heap with N tables − heap with none) / N.", o.workerHeap));
+                + " repetition's first deployment. Per-table overhead: (heap with N tables − heap just before deploying them) / N.", o.workerHeap));
         this.heap = memory.measure(new Measure("memory-heap-after-gc", "Worker heap after GC", "MiB", false, "no tables"));
         this.perTable = memory.measure(new Measure("memory-per-table", "Worker heap per table", "MiB per table", false, baseline));
         heap.declare("no tables");
