@@ -8,7 +8,9 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * The benchmark runner's options. Defaults are the sizes of issue #9; {@code --quick} switches every size to a small
+ * The benchmark runner's options. Defaults are the sizes of issue #9 where it names them (1 M copied rows, 500 k
+ * streamed changes, 1/10/50 tables), and sizes that keep one repetition of a suite within minutes on 2 shared cores
+ * where it does not (500 k sink rows, 200 rows per query CDC table); {@code --quick} switches every size to a small
  * one for development (and writes its report under e2e/target/bench-report unless --out is given).
  */
 public final class BenchOptions {
@@ -24,7 +26,7 @@ public final class BenchOptions {
     Path out;
     String workerHeap = "1536m";
     int budgetMinutes;
-    int sinkRows = 1_000_000;
+    int sinkRows = 500_000;
     int sinkBatchRows = 50_000;
     List<String> sinkVariants = SINK_VARIANTS;
     int copyRows = 1_000_000;
@@ -32,9 +34,9 @@ public final class BenchOptions {
     int streamTables = 10;
     int latencySamples = 20;
     List<Integer> qcdcTables = List.of(1, 10, 50);
-    int qcdcRowsPerTable = 1_000;
-    long qcdcIntervalMs = 1_000;
-    int qcdcSteadySeconds = 30;
+    int qcdcRowsPerTable = 200;
+    long qcdcIntervalMs = 5_000;
+    int qcdcSteadySeconds = 20;
 
     private BenchOptions(List<String> args) {
         this.args = args;
@@ -49,14 +51,14 @@ public final class BenchOptions {
                   --quick                small sizes for development; the report goes to e2e/target/bench-report
                   --out DIR              folder of benchmarks.md and benchmarks/*.png (default docs)
                   --no-profile           skip the flight recordings of the sink suite
-                  --sink-rows N          rows through the sink (1000000)       --sink-batch-rows N   rows per batch (50000)
+                  --sink-rows N          rows through the sink (500000)       --sink-batch-rows N   rows per batch (50000)
                   --sink-variants LIST   mode:codec entries (all 8 by default), e.g. pull:zstandard,push:null
                   --copy-rows N          rows of the copied table (1000000)
                   --stream-changes N     changes of the streaming suite (500000)   --stream-tables N  tables (10)
                   --latency-samples N    single-change latency samples per run (20)
                   --qcdc-tables LIST     table counts of the query CDC suite (1,10,50)
-                  --qcdc-rows N          rows per table loaded by query CDC (1000)
-                  --qcdc-interval-ms N   sync.interval.ms (1000)     --qcdc-steady-seconds N  idle window measured (30)
+                  --qcdc-rows N          rows per table loaded by query CDC (200)
+                  --qcdc-interval-ms N   sync.interval.ms (5000)     --qcdc-steady-seconds N  idle window measured (20)
                   --worker-heap SIZE     -Xmx of the Connect worker (1536m)
                   --budget-minutes N     share N minutes among the suites: a suite starts no further repetition once
                                          its share is spent (its first always runs); default no limit
