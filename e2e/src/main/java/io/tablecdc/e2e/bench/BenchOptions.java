@@ -32,7 +32,7 @@ public final class BenchOptions {
     int copyRows = 1_000_000;
     int streamChanges = 500_000;
     int streamTables = 10;
-    int latencySamples = 20;
+    int latencySamples = 10;
     List<Integer> qcdcTables = List.of(1, 10, 50);
     int qcdcRowsPerTable = 200;
     long qcdcIntervalMs = 5_000;
@@ -55,7 +55,7 @@ public final class BenchOptions {
                   --sink-variants LIST   mode:codec entries (all 8 by default), e.g. pull:zstandard,push:null
                   --copy-rows N          rows of the copied table (1000000)
                   --stream-changes N     changes of the streaming suite (500000)   --stream-tables N  tables (10)
-                  --latency-samples N    single-change latency samples per run (20)
+                  --latency-samples N    single-change latency samples per run (10)
                   --qcdc-tables LIST     table counts of the query CDC suite (1,10,50)
                   --qcdc-rows N          rows per table loaded by query CDC (200)
                   --qcdc-interval-ms N   sync.interval.ms (5000)     --qcdc-steady-seconds N  idle window measured (20)

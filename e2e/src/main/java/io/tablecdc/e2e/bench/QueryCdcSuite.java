@@ -19,12 +19,10 @@ import com.google.cloud.bigquery.StandardTableDefinition;
 import com.google.cloud.bigquery.TableId;
 import com.google.cloud.bigquery.TableInfo;
 
-import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
-import io.tablecdc.e2e.stack.StackPaths;
 
 /**
- * Suites 4 and 5: one query CDC flow (a task per table) and one stage sink for 1, 10 and 50 BigQuery tables (the
+ * Suites 4 and 5: one query CDC flow (a task per table) into Kafka for 1, 10 and 50 BigQuery tables (the
  * local emulator) at a short interval. Each table starts with the same rows; measured: the initial load's rows per
  * second into Kafka and the worker's CPU per row, catalog transactions per batch, then an idle window of polling (CPU
  * and catalog transactions per table poll), and the worker's heap after a full GC with the tables flowing.
@@ -51,14 +49,13 @@ final class QueryCdcSuite {
         String baseline = label(o.qcdcTables.get(0));
         this.scaling = new SuiteReport("query-cdc", "4. Query CDC scaling", String.format(Locale.ROOT,
                 "One BigQuery query CDC flow (`tasks.max` = tables, `sync.interval.ms=%d`, `safety.lag.ms=1000`,"
-                        + " `initial.load=snapshot`) and one stage sink (pull, zstandard) sharing a catalog, for %s tables of %d"
+                        + " `initial.load=snapshot`) into Kafka (no sink: the source's own cost), for %s tables of %d"
                         + " rows each (id, timestamp watermark, string, double, int), against the local BigQuery emulator. Load:"
                         + " from deploying the source until every table's topic holds its rows. Batch: once every snapshot is"
-                        + " normalized, one new row in every table, until each table's batch is normalized (the catalog"
+                        + " synced, one new row in every table, until each table's batch is synced (the catalog"
                         + " transactions of polls meanwhile included). Idle: the next %d s of polling with nothing new, per table and"
                         + " interval (the polls due; the emulator, one Python process answering one query at a time, serves"
-                        + " fewer when many tables poll, which also bounds the load's rows per second). Catalog transactions are pg_stat_database's commits of the catalog database"
-                        + " (source and sink together). Per-table figures should stay flat as tables grow; the ratio column"
+                        + " fewer when many tables poll, which also bounds the load's rows per second). Catalog transactions are pg_stat_database's commits of the catalog database. Per-table figures should stay flat as tables grow; the ratio column"
                         + " compares each table count with %s.",
                 o.qcdcIntervalMs, o.qcdcTables, o.qcdcRowsPerTable, o.qcdcSteadySeconds, baseline));
         this.rowsPerSecond = scaling.measure(new Measure("qcdc-rows-per-second", "Query CDC initial load: rows per second into Kafka",
@@ -66,7 +63,7 @@ final class QueryCdcSuite {
         this.cpuPerRow = scaling.measure(new Measure("qcdc-cpu-per-1000-rows", "Query CDC initial load: worker CPU per 1000 rows",
                 "CPU ms", false, baseline));
         this.catalogPerBatch = scaling.measure(new Measure("qcdc-catalog-per-batch", "Query CDC: catalog transactions per batch"
-                + " (one new row in every table, synced and normalized)", "transactions", false, baseline));
+                + " (one new row in every table)", "transactions", false, baseline));
         this.catalogPerPoll = scaling.measure(new Measure("qcdc-catalog-per-poll", "Query CDC idle: catalog transactions per table"
                 + " and interval",
                 "transactions", false, baseline));
@@ -74,7 +71,7 @@ final class QueryCdcSuite {
                 "% of one core", false, baseline));
         this.memory = new SuiteReport("memory", "5. Memory", String.format(Locale.ROOT, "The Connect worker's (`-Xmx%s`, G1) used heap"
                 + " after a full GC (`jcmd GC.run`, then `GC.heap_info`) at the end of suite 4's idle window, with each table count"
-                + " flowing (query CDC source and stage sink); \"no tables\" is the same worker measured just before each"
+                + " flowing (the query CDC source's tasks); \"no tables\" is the same worker measured just before each"
                 + " repetition's first deployment. Per-table overhead: (heap with N tables − heap just before deploying them) / N.", o.workerHeap));
         this.heap = memory.measure(new Measure("memory-heap-after-gc", "Worker heap after GC", "MiB", false, "no tables"));
         this.perTable = memory.measure(new Measure("memory-per-table", "Worker heap per table", "MiB per table", false, baseline));
@@ -129,12 +126,6 @@ final class QueryCdcSuite {
             heap.add("no tables", rep, heapBefore);
         }
         String source = "bench-qcdc-" + run;
-        String sink = source + "-sink";
-        Map<String, String> sinkConfig = SinkConfigs.stageSink(bench.stack, catalogUrl, sink);
-        sinkConfig.put("topics.regex", "qc" + run + "\\..*");
-        sinkConfig.put("stage.local.dir", StackPaths.workDir(sink + "-local").toString());
-        sinkConfig.put("consumer.override.metadata.max.age.ms", "1000");
-        bench.rest().putConfig(sink, sinkConfig);
         Map<String, String> sourceConfig = SourceConfigs.queryCdc(bench.stack, catalogUrl, DATASET, String.join(", ", entries), n, "qc" + run);
         sourceConfig.put("sync.interval.ms", Long.toString(o.qcdcIntervalMs));
         sourceConfig.put("initial.load", "snapshot");
@@ -150,25 +141,25 @@ final class QueryCdcSuite {
         cpuPerRow.add(label, rep, cpu * 1000 * 1000 / rows);
         BenchRunner.log("query-cdc run %d, %s: %d rows in %.1f s, worker CPU %.1f s", rep + 1, label, rows, seconds, cpu);
 
-        // catalog traffic of one batch per table: every table's snapshot normalized, then one new row each
+        // catalog traffic of one batch per table: every table's snapshot synced, then one new row each
         String like = "%q" + run + "\\_%";
-        awaitNormalized(like, n, source, Duration.ofMinutes(10));
+        awaitSynced(like, n, source, Duration.ofMinutes(10));
         Thread.sleep(1_500); // the statistics collector flushes about every second
         long x0 = bench.transactions(catalog);
-        long before = normalized(like);
+        long before = synced(like);
         for (int i = 0; i < n; i++) {
             insert(bigQuery, TableId.of(project, DATASET, "q" + run + "_" + i), o.qcdcRowsPerTable, Instant.now());
         }
         // the emulator answers one query at a time: with many tables it may not serve every poll in time
-        boolean all = awaitNormalized(like, before + n, source, Duration.ofMinutes(3));
+        boolean all = awaitSynced(like, before + n, source, Duration.ofMinutes(2));
         Thread.sleep(1_500);
-        long batches = normalized(like) - before;
+        long batches = synced(like) - before;
         long x1 = bench.transactions(catalog);
         if (batches > 0) {
             catalogPerBatch.add(label, rep, (x1 - x0) / (double) batches);
         }
         BenchRunner.log("query-cdc run %d, %s: %d catalog transactions for %d batches%s", rep + 1, label, x1 - x0, batches,
-                all ? "" : " (not every table's batch within 3 minutes)");
+                all ? "" : " (not every table's batch within 2 minutes)");
 
         double ic0 = Probe.cpuSeconds(bench.workerPid);
         long ix0 = bench.transactions(catalog);
@@ -182,23 +173,21 @@ final class QueryCdcSuite {
         catalogPerPoll.add(label, rep, (ix1 - ix0) / polls);
         idleCpu.add(label, rep, 100 * idle / idleSeconds / n);
         bench.failIfTaskFailed(source);
-        bench.failIfTaskFailed(sink);
         double heapWith = Probe.heapAfterGcMb(bench.workerPid);
         heap.add(label, rep, heapWith);
         perTable.add(label, rep, (heapWith - heapBefore) / n);
         BenchRunner.log("query-cdc run %d, %s: idle CPU %.1f s in %.0f s, %d catalog transactions; heap %.0f MiB (%.0f before)",
                 rep + 1, label, idle, idleSeconds, ix1 - ix0, heapWith, heapBefore);
         bench.delete(source);
-        bench.delete(sink);
         for (int i = 0; i < n; i++) {
             bigQuery.delete(TableId.of(project, DATASET, "q" + run + "_" + i));
         }
     }
 
-    /** Batches normalized so far over the run's tables (identifiers matching {@code like}). */
-    private long normalized(String like) throws Exception {
+    /** Batches synced so far over the run's tables (identifiers matching {@code like}). */
+    private long synced(String like) throws Exception {
         try (var c = bench.stack.postgres().connect(catalog);
-             var ps = c.prepareStatement("SELECT coalesce(sum(normalized_batch_id), 0) FROM cdc_table_replication_state"
+             var ps = c.prepareStatement("SELECT coalesce(sum(synced_batch_id), 0) FROM cdc_table_replication_state"
                      + " WHERE source_table_identifier LIKE ?")) {
             ps.setString(1, like);
             try (var rs = ps.executeQuery()) {
@@ -208,19 +197,18 @@ final class QueryCdcSuite {
         }
     }
 
-    /** Waits until the batches are normalized; false when the timeout passed first (a first wait fails instead). */
-    private boolean awaitNormalized(String like, long batches, String connector, Duration timeout) throws Exception {
+    /** Waits until the batches are synced; false when the timeout passed first (a first wait fails instead). */
+    private boolean awaitSynced(String like, long batches, String connector, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
-        while (normalized(like) < batches) {
+        while (synced(like) < batches) {
             if (System.nanoTime() > deadline) {
                 if (timeout.toMinutes() < 10) {
                     return false;
                 }
-                throw new IllegalStateException(connector + ": only " + normalized(like) + " of " + batches
-                        + " batches normalized after " + timeout);
+                throw new IllegalStateException(connector + ": only " + synced(like) + " of " + batches
+                        + " batches synced after " + timeout);
             }
             bench.failIfTaskFailed(connector);
-            bench.failIfTaskFailed(connector + "-sink");
             Thread.sleep(200);
         }
         return true;
