@@ -71,8 +71,16 @@ public final class BenchRunner {
                     failures.add(suite + ": " + e.toString().replace('\n', ' '));
                 }
                 log("suite %s took %.0f s", suite, (System.nanoTime() - t0) / 1e9);
+                // written after every suite, so that an interrupted run still leaves the suites it finished
+                write(options, reports, failures, started, machineBefore, out, root);
             }
         }
+        write(options, reports, failures, started, machineBefore, out, root);
+        System.exit(failures.isEmpty() ? 0 : 1);
+    }
+
+    private static void write(BenchOptions options, List<SuiteReport> reports, List<String> failures, Instant started,
+                              String machineBefore, Path out, Path root) throws IOException {
         String doc = document(options, reports, failures, started, Instant.now(), machineBefore, machine(), out, root);
         Files.createDirectories(out.resolve("benchmarks"));
         for (SuiteReport r : reports) {
@@ -82,7 +90,6 @@ public final class BenchRunner {
         }
         Files.writeString(out.resolve("benchmarks.md"), doc, StandardCharsets.UTF_8);
         log("wrote %s", out.resolve("benchmarks.md"));
-        System.exit(failures.isEmpty() ? 0 : 1);
     }
 
     /** The report: how it was produced, the machine, then each suite's tables, charts and notes. */
