@@ -106,7 +106,7 @@ public final class ConnectWorker implements AutoCloseable {
         command.addAll(jvmArgs);
         command.add("--enable-native-access=ALL-UNNAMED");
         command.add("-cp");
-        command.add(System.getProperty("java.class.path"));
+        command.add(workerClassPath());
         command.add(ConnectWorkerMain.class.getName());
         command.add(propsFile.toString());
         command.add(urlFile.toString());
@@ -130,6 +130,22 @@ public final class ConnectWorker implements AutoCloseable {
         URI url = URI.create(Files.readString(urlFile).trim());
         log.info("Connect worker process {} up at {}", process.pid(), url);
         return new ConnectWorker(url, null, process);
+    }
+
+    /**
+     * This JVM's class path without tablecdc's own jars from a Maven repository: a worker loads the connectors only
+     * from plugin.path, and a repository shared by several builds may hold a different version of them (whose catalog
+     * migrations Flyway would then find through the parent class loader).
+     */
+    static String workerClassPath() {
+        StringBuilder cp = new StringBuilder();
+        for (String entry : System.getProperty("java.class.path").split(java.io.File.pathSeparator)) {
+            if (entry.replace('\\', '/').contains("/io/tablecdc/")) {
+                continue;
+            }
+            cp.append(cp.isEmpty() ? "" : java.io.File.pathSeparator).append(entry);
+        }
+        return cp.toString();
     }
 
     public URI restUrl() {
