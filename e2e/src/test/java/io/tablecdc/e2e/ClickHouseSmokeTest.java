@@ -263,6 +263,56 @@ class ClickHouseSmokeTest {
         assertStageRows("avro_push");
     }
 
+    @Test
+    void largeRowBinaryInsertBodyLoadsWhole() throws Exception {
+        execute("CREATE OR REPLACE TABLE big_insert (id Int64, note String) ENGINE = MergeTree ORDER BY id");
+        // 20 000 RowBinary rows of about 60 bytes, over a MiB; inline in the statement, the engine would keep the
+        // first 2 570 rows and drop the rest without an error
+        ByteArrayOutputStream rb = new ByteArrayOutputStream();
+        for (int i = 0; i < 20_000; i++) {
+            long v = i;
+            for (int b = 0; b < 8; b++) {
+                rb.write((int) (v >>> (8 * b)) & 0xFF);
+            }
+            byte[] note = ("note-" + i + "-" + "x".repeat(40)).getBytes(StandardCharsets.UTF_8);
+            rb.write(note.length);
+            rb.write(note, 0, note.length);
+        }
+        InsertResponse response = client.insert("big_insert", new ByteArrayInputStream(rb.toByteArray()),
+                ClickHouseFormat.RowBinary).get(60, TimeUnit.SECONDS);
+        assertEquals(20_000, response.getWrittenRows());
+        List<GenericRecord> rows = client.queryAll("SELECT count() AS n, sum(id) AS s, max(note) AS m FROM big_insert");
+        assertEquals(20_000, rows.get(0).getLong("n"));
+        assertEquals(19_999L * 20_000 / 2, rows.get(0).getLong("s"));
+        assertEquals("note-9999-" + "x".repeat(40), rows.get(0).getString("m"));
+    }
+
+    @Test
+    void largeAvroStageFileLoadsAsAnInsertBody() throws Exception {
+        execute("CREATE OR REPLACE TABLE avro_push_large (" + STAGE_COLUMNS + ") ENGINE = MergeTree ORDER BY id");
+        Schema amount = STAGE_SCHEMA.getField("amount").schema();
+        Conversions.DecimalConversion decimals = new Conversions.DecimalConversion();
+        ByteArrayOutputStream file = new ByteArrayOutputStream();
+        try (DataFileWriter<GenericData.Record> writer = new DataFileWriter<>(new GenericDatumWriter<GenericData.Record>(STAGE_SCHEMA))) {
+            writer.setCodec(org.apache.avro.file.CodecFactory.zstandardCodec(3));
+            writer.create(STAGE_SCHEMA, file);
+            for (long i = 0; i < 20_000; i++) {
+                writer.append(new GenericRecordBuilder(STAGE_SCHEMA).set("id", i).set("name", "name-" + Long.toHexString(i * 0x9E3779B97F4A7C15L))
+                        .set("note", i % 3 == 0 ? null : "note-" + i)
+                        .set("amount", decimals.toBytes(new BigDecimal(i).movePointLeft(4), amount, amount.getLogicalType()))
+                        .set("updated_at", micros(T1) + i).set("birthday", 7_000 + (int) (i % 1000)).build());
+            }
+        }
+        // a stage file of the size the sink pushes (over 100 KB compressed), where inline data was cut short
+        assertTrue(file.size() > 256 * 1024, "file of " + file.size() + " bytes");
+        InsertResponse response = client.insert("avro_push_large", new ByteArrayInputStream(file.toByteArray()), ClickHouseFormat.Avro)
+                .get(60, TimeUnit.SECONDS);
+        assertEquals(20_000, response.getWrittenRows());
+        List<GenericRecord> rows = client.queryAll("SELECT count() AS n, sum(id) AS s FROM avro_push_large");
+        assertEquals(20_000, rows.get(0).getLong("n"));
+        assertEquals(19_999L * 20_000 / 2, rows.get(0).getLong("s"));
+    }
+
     private static void assertStageRows(String table) {
         List<GenericRecord> rows = client.queryAll("SELECT id, name, note, amount, updated_at, birthday,"
                 + " toTypeName(amount) AS amount_type, toTypeName(updated_at) AS ts_type"

@@ -80,10 +80,12 @@ public final class ConnectWorker implements AutoCloseable {
         return new ConnectWorker(url, connect, null);
     }
 
+    private static final List<String> DEFAULT_JVM_ARGS = List.of("-Xmx768m");
+
     /** Starts the worker as its own JVM on this JVM's class path; its log goes to {@code workDir/worker.log}. */
     public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout)
             throws IOException, InterruptedException {
-        return startProcess(props, workDir, timeout, Map.of());
+        return startProcess(props, workDir, timeout, Map.of(), DEFAULT_JVM_ARGS);
     }
 
     /**
@@ -92,6 +94,21 @@ public final class ConnectWorker implements AutoCloseable {
      */
     public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout,
                                              Map<String, String> environment) throws IOException, InterruptedException {
+        return startProcess(props, workDir, timeout, environment, DEFAULT_JVM_ARGS);
+    }
+
+    /**
+     * Starts the worker as its own JVM with {@code jvmArgs} (heap size, flight recorder, logging) instead of the
+     * default heap; benchmarks use it to give the worker a known heap and to measure its CPU and memory apart.
+     */
+    public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout, List<String> jvmArgs)
+            throws IOException, InterruptedException {
+        return startProcess(props, workDir, timeout, Map.of(), jvmArgs);
+    }
+
+    private static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout,
+                                              Map<String, String> environment, List<String> jvmArgs)
+            throws IOException, InterruptedException {
         Files.createDirectories(workDir);
         Path propsFile = workDir.resolve("worker.properties");
         Path urlFile = workDir.resolve("rest.url");
@@ -103,10 +120,10 @@ public final class ConnectWorker implements AutoCloseable {
         }
         List<String> command = new ArrayList<>();
         command.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        command.add("-Xmx768m");
+        command.addAll(jvmArgs);
         command.add("--enable-native-access=ALL-UNNAMED");
         command.add("-cp");
-        command.add(System.getProperty("java.class.path"));
+        command.add(workerClassPath());
         command.add(ConnectWorkerMain.class.getName());
         command.add(propsFile.toString());
         command.add(urlFile.toString());
@@ -133,6 +150,22 @@ public final class ConnectWorker implements AutoCloseable {
         return new ConnectWorker(url, null, process);
     }
 
+    /**
+     * This JVM's class path without tablecdc's own jars from a Maven repository: a worker loads the connectors only
+     * from plugin.path, and a repository shared by several builds may hold a different version of them (whose catalog
+     * migrations Flyway would then find through the parent class loader).
+     */
+    static String workerClassPath() {
+        StringBuilder cp = new StringBuilder();
+        for (String entry : System.getProperty("java.class.path").split(java.io.File.pathSeparator)) {
+            if (entry.replace('\\', '/').contains("/io/tablecdc/")) {
+                continue;
+            }
+            cp.append(cp.isEmpty() ? "" : java.io.File.pathSeparator).append(entry);
+        }
+        return cp.toString();
+    }
+
     public URI restUrl() {
         return restUrl;
     }
@@ -148,6 +181,11 @@ public final class ConnectWorker implements AutoCloseable {
         }
         process.destroyForcibly();
         process.waitFor(30, TimeUnit.SECONDS);
+    }
+
+    /** The worker's process id, or empty for an in-process or external worker. */
+    public java.util.OptionalLong pid() {
+        return process == null ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(process.pid());
     }
 
     public boolean alive() {
