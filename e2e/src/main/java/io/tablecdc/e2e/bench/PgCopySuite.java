@@ -1,6 +1,8 @@
 package io.tablecdc.e2e.bench;
 
 import java.io.OutputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.List;
@@ -111,8 +113,38 @@ final class PgCopySuite {
         if (unavailable != null) {
             report.note("tablecdc's copy variants: not available in this build — the connector's validate() refuses"
                     + " `table.sync.copy=all`: " + unavailable);
+        } else if (o.profile) {
+            try {
+                profile(1, 1);
+            } catch (Exception e) {
+                BenchRunner.log("pg-copy profile failed: %s", e);
+            }
         }
         return report;
+    }
+
+    /**
+     * One more run of a tablecdc variant (not counted in the table) with a flight recording of the Connect worker and
+     * the CPU time of the worker and of Postgres: where one copy task's time goes.
+     */
+    private void profile(int tasks, int connections) throws Exception {
+        Path dir = bench.workDir.resolve("jfr");
+        Files.createDirectories(dir);
+        Path workerJfr = dir.resolve("pg-copy-worker.jfr");
+        double w0 = Probe.cpuSeconds(bench.workerPid);
+        double s0 = Probe.cpuSeconds(ProcessHandle.current().pid());
+        Probe.startRecording(bench.workerPid, "bench-pg-copy");
+        double seconds = tablecdc(tasks, connections);
+        Probe.stopRecording(bench.workerPid, "bench-pg-copy", workerJfr);
+        double w = Probe.cpuSeconds(bench.workerPid) - w0;
+        double s = Probe.cpuSeconds(ProcessHandle.current().pid()) - s0;
+        Probe.Profile profile = Probe.profile(workerJfr);
+        report.note(String.format(Locale.ROOT, "**Profile of %s** (one extra run with JDK Flight Recorder, `settings=profile`,"
+                + " on the Connect worker; not counted in the table): %.1f s wall for %d rows. CPU seconds used meanwhile:"
+                + " Connect worker %.1f, the benchmark JVM (Kafka broker and the rest of the stack) %.1f.%n%n",
+                tablecdcName(tasks, connections), seconds, bench.options.copyRows, w, s)
+                + "Connect worker (" + bench.root().relativize(workerJfr) + "):\n\n" + profile.markdown(12));
+        BenchRunner.log("pg-copy profile: %.1f s, worker CPU %.1f s, stack JVM CPU %.1f s", seconds, w, s);
     }
 
     private void failed(String variant, Exception e) {
