@@ -724,8 +724,8 @@ public class ApplyTask extends SourceTask {
     /** What the operator does with a table that stays errored: fix the cause, then have it copied again. */
     static String resetHint(PgPipelineConfig config, String flow, String table) {
         return (config.copies(table) ? "no retries left (max.table.retries=" + config.maxTableRetries() + ")"
-                : "not copied (table.sync.copy), so it is not retried")
-                + ": fix the cause, then copy it again with tablecdc-reset-table --flow " + flow + " --table " + table
+                + ": fix the cause, then copy it again with" : "not copied (table.sync.copy), so it is not retried:"
+                + " fix the cause, then restart it with") + " tablecdc-reset-table --flow " + flow + " --table " + table
                 + " (docs/operations.md, Reset one Postgres table)";
     }
 
