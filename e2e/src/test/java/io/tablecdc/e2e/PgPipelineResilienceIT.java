@@ -28,6 +28,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.StatusScript;
+import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -46,7 +47,7 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
  */
 class PgPipelineResilienceIT {
     private static final LocalStack stack = LocalStack.get();
-    private static final String SOURCE = "io.tablecdc.pg.PgPipelineSourceConnector";
+    private static final String SOURCE = SourceConfigs.PG_PIPELINE;
     private static final String DATABASE = "resil_source";
     private static final String OTHER_DATABASE = "resil_other";
 
@@ -98,25 +99,8 @@ class PgPipelineResilienceIT {
     }
 
     private static Map<String, String> sourceConfig(String prefix, String publication) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", SOURCE);
-        config.put("tasks.max", "1");
-        config.put("database.host", stack.postgres().host());
-        config.put("database.port", Integer.toString(stack.postgres().port()));
-        config.put("database.dbname", DATABASE);
-        config.put("database.user", stack.postgres().user());
-        config.put("database.password", stack.postgres().password());
-        config.put("database.sslmode", "disable");
-        config.put("publication.name", publication);
-        config.put("slot.prefix", prefix);
-        config.put("topic.prefix", prefix);
+        Map<String, String> config = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
         config.put("batch.rows", "500");
-        config.put("heartbeat.interval.ms", "500");
-        config.put("topic.creation.default.partitions", "1");
-        config.put("topic.creation.default.replication.factor", "1");
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
         return config;
     }
 

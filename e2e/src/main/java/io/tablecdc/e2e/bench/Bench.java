@@ -285,23 +285,11 @@ public final class Bench implements AutoCloseable {
 
     /** The Postgres pipeline source's connection settings for {@code database}. */
     public Map<String, String> pgPipeline(String database, String catalogUrl, String publication, String slotPrefix, String topicPrefix) {
-        Map<String, String> config = new HashMap<>();
-        config.put("connector.class", "io.tablecdc.pg.PgPipelineSourceConnector");
-        config.put("tasks.max", "1");
-        config.put("database.host", stack.postgres().host());
-        config.put("database.port", Integer.toString(stack.postgres().port()));
-        config.put("database.dbname", database);
-        config.put("database.user", stack.postgres().user());
-        config.put("database.password", stack.postgres().password());
-        config.put("database.sslmode", "disable");
-        config.put("publication.name", publication);
-        config.put("slot.prefix", slotPrefix);
+        Map<String, String> config = io.tablecdc.e2e.flows.SourceConfigs.pgPipeline(stack, catalogUrl, database, publication,
+                slotPrefix);
         config.put("topic.prefix", topicPrefix);
-        config.put("topic.creation.default.partitions", "1");
-        config.put("topic.creation.default.replication.factor", "1");
-        config.put("catalog.jdbc.url", catalogUrl);
-        config.put("catalog.user", stack.postgres().user());
-        config.put("catalog.password", stack.postgres().password());
+        // the connector's default heartbeat, as the benchmarks were measured with
+        config.remove("heartbeat.interval.ms");
         return config;
     }
 
