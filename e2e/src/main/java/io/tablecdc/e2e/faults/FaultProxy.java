@@ -1,0 +1,164 @@
+package io.tablecdc.e2e.faults;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of one server (the catalog, a source database, ClickHouse, the object store,
+ * the BigQuery emulator), through which a test takes the server away while flows run: {@link #refuse()} closes every
+ * open connection and every new one at once (the server is down), {@link #hang()} keeps connections open but moves
+ * no byte in either direction (the server stopped answering), {@link #pass()} restores it. The server itself keeps
+ * running, so what a connector sees is exactly a network or server outage.
+ */
+public final class FaultProxy implements AutoCloseable {
+    private static final Logger log = LoggerFactory.getLogger(FaultProxy.class);
+
+    /** What the proxy does with traffic. */
+    public enum Mode { PASS, REFUSE, HANG }
+
+    private final String name;
+    private final InetSocketAddress target;
+    private final ServerSocket server;
+    private final Set<Socket> open = ConcurrentHashMap.newKeySet();
+    private final AtomicLong accepted = new AtomicLong();
+    private volatile Mode mode = Mode.PASS;
+    private volatile boolean closed;
+
+    private FaultProxy(String name, InetSocketAddress target) throws IOException {
+        this.name = name;
+        this.target = target;
+        this.server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+        Thread acceptor = new Thread(this::acceptLoop, "fault-proxy-" + name);
+        acceptor.setDaemon(true);
+        acceptor.start();
+    }
+
+    /** A proxy named {@code name} (for logs) forwarding to {@code host:port}. */
+    public static FaultProxy start(String name, String host, int port) throws IOException {
+        FaultProxy proxy = new FaultProxy(name, new InetSocketAddress(host, port));
+        log.info("fault proxy {} on 127.0.0.1:{} in front of {}:{}", name, proxy.port(), host, port);
+        return proxy;
+    }
+
+    public int port() {
+        return server.getLocalPort();
+    }
+
+    public Mode mode() {
+        return mode;
+    }
+
+    /** Connections accepted so far (refused ones included). */
+    public long accepted() {
+        return accepted.get();
+    }
+
+    public void pass() {
+        set(Mode.PASS);
+    }
+
+    /** Closes every open connection and each new one: the server looks down. */
+    public void refuse() {
+        set(Mode.REFUSE);
+        for (Socket socket : open) {
+            closeQuietly(socket);
+        }
+    }
+
+    /** Connections stay open and new ones are accepted, but no byte moves: the server looks hung. */
+    public void hang() {
+        set(Mode.HANG);
+    }
+
+    private void set(Mode next) {
+        log.info("fault proxy {}: {} -> {}", name, mode, next);
+        mode = next;
+    }
+
+    private void acceptLoop() {
+        while (!closed) {
+            Socket client;
+            try {
+                client = server.accept();
+            } catch (IOException e) {
+                if (!closed) {
+                    log.warn("fault proxy {}: accept failed", name, e);
+                }
+                return;
+            }
+            accepted.incrementAndGet();
+            if (mode == Mode.REFUSE) {
+                closeQuietly(client);
+                continue;
+            }
+            Socket upstream = new Socket();
+            try {
+                upstream.connect(target, 5000);
+            } catch (IOException e) {
+                closeQuietly(client);
+                closeQuietly(upstream);
+                continue;
+            }
+            open.add(client);
+            open.add(upstream);
+            pump(client, upstream, "up");
+            pump(upstream, client, "down");
+        }
+    }
+
+    private void pump(Socket from, Socket to, String direction) {
+        Thread thread = new Thread(() -> {
+            byte[] buffer = new byte[64 * 1024];
+            try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
+                int n;
+                while ((n = in.read(buffer)) >= 0) {
+                    while (mode == Mode.HANG && !closed) {
+                        Thread.sleep(20);
+                    }
+                    if (mode == Mode.REFUSE || closed) {
+                        break;
+                    }
+                    out.write(buffer, 0, n);
+                    out.flush();
+                }
+            } catch (IOException | InterruptedException e) {
+                // the other side or a mode change closed the connection
+            } finally {
+                closeQuietly(from);
+                closeQuietly(to);
+                open.remove(from);
+                open.remove(to);
+            }
+        }, "fault-proxy-" + name + "-" + direction);
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    private static void closeQuietly(Socket socket) {
+        try {
+            socket.close();
+        } catch (IOException ignored) {
+            // already closed
+        }
+    }
+
+    @Override
+    public void close() throws IOException {
+        closed = true;
+        server.close();
+        for (Socket socket : open) {
+            closeQuietly(socket);
+        }
+    }
+}

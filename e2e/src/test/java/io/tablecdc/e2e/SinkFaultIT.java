@@ -1,0 +1,206 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.math.BigDecimal;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+
+import org.apache.kafka.connect.data.Decimal;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaBuilder;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+
+import io.tablecdc.e2e.faults.Fault;
+import io.tablecdc.e2e.faults.FaultInjector;
+import io.tablecdc.e2e.faults.NamedFaults;
+import io.tablecdc.e2e.flows.Headers;
+import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.ConnectWorker;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * The sink's worker process dies (Byteman halts it, as SIGKILL would) at each named step between two of its state
+ * changes, while batches of inserts and updates flow; a second worker takes over without faults. ClickHouse
+ * {@code FINAL} ends equal to what was produced, every row once, no stage row left.
+ */
+class SinkFaultIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final Schema KEY = SchemaBuilder.struct().name("k").field("id", Schema.INT64_SCHEMA).build();
+    private static final Schema VALUE = SchemaBuilder.struct().name("v").field("id", Schema.INT64_SCHEMA)
+            .field("customer", Schema.STRING_SCHEMA).field("amount", Decimal.builder(2).build()).build();
+    private static final int BATCHES = 12;
+    private static final int ROWS_PER_BATCH = 40;
+
+    static Stream<Fault> steps() {
+        return Stream.of(
+                // the third load, so that earlier batches are complete and later ones still staged
+                NamedFaults.sinkLoadedNotRecorded().kill().onOccurrence(3),
+                NamedFaults.sinkRecordedNotCleaned().kill().onOccurrence(3),
+                NamedFaults.sinkUploadedNotStaged().kill().onOccurrence(4),
+                NamedFaults.sinkStagedNotCommitted().kill().onOccurrence(4));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("steps")
+    void aWorkerKilledAtTheStepLosesAndDoublesNothing(Fault fault) throws Exception {
+        String name = fault.name();
+        String database = ("sinkfault_" + name).replace('-', '_');
+        String flow = "flow-" + name;
+        String table = "fault." + name.replace('-', '_');
+        String topic = "sinkfault." + name;
+        String clickhouseTable = "fault_" + name.replace('-', '_');
+        String catalogUrl = stack.postgres().createDatabase(database);
+        Map<Long, String> expected = produce(flow, table, topic);
+
+        String group = "sinkfault-" + name + "-" + System.nanoTime();
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"), fault);
+        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
+        jvmArgs.addAll(injector.jvmArgs());
+        ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/worker-1"),
+                Duration.ofSeconds(120), jvmArgs);
+        try {
+            first.rest().putConfig("sink-" + name, sinkConfig(catalogUrl, topic));
+            injector.awaitFired(fault, Duration.ofSeconds(120));
+        } finally {
+            first.kill();
+        }
+
+        ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/worker-2"),
+                Duration.ofSeconds(120));
+        try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build()) {
+            second.rest().awaitRunning("sink-" + name, 1, Duration.ofSeconds(120));
+            long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
+            long count = -1;
+            long staged = -1;
+            while (System.nanoTime() < deadline) {
+                staged = stagedBatches(database, flow, table);
+                try {
+                    count = clickhouse.queryAll("SELECT count() AS n FROM " + clickhouseTable + " FINAL").get(0).getLong("n");
+                } catch (RuntimeException notYet) {
+                    count = -1;
+                }
+                if (count == expected.size() && staged == 0 && normalizedBatch(database, flow, table) == BATCHES) {
+                    break;
+                }
+                Thread.sleep(500);
+            }
+            String state = catalogState(database, flow, table) + "; ClickHouse rows per batch: "
+                    + clickhouse.queryAll("SELECT intDiv(id - 1, " + ROWS_PER_BATCH / 2 + ") AS b, count() AS n FROM " + clickhouseTable
+                    + " FINAL GROUP BY b ORDER BY b").stream().map(r -> r.getLong("b") + ":" + r.getLong("n")).toList();
+            assertEquals(expected.size(), count, "rows after the fault (FINAL); " + state);
+            assertEquals(0, staged, "stage rows left; " + state);
+            assertEquals(BATCHES, normalizedBatch(database, flow, table), "normalized batch id; " + state);
+            List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer, count() OVER (PARTITION BY id) AS copies"
+                    + " FROM " + clickhouseTable + " FINAL ORDER BY id");
+            for (GenericRecord row : rows) {
+                assertEquals(expected.get(row.getLong("id")), row.getString("customer"), "row " + row.getLong("id"));
+                assertEquals(1, row.getLong("copies"), "copies of row " + row.getLong("id"));
+            }
+            second.rest().delete("sink-" + name);
+        } finally {
+            second.close();
+        }
+    }
+
+    private static Map<Long, String> produce(String flow, String table, String topic) throws Exception {
+        Map<Long, String> expected = new HashMap<>();
+        long version = 0;
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            for (int batch = 1; batch <= BATCHES; batch++) {
+                for (int i = 0; i < ROWS_PER_BATCH; i++) {
+                    // every batch rewrites half of the previous batch's rows and adds new ones
+                    long id = (long) (batch - 1) * ROWS_PER_BATCH / 2 + i + 1;
+                    String customer = "c" + id + "-b" + batch;
+                    version++;
+                    producer.send(topic, new Struct(KEY).put("id", id),
+                            new Struct(VALUE).put("id", id).put("customer", customer).put("amount", new BigDecimal(id).movePointLeft(2)),
+                            Headers.of(flow, table, expected.containsKey(id) ? "u" : "c", version, batch, i == ROWS_PER_BATCH - 1));
+                    expected.put(id, customer);
+                }
+            }
+        }
+        return expected;
+    }
+
+    private static Map<String, String> sinkConfig(String catalogUrl, String topic) {
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "sinkfault");
+        config.put("topics", topic);
+        config.put("table.name.format", "${table}");
+        config.put("normalize.buffer.batches", "100");
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "1000");
+        // one batch and a bit per poll, so that uploads and loads interleave with consumption
+        config.put("consumer.override.max.poll.records", "50");
+        config.put("consumer.override.session.timeout.ms", "6000");
+        config.put("consumer.override.heartbeat.interval.ms", "1500");
+        return config;
+    }
+
+    private static long stagedBatches(String database, String flow, String table) throws Exception {
+        return catalogLong(database, "SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?",
+                flow, table);
+    }
+
+    private static long normalizedBatch(String database, String flow, String table) throws Exception {
+        return catalogLong(database, "SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
+                + " WHERE flow_name = ? AND source_table_identifier = ?", flow, table);
+    }
+
+    /** The table's catalog row and its stage rows, for failure messages. */
+    private static String catalogState(String database, String flow, String table) throws Exception {
+        StringBuilder text = new StringBuilder("catalog:");
+        try (Connection c = stack.postgres().connect(database)) {
+            for (String sql : List.of(
+                    "SELECT synced_batch_id, normalized_batch_id, last_error FROM cdc_table_replication_state"
+                            + " WHERE flow_name = ? AND source_table_identifier = ?",
+                    "SELECT batch_id, rows FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?"
+                            + " ORDER BY batch_id")) {
+                try (PreparedStatement ps = c.prepareStatement(sql)) {
+                    ps.setString(1, flow);
+                    ps.setString(2, table);
+                    try (ResultSet rs = ps.executeQuery()) {
+                        while (rs.next()) {
+                            text.append(" [");
+                            for (int i = 1; i <= rs.getMetaData().getColumnCount(); i++) {
+                                text.append(i > 1 ? ", " : "").append(rs.getMetaData().getColumnName(i)).append('=').append(rs.getString(i));
+                            }
+                            text.append(']');
+                        }
+                    }
+                }
+            }
+        }
+        return text.toString();
+    }
+
+    private static long catalogLong(String database, String sql, String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect(database); PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        } catch (java.sql.SQLException notYet) {
+            // the catalog's tables are created by the sink's first start
+            return -1;
+        }
+    }
+}

@@ -1,0 +1,164 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.math.BigDecimal;
+import java.net.URI;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+import org.apache.kafka.connect.data.Decimal;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaBuilder;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+
+import io.tablecdc.e2e.faults.FaultProxy;
+import io.tablecdc.e2e.flows.Headers;
+import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.LocalStack;
+
+/**
+ * One of the sink's dependencies (the catalog Postgres, ClickHouse, the object store) goes away while batches flow,
+ * through a {@link FaultProxy} in front of it: refused (down) or hung (no answer), for longer than the sink's backoff
+ * limits. The sink task stays running, and once the dependency is back ClickHouse {@code FINAL} equals what was
+ * produced, each row once.
+ */
+class SinkOutageIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final Schema KEY = SchemaBuilder.struct().name("k").field("id", Schema.INT64_SCHEMA).build();
+    private static final Schema VALUE = SchemaBuilder.struct().name("v").field("id", Schema.INT64_SCHEMA)
+            .field("customer", Schema.STRING_SCHEMA).field("amount", Decimal.builder(2).build()).build();
+    private static final int BATCHES = 30;
+    private static final int ROWS_PER_BATCH = 20;
+
+    @ParameterizedTest(name = "{0} {1} for {2} ms")
+    @CsvSource({
+            "catalog, refuse, 6000",
+            "clickhouse, hang, 6000",
+            "objectstore, refuse, 6000",
+    })
+    void theSinkRidesOutAnOutageOfADependency(String dependency, String how, long outageMs) throws Exception {
+        String name = dependency + "-" + how;
+        String database = "sinkoutage_" + dependency + "_" + how;
+        String flow = "flow-outage-" + name;
+        String table = "outage." + dependency + "_" + how;
+        String topic = "sinkoutage." + name;
+        String clickhouseTable = "outage_" + dependency + "_" + how;
+        String catalogUrl = stack.postgres().createDatabase(database);
+        URI clickhouseUri = URI.create(stack.clickhouse().httpUrl());
+        URI storeUri = URI.create(stack.objectStore().endpoint());
+        FaultProxy proxy = switch (dependency) {
+            case "catalog" -> FaultProxy.start(name, stack.postgres().host(), stack.postgres().port());
+            case "clickhouse" -> FaultProxy.start(name, clickhouseUri.getHost(), clickhouseUri.getPort());
+            case "objectstore" -> FaultProxy.start(name, storeUri.getHost(), storeUri.getPort());
+            default -> throw new IllegalArgumentException(dependency);
+        };
+        Consumer<FaultProxy> outage = "hang".equals(how) ? FaultProxy::hang : FaultProxy::refuse;
+        String connector = "sink-outage-" + name;
+        Map<Long, String> expected = new ConcurrentHashMap<>();
+        try (proxy; Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl())
+                .setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
+                .compressServerResponse(false).build()) {
+            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "sinkoutage");
+            config.put("topics", topic);
+            config.put("table.name.format", "${table}");
+            config.put("normalize.buffer.batches", "100");
+            config.put("normalize.backoff.initial.ms", "300");
+            config.put("normalize.backoff.max.ms", "1000");
+            config.put("consumer.override.max.poll.records", "25");
+            String via = "127.0.0.1:" + proxy.port();
+            switch (dependency) {
+                case "catalog" -> config.put("catalog.jdbc.url", catalogUrl.replace(stack.postgres().host() + ":" + stack.postgres().port(), via));
+                case "clickhouse" -> config.put("clickhouse.url", "http://" + via);
+                default -> config.put("stage.s3.endpoint", "http://" + via);
+            }
+            stack.connect().rest().putConfig(connector, config);
+            stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(90));
+
+            CompletableFuture<Void> producing = CompletableFuture.runAsync(() -> produce(flow, table, topic, expected));
+            Thread.sleep(2000);
+            outage.accept(proxy);
+            Thread.sleep(outageMs);
+            proxy.pass();
+            producing.get(2, TimeUnit.MINUTES);
+
+            long deadline = System.nanoTime() + Duration.ofSeconds(150).toNanos();
+            long count = -1;
+            long staged = -1;
+            while (System.nanoTime() < deadline) {
+                staged = stagedBatches(database, flow, table);
+                try {
+                    count = clickhouse.queryAll("SELECT count() AS n FROM " + clickhouseTable + " FINAL").get(0).getLong("n");
+                } catch (RuntimeException notYet) {
+                    count = -1;
+                }
+                if (count == expected.size() && staged == 0) {
+                    break;
+                }
+                Thread.sleep(500);
+            }
+            assertEquals(expected.size(), count, "rows after the outage (FINAL)");
+            assertEquals(0, staged, "stage rows left");
+            List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer, count() OVER (PARTITION BY id) AS copies"
+                    + " FROM " + clickhouseTable + " FINAL ORDER BY id");
+            for (GenericRecord row : rows) {
+                assertEquals(expected.get(row.getLong("id")), row.getString("customer"), "row " + row.getLong("id"));
+                assertEquals(1, row.getLong("copies"), "copies of row " + row.getLong("id"));
+            }
+            List<String> states = stack.connect().rest().states(connector);
+            assertTrue(states.stream().allMatch("RUNNING"::equals), "connector and task states after the outage: " + states);
+            assertTrue(proxy.accepted() > 0, "the sink reached " + dependency + " through the proxy");
+        } finally {
+            stack.connect().rest().delete(connector);
+        }
+    }
+
+    private static void produce(String flow, String table, String topic, Map<Long, String> expected) {
+        long version = 0;
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            for (int batch = 1; batch <= BATCHES; batch++) {
+                for (int i = 0; i < ROWS_PER_BATCH; i++) {
+                    long id = (long) (batch - 1) * ROWS_PER_BATCH / 2 + i + 1;
+                    String customer = "c" + id + "-b" + batch;
+                    version++;
+                    producer.send(topic, new Struct(KEY).put("id", id),
+                            new Struct(VALUE).put("id", id).put("customer", customer).put("amount", new BigDecimal(id).movePointLeft(2)),
+                            Headers.of(flow, table, expected.containsKey(id) ? "u" : "c", version, batch, i == ROWS_PER_BATCH - 1));
+                    expected.put(id, customer);
+                }
+                Thread.sleep(300);
+            }
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static long stagedBatches(String database, String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect(database);
+             PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        } catch (java.sql.SQLException notYet) {
+            return -1;
+        }
+    }
+}

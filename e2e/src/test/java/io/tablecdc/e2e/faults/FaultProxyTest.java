@@ -1,0 +1,67 @@
+package io.tablecdc.e2e.faults;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Properties;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+import org.junit.jupiter.api.Test;
+
+import io.tablecdc.e2e.stack.LocalStack;
+
+/** The fault proxy in front of the stack's real Postgres: down, hung and back, as a client sees it. */
+class FaultProxyTest {
+    private static final LocalStack stack = LocalStack.get();
+
+    @Test
+    void refuseCutsOpenAndNewConnectionsHangStallsThemAndPassRestores() throws Exception {
+        try (FaultProxy proxy = FaultProxy.start("pg", stack.postgres().host(), stack.postgres().port())) {
+            String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/postgres";
+            try (Connection open = connect(viaProxy)) {
+                assertEquals(1, selectOne(open));
+                proxy.refuse();
+                assertThrows(SQLException.class, () -> selectOne(open), "an open connection is cut");
+                assertThrows(SQLException.class, () -> connect(viaProxy).close(), "a new connection is refused");
+            }
+            proxy.pass();
+            try (Connection again = connect(viaProxy)) {
+                assertEquals(1, selectOne(again));
+                proxy.hang();
+                CompletableFuture<Integer> stalled = CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return selectOne(again);
+                    } catch (SQLException e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                assertThrows(TimeoutException.class, () -> stalled.get(2, TimeUnit.SECONDS), "no answer while hung");
+                proxy.pass();
+                assertEquals(1, stalled.get(10, TimeUnit.SECONDS), "the held query completes once the proxy passes");
+            }
+            assertTrue(proxy.accepted() >= 3);
+        }
+    }
+
+    private static Connection connect(String url) throws SQLException {
+        Properties props = new Properties();
+        props.setProperty("user", stack.postgres().user());
+        props.setProperty("password", stack.postgres().password());
+        props.setProperty("connectTimeout", "5");
+        return DriverManager.getConnection(url, props);
+    }
+
+    private static int selectOne(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement(); var rs = statement.executeQuery("SELECT 1")) {
+            rs.next();
+            return rs.getInt(1);
+        }
+    }
+}
