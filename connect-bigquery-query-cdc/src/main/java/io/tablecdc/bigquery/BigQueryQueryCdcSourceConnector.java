@@ -28,6 +28,7 @@ import io.tablecdc.bigquery.schema.TableSchema;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConnectionCheck;
 import io.tablecdc.common.catalog.FlowIdentity;
 
 /**
@@ -143,6 +144,7 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
                     + "; a table's topic must have one partition to keep its changes in order");
         }
+        CatalogConnectionCheck.check(parsed.catalog(), result, values);
         checkTables(parsed, result, values);
         return result;
     }

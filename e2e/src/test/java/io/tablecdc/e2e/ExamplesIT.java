@@ -65,6 +65,7 @@ class ExamplesIT {
     private static final List<String> FRAMEWORK_PREFIXES = List.of("consumer.override.", "producer.override.", "admin.override.",
             "topic.creation.default.");
     private static final Duration WAIT = Duration.ofSeconds(90);
+    private static final String EXAMPLES_CLICKHOUSE_USER = "examples";
 
     @Test
     void everyExampleIsValidOnAWorkerWithConfigProvidersAndHoldsNoLiteralSecret() throws Exception {
@@ -109,6 +110,9 @@ class ExamplesIT {
         assertEquals(new TreeSet<>(secrets.keySet()), new TreeSet<>(referencedNames(examples)),
                 "the secrets the examples reference are the ones this test provides");
         prepareSources(setDbPassword ? secrets.get("TABLECDC_DB_PASSWORD") : null);
+        if (stack.clickhouse().isEmbedded()) {
+            stack.clickhouse().addUser(EXAMPLES_CLICKHOUSE_USER, secrets.get("CLICKHOUSE_PASSWORD"));
+        }
         Path secretsFile = StackPaths.workDir("examples").resolve("secrets.properties");
         Properties fileSecrets = new Properties();
         fileSecrets.putAll(secrets);
@@ -243,6 +247,10 @@ class ExamplesIT {
         }
         if (local.containsKey("bigquery.project")) {
             local.put("bigquery.project", stack.bigquery().projectId());
+        }
+        if (local.containsKey("clickhouse.url") && stack.clickhouse().isEmbedded()) {
+            // the examples' ClickHouse password belongs to this user of the in-process engine (other tests log in as default)
+            local.put("clickhouse.user", EXAMPLES_CLICKHOUSE_USER);
         }
         return local;
     }
