@@ -56,7 +56,7 @@ git -C "$ROOT" archive HEAD | tar -x -C "$SRC"
 
 CURRENT="$(sed -n 's#^  <version>\(.*\)</version>#\1#p' "$SRC/pom.xml" | head -n 1)"
 find "$SRC" -name pom.xml -exec sed -i.bak "s#<version>$CURRENT</version>#<version>$VERSION</version>#" {} + -exec rm -f {}.bak \;
-grep -rq -- "-SNAPSHOT" --include=pom.xml "$SRC" && { echo "release.sh: a pom still names a -SNAPSHOT version" >&2; exit 1; }
+grep -rq --include=pom.xml -e "-SNAPSHOT" "$SRC" && { echo "release.sh: a pom still names a -SNAPSHOT version" >&2; exit 1; }
 
 PLUGINS=connect-bigquery-query-cdc,connect-pg-pipeline,connect-clickhouse-stage-sink
 (cd "$SRC" && ./mvnw -B --no-transfer-progress -q -DskipTests package -pl "$PLUGINS" -am \
