@@ -68,12 +68,13 @@ for module in ${PLUGINS//,/ }; do
   zip="$packages/$dir.zip"
   [ -f "$zip" ] || { echo "release.sh: $zip was not built" >&2; exit 1; }
   # kafka-connect-maven-plugin 0.12.0 drops its deliveryGuarantee setting: add the field to the manifest
-  manifest="$packages/$dir/manifest.json"
+  unpacked="$packages/$dir"   # the plugin also leaves the archive unpacked there: $dir/$dir/…
+  manifest="$unpacked/$dir/manifest.json"
   grep -q '"delivery_guarantee"' "$manifest" || \
     sed -i.bak 's#"kafka_connect_api" : true#"kafka_connect_api" : true,\n    "delivery_guarantee" : [ "at_least_once" ]#' "$manifest"
   rm -f "$manifest.bak"
   grep -q '"delivery_guarantee" : \[ "at_least_once" \]' "$manifest" || { echo "release.sh: cannot add the delivery guarantee to $manifest" >&2; exit 1; }
-  (cd "$packages" && "$JAVA_HOME/bin/jar" --update --no-manifest --file "$zip" "$dir/manifest.json")
+  (cd "$unpacked" && "$JAVA_HOME/bin/jar" --update --no-manifest --file "$zip" "$dir/manifest.json")
   cp "$zip" "$OUT/"
   (cd "$OUT" && if command -v sha256sum >/dev/null; then sha256sum "$dir.zip"; else shasum -a 256 "$dir.zip"; fi > "$dir.zip.sha256")
 done
