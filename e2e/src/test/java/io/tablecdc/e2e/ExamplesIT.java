@@ -49,7 +49,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  * the source database and BigQuery) on a worker started from the Connect image's worker properties
  * ({@code docker/connect/connect-distributed.properties}: file and env config providers), with the compose host names and the secrets file replaced by the local stack's. Every key is one
  * the connector knows, every secret is a config provider reference that the worker resolves, and no password of
- * {@code docker/secrets.env} appears literally.
+ * {@code docker/.env} appears literally.
  */
 class ExamplesIT {
     private static final LocalStack stack = LocalStack.get();
@@ -82,7 +82,7 @@ class ExamplesIT {
 
         // the compose deployment's dev secrets must not be pasted into any example
         Properties composeSecrets = new Properties();
-        try (InputStream in = Files.newInputStream(root.resolve("docker/secrets.env"))) {
+        try (InputStream in = Files.newInputStream(root.resolve("docker/.env"))) {
             composeSecrets.load(in);
         }
         for (Map.Entry<String, Map<String, String>> example : examples.entrySet()) {
@@ -99,7 +99,7 @@ class ExamplesIT {
 
         // the local stack gets what the examples name: role, databases, publication, dataset, tables, ClickHouse database
         // against the compose deployment (docker/compose.e2e.yaml) the role tablecdc exists with the password of
-        // secrets.env, which the test container has in its environment: keep it, the deployed flows use it
+        // docker/.env, which the test container has in its environment: keep it, the deployed flows use it
         String dbPassword = StackPaths.env("TABLECDC_DB_PASSWORD");
         boolean setDbPassword = dbPassword == null;
         Map<String, String> secrets = new TreeMap<>();
