@@ -148,7 +148,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 .setUsername(config.clickHouseUser())
                 .setPassword(config.clickHousePassword().value())
                 .setDefaultDatabase(config.clickHouseDatabase())
-                .compressServerResponse(false)
                 .build();
     }
 

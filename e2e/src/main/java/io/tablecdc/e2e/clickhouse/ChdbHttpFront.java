@@ -51,9 +51,10 @@ import java.util.zip.InflaterInputStream;
  * ({@code FROM INFILE}), since the engine keeps only part of inline binary data; and {@code enable_http_compression=1} with
  * {@code Accept-Encoding: gzip|deflate} compresses the response.
  *
- * <p>Not supported, refused with a clear error: ClickHouse's native compression ({@code compress=1},
- * {@code decompress=1}) and lz4/zstd/br HTTP compression, so build client-v2 with
- * {@code compressServerResponse(false)} and without {@code compressClientRequest}/{@code useHttpCompression}.
+ * <p>ClickHouse's native compression as the server speaks it: with {@code compress=1} the response body is a sequence
+ * of LZ4 blocks (checksum, method, sizes, data), with {@code decompress=1} the request body is read as one
+ * ({@link NativeCompression}); so client-v2 runs with its defaults. Not supported, refused with a clear error:
+ * lz4/zstd/br HTTP compression ({@code enable_http_compression=1} with such an {@code Accept-Encoding}).
  * Not supported, silently: sessions ({@code session_id} is ignored; every request starts in a clean
  * session), progress headers, streaming (request and result are buffered in memory), readonly enforcement
  * of {@code GET}, and the refusal of multi-statements.
@@ -89,6 +90,8 @@ public final class ChdbHttpFront implements AutoCloseable {
     private static final int UNSUPPORTED = 1;
     /** Code 516 (AUTHENTICATION_FAILED), answered with HTTP 403 as the server does. */
     private static final int AUTHENTICATION_FAILED = 516;
+    /** The response encoding for {@code compress=1}: ClickHouse's own LZ4 blocks, no Content-Encoding header. */
+    private static final String NATIVE_LZ4 = "native-lz4";
 
     private final Map<String, String> users = new java.util.concurrent.ConcurrentHashMap<>(Map.of("default", ""));
 
@@ -172,12 +175,10 @@ public final class ChdbHttpFront implements AutoCloseable {
                 throw new FrontException(UNSUPPORTED, "the chDB test front serves only / and /ping, not " + path);
             }
             authenticate(exchange, params);
-            if ("1".equals(params.get("compress")) || "1".equals(params.get("decompress"))) {
-                throw new FrontException(UNSUPPORTED, "ClickHouse native compression (compress/decompress=1) is not"
-                        + " supported by the chDB test front; build the client with compressServerResponse(false)"
-                        + " and without compressClientRequest");
+            if ("1".equals(params.get("decompress"))) {
+                body = NativeCompression.decompress(body);
             }
-            run(exchange, params, body, responseEncoding(exchange, params));
+            run(exchange, params, body, "1".equals(params.get("compress")) ? NATIVE_LZ4 : responseEncoding(exchange, params));
         } catch (FrontException e) {
             sendError(exchange, e.code, e.getMessage());
         } catch (Chdb.ChdbException e) {
@@ -267,7 +268,9 @@ public final class ChdbHttpFront implements AutoCloseable {
                 result.rowsRead(), result.resultRows(), result.data().length,
                 (long) (result.elapsedSeconds() * 1e9)));
         byte[] data = result.data();
-        if (!encoding.isEmpty()) {
+        if (encoding.equals(NATIVE_LZ4)) {
+            data = NativeCompression.compress(data);
+        } else if (!encoding.isEmpty()) {
             out.set("Content-Encoding", encoding);
             ByteArrayOutputStream compressed = new ByteArrayOutputStream();
             try (OutputStream os = encoding.equals("gzip") ? new GZIPOutputStream(compressed)
