@@ -50,7 +50,7 @@ final class ClickHouseAccessCheck {
     private ClickHouseAccessCheck() {
     }
 
-    /** ClickHouse first; the stage only when ClickHouse accepted the connection (pull mode needs both). */
+    /** ClickHouse, then the stage location; ClickHouse's read of the test object only when ClickHouse accepted the user. */
     static List<Problem> check(ClickHouseStageSinkConfig config, Client client, StageStore store) {
         List<Problem> problems = new ArrayList<>();
         String database = config.clickHouseDatabase();
@@ -59,10 +59,12 @@ final class ClickHouseAccessCheck {
             if (databases == 0) {
                 problems.add(new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_DATABASE_CONFIG, "database " + database
                         + " does not exist in ClickHouse at " + config.clickHouseUrl() + " (CREATE DATABASE " + Sql.id(database) + ")"));
+                problems.addAll(stage(config, client, store, false));
                 return scrub(problems, config);
             }
         } catch (Exception e) {
             problems.add(clickHouseProblem(config, e));
+            problems.addAll(stage(config, client, store, false));
             return scrub(problems, config);
         }
         String grants = requiredGrants(config);
@@ -79,7 +81,7 @@ final class ClickHouseAccessCheck {
                 problems.add(clickHouseProblem(config, e));
             } // else a server older than CHECK GRANT: the first load finds out about the grants instead
         }
-        problems.addAll(stage(config, client, store));
+        problems.addAll(stage(config, client, store, !config.pushMode()));
         return scrub(problems, config);
     }
 
@@ -88,8 +90,8 @@ final class ClickHouseAccessCheck {
                 : "SELECT, INSERT, ALTER ADD COLUMN, TRUNCATE";
     }
 
-    /** Writes a one-row Avro object to the stage location; in pull mode has ClickHouse read it; then deletes it. */
-    static List<Problem> stage(ClickHouseStageSinkConfig config, Client client, StageStore store) {
+    /** Writes a one-row Avro object to the stage location; with {@code readBack} has ClickHouse read it; then deletes it. */
+    static List<Problem> stage(ClickHouseStageSinkConfig config, Client client, StageStore store, boolean readBack) {
         List<Problem> problems = new ArrayList<>();
         Path local = null;
         String uri = null;
@@ -102,7 +104,7 @@ final class ClickHouseAccessCheck {
                 problems.add(stageWriteProblem(config, e));
                 return problems;
             }
-            if (!config.pushMode()) {
+            if (readBack) {
                 StageStore.PullSource source = store.pullSource(uri);
                 try {
                     long rows = count(client, "SELECT count() FROM " + source.tableFunction(), new HashMap<>(source.parameters()));

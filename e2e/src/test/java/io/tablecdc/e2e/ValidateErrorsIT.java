@@ -124,6 +124,16 @@ class ValidateErrorsIT {
     }
 
     @Test
+    void theStageIsCheckedEvenWhenClickHouseRefusesTheUser() {
+        Map<String, String> config = sink();
+        config.put("clickhouse.password", WRONG);
+        config.put("stage.s3.endpoint", "http://127.0.0.1:" + StackPaths.freePort());
+        Map<String, String> errors = errors(SINK, config);
+        assertTrue(errors.getOrDefault("clickhouse.password", "").startsWith("authentication failed: "), errors.toString());
+        assertTrue(errors.getOrDefault("stage.s3.endpoint", "").startsWith("network: cannot reach the object store"), errors.toString());
+    }
+
+    @Test
     void aWrongCatalogPasswordIsAnAuthenticationFailureOnCatalogPasswordForEveryConnector() {
         Map<String, String> sink = sink();
         Map<String, String> pg = SourceConfigs.pgPipeline(stack, catalogUrl, "validate_source", "validate_pub", "validate");
