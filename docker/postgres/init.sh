@@ -2,7 +2,7 @@
 # Runs once, when the postgres container starts on an empty data volume (docker-entrypoint-initdb.d).
 # Creates the role the connectors use, the catalog database, and the demo source database "shop" with two
 # tables in the publication the example Postgres flow replicates. The password comes from the environment
-# (secrets.env) and reaches SQL as a psql variable, quoted by psql.
+# (docker/.env) and reaches SQL as a psql variable, quoted by psql.
 set -eu
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres -v pw="$TABLECDC_DB_PASSWORD" <<'SQL'
 CREATE ROLE tablecdc LOGIN REPLICATION PASSWORD :'pw';

@@ -28,6 +28,7 @@ import io.tablecdc.bigquery.schema.TableSchema;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConnectionCheck;
 import io.tablecdc.common.catalog.FlowIdentity;
 
 /**
@@ -143,6 +144,7 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
                     + "; a table's topic must have one partition to keep its changes in order");
         }
+        CatalogConnectionCheck.check(parsed.catalog(), result, values);
         checkTables(parsed, result, values);
         return result;
     }
@@ -162,8 +164,13 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             try {
                 columns = client.columns(table);
             } catch (BigQueryException e) {
-                log.info("validate: BigQuery did not answer for table {} ({}); tables and columns are checked when the tasks start",
-                        table.fullName(), e.getMessage());
+                String[] problem = bigQueryProblem(config, e);
+                if (problem != null) {
+                    addError(result, values, problem[0], problem[1]);
+                } else {
+                    log.info("validate: BigQuery did not answer for table {} ({}); tables and columns are checked when the tasks start",
+                            table.fullName(), e.getMessage());
+                }
                 return;
             }
             if (columns == null) {
@@ -176,6 +183,34 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, e.getMessage());
             }
         }
+    }
+
+    /**
+     * The field and message of a BigQuery failure that is the configuration's fault: refused credentials (401) and
+     * missing permissions (403) on the credentials field, an endpoint that cannot be reached on {@code bigquery.endpoint};
+     * null for anything else (a server error, a timeout), which the tasks meet again and retry.
+     */
+    static String[] bigQueryProblem(BigQueryQueryCdcConfig config, BigQueryException e) {
+        String credentials = config.credentialsJson() != null ? BigQueryQueryCdcConfig.CREDENTIALS_JSON_CONFIG
+                : BigQueryQueryCdcConfig.CREDENTIALS_FILE_CONFIG;
+        String reason = e.getMessage() == null ? "" : e.getMessage();
+        if (e.getCode() == 401) {
+            return new String[] {credentials, "authentication failed: BigQuery refused the credentials: " + reason};
+        }
+        if (e.getCode() == 403) {
+            return new String[] {credentials, "permission denied: the credentials may not read the configured tables of "
+                    + config.getString(BigQueryQueryCdcConfig.PROJECT_CONFIG) + " (they need bigquery.tables.get and"
+                    + " bigquery.jobs.create): " + reason};
+        }
+        for (Throwable t = e.getCause(); t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof java.net.ConnectException || t instanceof java.net.UnknownHostException
+                    || t instanceof java.net.NoRouteToHostException) {
+                String endpoint = config.getString(BigQueryQueryCdcConfig.ENDPOINT_CONFIG);
+                return new String[] {BigQueryQueryCdcConfig.ENDPOINT_CONFIG, "network: cannot reach BigQuery at "
+                        + (endpoint.isEmpty() ? "its default endpoint" : endpoint) + ": " + t.getMessage()};
+            }
+        }
+        return null;
     }
 
     private static String fieldOf(ConfigException e, Map<String, String> configs) {

@@ -60,6 +60,30 @@ class ConnectorTest {
     }
 
     @Test
+    void anUnreachableBigQueryIsANetworkProblemOnTheEndpoint() {
+        Config result = new BigQueryQueryCdcSourceConnector().validate(config());
+        List<String> errors = errors(result, "bigquery.endpoint");
+        assertEquals(1, errors.size(), result.configValues().toString());
+        assertTrue(errors.get(0).startsWith("network: cannot reach BigQuery at http://127.0.0.1:9: "), errors.get(0));
+        assertEquals(List.of(), errors(result, "tables"));
+    }
+
+    @Test
+    void refusedCredentialsAndMissingPermissionsAreReportedOnTheCredentials() {
+        var config = new io.tablecdc.bigquery.config.BigQueryQueryCdcConfig(config());
+        String[] auth = BigQueryQueryCdcSourceConnector.bigQueryProblem(config,
+                new com.google.cloud.bigquery.BigQueryException(401, "Request had invalid authentication credentials."));
+        assertEquals("bigquery.credentials.file", auth[0]);
+        assertTrue(auth[1].startsWith("authentication failed: BigQuery refused the credentials: "), auth[1]);
+        String[] denied = BigQueryQueryCdcSourceConnector.bigQueryProblem(config,
+                new com.google.cloud.bigquery.BigQueryException(403, "Access Denied: Table p:d.a"));
+        assertEquals("bigquery.credentials.file", denied[0]);
+        assertTrue(denied[1].startsWith("permission denied: "), denied[1]);
+        assertEquals(null, BigQueryQueryCdcSourceConnector.bigQueryProblem(config,
+                new com.google.cloud.bigquery.BigQueryException(500, "backend error")));
+    }
+
+    @Test
     void oneTaskPerTable() {
         BigQueryQueryCdcSourceConnector connector = new BigQueryQueryCdcSourceConnector();
         // start() needs the catalog; taskConfigs only needs the parsed config

@@ -18,6 +18,7 @@ import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogConfig;
+import io.tablecdc.common.catalog.CatalogConnectionCheck;
 
 /**
  * Stages each table's batches as typed Avro files in an object store and normalizes them per table into
@@ -75,8 +76,9 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
     }
 
     /**
-     * Field checks, then whether ClickHouse answers at {@code clickhouse.url} and the catalog accepts a
-     * connection; each problem is reported on the field it concerns, and secrets never appear in messages.
+     * Field checks, then ClickHouse (answers, accepts the user and password, has the database, grants what the sink
+     * needs), the stage location (a test object written, read by ClickHouse in pull mode, deleted) and the catalog;
+     * each problem is reported as what it is on the field at fault, and secrets never appear in messages.
      */
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
@@ -92,24 +94,16 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             values.get(fieldOf(e, values)).addErrorMessage(e.getMessage());
             return result;
         }
-        try (var client = ClickHouseStageSinkTask.client(config)) {
-            if (!client.ping(5_000)) {
-                values.get(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG).addErrorMessage(
-                        "ClickHouse does not answer at " + config.clickHouseUrl() + " (ping failed within 5 s)");
-            }
-        } catch (RuntimeException e) {
-            values.get(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG).addErrorMessage(
-                    "cannot reach ClickHouse at " + config.clickHouseUrl() + ": " + e.getMessage());
+        List<ClickHouseAccessCheck.Problem> problems;
+        try (var client = ClickHouseStageSinkTask.client(config); var store = ClickHouseStageSinkTask.openStore(config)) {
+            problems = ClickHouseAccessCheck.check(config, client, store);
+        } catch (Exception e) {
+            problems = ClickHouseAccessCheck.scrub(List.of(ClickHouseAccessCheck.stageWriteProblem(config, e)), config);
         }
-        // the driver directly: DriverManager does not see drivers inside a plugin's class loader
-        try (var connection = new org.postgresql.Driver().connect(config.catalog().jdbcUrl(), catalogProperties(config))) {
-            if (connection == null) {
-                values.get(CatalogConfig.JDBC_URL_CONFIG).addErrorMessage("not a PostgreSQL JDBC URL");
-            }
-        } catch (java.sql.SQLException e) {
-            values.get(CatalogConfig.JDBC_URL_CONFIG).addErrorMessage("cannot connect to the catalog: "
-                    + (e.getMessage() == null ? e.getSQLState() : e.getMessage()));
+        for (ClickHouseAccessCheck.Problem problem : problems) {
+            values.get(problem.field()).addErrorMessage(problem.message());
         }
+        CatalogConnectionCheck.check(config.catalog(), result, values);
         return result;
     }
 
@@ -130,16 +124,5 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             }
         }
         return ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG;
-    }
-
-    private static java.util.Properties catalogProperties(ClickHouseStageSinkConfig config) {
-        java.util.Properties props = new java.util.Properties();
-        props.setProperty("user", config.catalog().user());
-        if (config.catalog().password() != null) {
-            props.setProperty("password", config.catalog().password().value());
-        }
-        props.setProperty("connectTimeout", "5");
-        props.setProperty("loginTimeout", "5");
-        return props;
     }
 }

@@ -148,7 +148,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 .setUsername(config.clickHouseUser())
                 .setPassword(config.clickHousePassword().value())
                 .setDefaultDatabase(config.clickHouseDatabase())
-                .compressServerResponse(false)
                 .build();
     }
 
@@ -158,7 +157,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         retryPendingUploads(now);
         Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
-            TopicPartition tp = new TopicPartition(record.topic(), record.kafkaPartition());
+            TopicPartition tp = OriginalPartition.of(record);
             if (held.contains(tp)) {
                 continue;
             }
@@ -195,7 +194,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (stager == null) {
             try {
                 catalog.initTable(key.flow(), key.table());
-                catalog.recordSinkTopic(key.flow(), key.table(), connectorName, record.topic());
+                catalog.recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);

@@ -100,7 +100,7 @@ final class TableStager {
             truncateBefore = true;
             openedAtMs = nowMs;
         }
-        firstOffsets.putIfAbsent(new TopicPartition(record.topic(), record.kafkaPartition()), record.kafkaOffset());
+        firstOffsets.putIfAbsent(OriginalPartition.of(record), record.kafkaOffset());
     }
 
     /**
@@ -142,7 +142,7 @@ final class TableStager {
             case DELETE -> deletes++;
             default -> inserts++;
         }
-        TopicPartition tp = new TopicPartition(record.topic(), record.kafkaPartition());
+        TopicPartition tp = OriginalPartition.of(record);
         firstOffsets.putIfAbsent(tp, record.kafkaOffset());
     }
 

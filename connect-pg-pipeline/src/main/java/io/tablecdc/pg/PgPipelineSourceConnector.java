@@ -22,6 +22,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConnectionCheck;
 import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.wire.Lsn;
@@ -142,6 +143,7 @@ public class PgPipelineSourceConnector extends SourceConnector {
                     + "; a table's topic must have one partition to keep its changes in order");
         }
         checkDatabase(config, result, values);
+        CatalogConnectionCheck.check(config.catalog(), result, values);
         return result;
     }
 
@@ -176,7 +178,12 @@ public class PgPipelineSourceConnector extends SourceConnector {
                 case "3D000" -> PgPipelineConfig.DATABASE_CONFIG;
                 default -> PgPipelineConfig.HOST_CONFIG;
             };
-            addError(result, values, field, "cannot connect to " + config.jdbcUrl() + ": " + e.getMessage());
+            String what = switch (state.length() >= 2 ? state.substring(0, 2) : state) {
+                case "28" -> "authentication failed at ";
+                case "08" -> "network: cannot reach ";
+                default -> "cannot connect to ";
+            };
+            addError(result, values, field, what + config.jdbcUrl() + ": " + e.getMessage() + " (SQLSTATE " + state + ")");
         }
     }
 

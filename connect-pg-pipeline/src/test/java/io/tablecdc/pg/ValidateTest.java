@@ -42,7 +42,9 @@ class ValidateTest {
         props.put("database.sslmode", "disable");
         props.put("publication.name", "v_pub");
         props.put("topic.prefix", "pg");
-        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/unused");
+        // validate() checks the catalog too: the same server serves as the catalog
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:" + pg.port() + "/" + PgoutputServer.DATABASE);
+        props.put("catalog.user", "postgres");
         return props;
     }
 
@@ -80,6 +82,15 @@ class ValidateTest {
         Map<String, String> props = config();
         props.put("slot.failover", "true");
         assertEquals(Map.of(), errors(props));
+    }
+
+    @Test
+    void anUnreachableCatalogIsANetworkProblemOnItsUrl() {
+        Map<String, String> props = config();
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:1/unused");
+        Map<String, List<String>> errors = errors(props);
+        assertEquals(List.of("catalog.jdbc.url"), List.copyOf(errors.keySet()), errors.toString());
+        assertTrue(errors.get("catalog.jdbc.url").get(0).startsWith("network: cannot reach the catalog: "), errors.toString());
     }
 
     @Test

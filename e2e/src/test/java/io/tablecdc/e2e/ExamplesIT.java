@@ -49,7 +49,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  * the source database and BigQuery) on a worker started from the Connect image's worker properties
  * ({@code docker/connect/connect-distributed.properties}: file and env config providers), with the compose host names and the secrets file replaced by the local stack's. Every key is one
  * the connector knows, every secret is a config provider reference that the worker resolves, and no password of
- * {@code docker/secrets.env} appears literally.
+ * {@code docker/.env} appears literally.
  */
 class ExamplesIT {
     private static final LocalStack stack = LocalStack.get();
@@ -65,6 +65,7 @@ class ExamplesIT {
     private static final List<String> FRAMEWORK_PREFIXES = List.of("consumer.override.", "producer.override.", "admin.override.",
             "topic.creation.default.");
     private static final Duration WAIT = Duration.ofSeconds(90);
+    private static final String EXAMPLES_CLICKHOUSE_USER = "examples";
 
     @Test
     void everyExampleIsValidOnAWorkerWithConfigProvidersAndHoldsNoLiteralSecret() throws Exception {
@@ -81,7 +82,7 @@ class ExamplesIT {
 
         // the compose deployment's dev secrets must not be pasted into any example
         Properties composeSecrets = new Properties();
-        try (InputStream in = Files.newInputStream(root.resolve("docker/secrets.env"))) {
+        try (InputStream in = Files.newInputStream(root.resolve("docker/.env"))) {
             composeSecrets.load(in);
         }
         for (Map.Entry<String, Map<String, String>> example : examples.entrySet()) {
@@ -98,7 +99,7 @@ class ExamplesIT {
 
         // the local stack gets what the examples name: role, databases, publication, dataset, tables, ClickHouse database
         // against the compose deployment (docker/compose.e2e.yaml) the role tablecdc exists with the password of
-        // secrets.env, which the test container has in its environment: keep it, the deployed flows use it
+        // docker/.env, which the test container has in its environment: keep it, the deployed flows use it
         String dbPassword = StackPaths.env("TABLECDC_DB_PASSWORD");
         boolean setDbPassword = dbPassword == null;
         Map<String, String> secrets = new TreeMap<>();
@@ -109,6 +110,9 @@ class ExamplesIT {
         assertEquals(new TreeSet<>(secrets.keySet()), new TreeSet<>(referencedNames(examples)),
                 "the secrets the examples reference are the ones this test provides");
         prepareSources(setDbPassword ? secrets.get("TABLECDC_DB_PASSWORD") : null);
+        if (stack.clickhouse().isEmbedded()) {
+            stack.clickhouse().addUser(EXAMPLES_CLICKHOUSE_USER, secrets.get("CLICKHOUSE_PASSWORD"));
+        }
         Path secretsFile = StackPaths.workDir("examples").resolve("secrets.properties");
         Properties fileSecrets = new Properties();
         fileSecrets.putAll(secrets);
@@ -243,6 +247,10 @@ class ExamplesIT {
         }
         if (local.containsKey("bigquery.project")) {
             local.put("bigquery.project", stack.bigquery().projectId());
+        }
+        if (local.containsKey("clickhouse.url") && stack.clickhouse().isEmbedded()) {
+            // the examples' ClickHouse password belongs to this user of the in-process engine (other tests log in as default)
+            local.put("clickhouse.user", EXAMPLES_CLICKHOUSE_USER);
         }
         return local;
     }

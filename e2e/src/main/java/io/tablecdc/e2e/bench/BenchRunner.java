@@ -106,9 +106,9 @@ public final class BenchRunner {
                         + " and the median of those per-repetition ratios (with their spread). Charts: bar = median, whisker ="
                         + " min–max.%n%n", started.truncatedTo(ChronoUnit.SECONDS), ended.truncatedTo(ChronoUnit.SECONDS),
                 java.time.Duration.between(started, ended).toMinutes(), options.reps, options.reps == 1 ? "" : "s"));
-        md.append("Machine: ").append(machineBefore).append("; at the end: ").append(machineAfter).append(". The machine's 2 cores are")
-                .append(" **shared with other engineers' builds and tests that ran during the measurement**, so absolute figures")
-                .append(" are noisy and low; read the ratios. Kafka, the S3 store and the ClickHouse engine (chDB) run inside the")
+        md.append("Machine: ").append(platform()).append("; at the start: ").append(machineBefore).append("; at the end: ")
+                .append(machineAfter).append(". Absolute figures depend on that load; each ratio pairs a variant with its")
+                .append(" baseline of the same repetition. Kafka, the S3 store and the ClickHouse engine (chDB) run inside the")
                 .append(" benchmark's JVM, Postgres as its own server, the Connect worker as its own JVM (the one measured and")
                 .append(" profiled).\n\n");
         if (!failures.isEmpty()) {
@@ -137,7 +137,24 @@ public final class BenchRunner {
         return md.toString();
     }
 
-    /** Cores, memory, load average and the busiest other processes, as one line. */
+    /** Operating system, architecture, CPU model, memory and JVM, as one line: what the figures were measured on. */
+    static String platform() {
+        StringBuilder s = new StringBuilder();
+        s.append(System.getProperty("os.name")).append(' ').append(System.getProperty("os.arch"));
+        try {
+            Files.readAllLines(Path.of("/proc/cpuinfo")).stream().filter(l -> l.startsWith("model name")).findFirst()
+                    .ifPresent(l -> s.append(", ").append(l.substring(l.indexOf(':') + 1).trim()));
+            Files.readAllLines(Path.of("/proc/meminfo")).stream().filter(l -> l.startsWith("MemTotal:")).findFirst()
+                    .ifPresent(l -> s.append(String.format(Locale.ROOT, ", %.1f GiB memory",
+                            Long.parseLong(l.replaceAll("[^0-9]", "")) / 1024.0 / 1024.0)));
+        } catch (IOException | RuntimeException unavailable) {
+            // not Linux: the OS and architecture above stay
+        }
+        s.append(", Java ").append(System.getProperty("java.vendor")).append(' ').append(Runtime.version());
+        return s.toString();
+    }
+
+    /** Cores, load average and the busiest processes, as one line. */
     static String machine() {
         StringBuilder s = new StringBuilder();
         s.append(Runtime.getRuntime().availableProcessors()).append(" cores");

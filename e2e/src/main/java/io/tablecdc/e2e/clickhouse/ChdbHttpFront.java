@@ -51,12 +51,21 @@ import java.util.zip.InflaterInputStream;
  * ({@code FROM INFILE}), since the engine keeps only part of inline binary data; and {@code enable_http_compression=1} with
  * {@code Accept-Encoding: gzip|deflate} compresses the response.
  *
- * <p>Not supported, refused with a clear error: ClickHouse's native compression ({@code compress=1},
- * {@code decompress=1}) and lz4/zstd/br HTTP compression, so build client-v2 with
- * {@code compressServerResponse(false)} and without {@code compressClientRequest}/{@code useHttpCompression}.
+ * <p>ClickHouse's native compression as the server speaks it: with {@code compress=1} the response body is a sequence
+ * of LZ4 blocks (checksum, method, sizes, data), with {@code decompress=1} the request body is read as one
+ * ({@link NativeCompression}); so client-v2 runs with its defaults. Not supported, refused with a clear error:
+ * lz4/zstd/br HTTP compression ({@code enable_http_compression=1} with such an {@code Accept-Encoding}).
  * Not supported, silently: sessions ({@code session_id} is ignored; every request starts in a clean
  * session), progress headers, streaming (request and result are buffered in memory), readonly enforcement
- * of {@code GET}, and the refusal of multi-statements. Every user and password is accepted.
+ * of {@code GET}, and the refusal of multi-statements.
+ *
+ * <p>Users: as a server's HTTP interface, every request but {@code /ping} and the bare {@code GET /} is
+ * authenticated, with the user and password from HTTP basic authentication, the {@code X-ClickHouse-User} and
+ * {@code X-ClickHouse-Key} headers or the {@code user} and {@code password} URL parameters ({@code default} and an
+ * empty password when none is given). Known users are {@code default} with an empty password and those added with
+ * {@link #addUser}; any other user, or a wrong password, is refused as the server refuses it: HTTP 403 with
+ * {@code X-ClickHouse-Exception-Code: 516} and {@code Code: 516. DB::Exception: <user>: Authentication failed: …
+ * (AUTHENTICATION_FAILED)}. Every known user has every right (the engine has no access control).
  */
 public final class ChdbHttpFront implements AutoCloseable {
 
@@ -79,6 +88,12 @@ public final class ChdbHttpFront implements AutoCloseable {
      */
     /** Code 1 (UNSUPPORTED_METHOD) for what this front refuses on its own account. */
     private static final int UNSUPPORTED = 1;
+    /** Code 516 (AUTHENTICATION_FAILED), answered with HTTP 403 as the server does. */
+    private static final int AUTHENTICATION_FAILED = 516;
+    /** The response encoding for {@code compress=1}: ClickHouse's own LZ4 blocks, no Content-Encoding header. */
+    private static final String NATIVE_LZ4 = "native-lz4";
+
+    private final Map<String, String> users = new java.util.concurrent.ConcurrentHashMap<>(Map.of("default", ""));
 
     private final Chdb chdb;
     private final HttpServer server;
@@ -120,6 +135,11 @@ public final class ChdbHttpFront implements AutoCloseable {
         }
     }
 
+    /** Adds a user (or changes its password) that requests may authenticate as. */
+    public void addUser(String user, String password) {
+        users.put(user, password);
+    }
+
     public int port() {
         return server.getAddress().getPort();
     }
@@ -154,12 +174,11 @@ public final class ChdbHttpFront implements AutoCloseable {
             if (!path.equals("/")) {
                 throw new FrontException(UNSUPPORTED, "the chDB test front serves only / and /ping, not " + path);
             }
-            if ("1".equals(params.get("compress")) || "1".equals(params.get("decompress"))) {
-                throw new FrontException(UNSUPPORTED, "ClickHouse native compression (compress/decompress=1) is not"
-                        + " supported by the chDB test front; build the client with compressServerResponse(false)"
-                        + " and without compressClientRequest");
+            authenticate(exchange, params);
+            if ("1".equals(params.get("decompress"))) {
+                body = NativeCompression.decompress(body);
             }
-            run(exchange, params, body, responseEncoding(exchange, params));
+            run(exchange, params, body, "1".equals(params.get("compress")) ? NATIVE_LZ4 : responseEncoding(exchange, params));
         } catch (FrontException e) {
             sendError(exchange, e.code, e.getMessage());
         } catch (Chdb.ChdbException e) {
@@ -249,7 +268,9 @@ public final class ChdbHttpFront implements AutoCloseable {
                 result.rowsRead(), result.resultRows(), result.data().length,
                 (long) (result.elapsedSeconds() * 1e9)));
         byte[] data = result.data();
-        if (!encoding.isEmpty()) {
+        if (encoding.equals(NATIVE_LZ4)) {
+            data = NativeCompression.compress(data);
+        } else if (!encoding.isEmpty()) {
             out.set("Content-Encoding", encoding);
             ByteArrayOutputStream compressed = new ByteArrayOutputStream();
             try (OutputStream os = encoding.equals("gzip") ? new GZIPOutputStream(compressed)
@@ -281,6 +302,32 @@ public final class ChdbHttpFront implements AutoCloseable {
                 + " deflate, not " + accepted + "; build client-v2 with useHttpCompression(false)");
     }
 
+    /** Refuses an unknown user or a wrong password with the server's code, status and message (no password in it). */
+    private void authenticate(HttpExchange exchange, Map<String, String> params) {
+        Headers in = exchange.getRequestHeaders();
+        String user = null;
+        String password = null;
+        String authorization = in.getFirst("Authorization");
+        if (authorization != null && authorization.regionMatches(true, 0, "Basic ", 0, 6)) {
+            String decoded = new String(java.util.Base64.getDecoder().decode(authorization.substring(6).trim()), StandardCharsets.UTF_8);
+            int colon = decoded.indexOf(':');
+            user = colon < 0 ? decoded : decoded.substring(0, colon);
+            password = colon < 0 ? "" : decoded.substring(colon + 1);
+        }
+        if (user == null) {
+            user = firstNonBlank(in.getFirst("X-ClickHouse-User"), params.get("user"));
+            password = in.getFirst("X-ClickHouse-Key") != null ? in.getFirst("X-ClickHouse-Key") : params.get("password");
+        }
+        user = user == null || user.isEmpty() ? "default" : user;
+        password = password == null ? "" : password;
+        String expected = users.get(user);
+        if (expected == null || !java.security.MessageDigest.isEqual(expected.getBytes(StandardCharsets.UTF_8),
+                password.getBytes(StandardCharsets.UTF_8))) {
+            throw new FrontException(AUTHENTICATION_FAILED, user + ": Authentication failed: password is incorrect, or there is no"
+                    + " user with such name. (AUTHENTICATION_FAILED)");
+        }
+    }
+
     private void sendError(HttpExchange exchange, int code, String message) throws IOException {
         String text = message.startsWith("Code: ") ? message
                 : "Code: " + code + ". DB::Exception: " + message;
@@ -288,7 +335,7 @@ public final class ChdbHttpFront implements AutoCloseable {
             text += " (version " + version + ")";
         }
         exchange.getResponseHeaders().set("X-ClickHouse-Exception-Code", Integer.toString(code));
-        send(exchange, 500, "text/plain; charset=UTF-8", (text + "\n").getBytes(StandardCharsets.UTF_8));
+        send(exchange, code == AUTHENTICATION_FAILED ? 403 : 500, "text/plain; charset=UTF-8", (text + "\n").getBytes(StandardCharsets.UTF_8));
     }
 
     private static void send(HttpExchange exchange, int status, String contentType, byte[] data) throws IOException {

@@ -69,7 +69,18 @@ public final class LocalClickHouse implements AutoCloseable {
         }
     }
 
-    /** The HTTP interface, e.g. {@code http://127.0.0.1:41234}; user {@code default}, any password. */
+    /**
+     * Adds a user of the in-process engine's front (every right, this password); against an external server, create
+     * the user there instead.
+     */
+    public void addUser(String name, String userPassword) {
+        if (front == null) {
+            throw new IllegalStateException("users of an external ClickHouse are created on that server");
+        }
+        front.addUser(name, userPassword);
+    }
+
+    /** The HTTP interface, e.g. {@code http://127.0.0.1:41234}; user {@code default} with an empty password. */
     public String httpUrl() {
         return httpUrl;
     }
@@ -79,7 +90,7 @@ public final class LocalClickHouse implements AutoCloseable {
         return user;
     }
 
-    /** That user's password (empty for the in-process engine, whose front accepts any). */
+    /** That user's password (empty for the in-process engine's {@code default} user). */
     public String password() {
         return password;
     }

@@ -58,6 +58,7 @@ public final class LocalPostgres implements AutoCloseable {
                 .setPort(port)
                 .setPGStartupWait(Duration.ofSeconds(60))
                 .setServerConfig("listen_addresses", "127.0.0.1")
+                .setServerConfig("hba_file", requirePasswords(workDir).toString())
                 .setServerConfig("wal_level", "logical")
                 .setServerConfig("max_replication_slots", "40")
                 .setServerConfig("max_wal_senders", "40")
@@ -70,6 +71,24 @@ public final class LocalPostgres implements AutoCloseable {
         String url = "jdbc:postgresql://127.0.0.1:" + server.getPort() + "/postgres";
         log.info("Postgres up at {} in {} ms", url, (System.nanoTime() - started) / 1_000_000);
         return new LocalPostgres(server, "127.0.0.1", server.getPort(), url, "postgres", "");
+    }
+
+    /**
+     * Makes the server check passwords as a deployed one does: every role but the {@code postgres} superuser (which the
+     * harness uses, with no password) logs in over TCP with its password (scram-sha-256), so a wrong password is
+     * refused with SQLSTATE 28P01.
+     */
+    private static Path requirePasswords(Path workDir) throws java.io.IOException {
+        java.nio.file.Files.createDirectories(workDir);
+        Path hba = workDir.resolve("pg_hba.conf");
+        java.nio.file.Files.writeString(hba, String.join("\n",
+                "# written by the tablecdc test stack (LocalPostgres)",
+                "local all all trust",
+                "host all postgres 127.0.0.1/32 trust",
+                "host replication postgres 127.0.0.1/32 trust",
+                "host all all 127.0.0.1/32 scram-sha-256",
+                "host replication all 127.0.0.1/32 scram-sha-256", ""));
+        return hba.toAbsolutePath();
     }
 
     /** Creates a database (if missing) and returns its JDBC URL; tests keep apart by database. */
