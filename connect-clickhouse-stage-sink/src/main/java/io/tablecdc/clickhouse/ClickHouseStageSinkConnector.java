@@ -92,7 +92,7 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             values.get(fieldOf(e, values)).addErrorMessage(e.getMessage());
             return result;
         }
-        try (var client = ClickHouseStageSinkTask.client(config)) {
+        try (var client = io.tablecdc.clickhouse.destination.ClickHouseClients.client(config)) {
             if (!client.ping(5_000)) {
                 values.get(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG).addErrorMessage(
                         "ClickHouse does not answer at " + config.clickHouseUrl() + " (ping failed within 5 s)");

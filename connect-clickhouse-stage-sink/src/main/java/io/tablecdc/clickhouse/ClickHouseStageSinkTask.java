@@ -26,9 +26,8 @@ import org.apache.kafka.connect.sink.SinkTask;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import com.clickhouse.client.api.Client;
-
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
+import io.tablecdc.clickhouse.destination.ClickHouseClients;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.clickhouse.stage.FileStageStore;
@@ -106,7 +105,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         metrics = TableMetrics.forSink(() -> context.pluginMetrics(), connectorName);
         catalog = Catalog.open(config.catalog(), "sink " + connectorName);
         store = openStore(config);
-        destination = new ClickHouseDestination(client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
+        destination = new ClickHouseDestination(ClickHouseClients.client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
                 config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
         normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
             Thread t = new Thread(r, "tablecdc-normalize-" + connectorName);
@@ -140,16 +139,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     config.s3SecretKey().value());
         }
         return new FileStageStore(config.stageUri());
-    }
-
-    static Client client(ClickHouseStageSinkConfig config) {
-        return new Client.Builder()
-                .addEndpoint(config.clickHouseUrl())
-                .setUsername(config.clickHouseUser())
-                .setPassword(config.clickHousePassword().value())
-                .setDefaultDatabase(config.clickHouseDatabase())
-                .compressServerResponse(false)
-                .build();
     }
 
     @Override
