@@ -151,6 +151,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (held.contains(tp)) {
                 continue;
             }
+            Long taken = nextOffsets.get(tp);
+            if (taken != null && record.kafkaOffset() < taken) {
+                // taken by an earlier delivery of this collection (Connect delivers a whole collection again after a
+                // RetriableException part-way through it): staged, or reported as errant, already
+                continue;
+            }
             try {
                 if (!stageRecord(record, tp, now)) {
                     // the table is held at a batch boundary: read this record again once it resumes
@@ -295,17 +301,30 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private boolean tryUpload(PendingUpload pending, long now) {
         TableStager.ClosedBatch batch = pending.batch;
         TableKey key = batch.key();
+        List<StageFile> files = new ArrayList<>();
+        boolean recorded = false;
         try {
-            List<StageFile> files = new ArrayList<>();
+            Stage existing = catalog.getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
+            if (existing != null && existing.rows() > batch.rows()) {
+                // a staged batch is never replaced by a part of it: keep the complete one, drop this copy
+                log.warn("sink {}: flow {}, table {}: batch {} is staged already with {} rows; a later copy with {} rows is"
+                        + " dropped instead of replacing it", connectorName, key.flow(), key.table(), batch.batchId(),
+                        existing.rows(), batch.rows());
+                for (StagePart part : batch.parts()) {
+                    Files.deleteIfExists(part.file());
+                }
+                return true;
+            }
             String attempt = Long.toHexString(System.nanoTime());
             for (int i = 0; i < batch.parts().size(); i++) {
                 StagePart part = batch.parts().get(i);
                 String objectKey = key.fileName() + "/" + batch.batchId() + "/" + attempt + "-" + i + ".avro";
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
-            List<StageFile> previous = catalog.getStage(key.flow(), key.table(), batch.batchId()).map(Stage::files).orElse(List.of());
+            List<StageFile> previous = existing == null ? List.of() : existing.files();
             boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
                     batch.truncateBefore()));
+            recorded = true;
             // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
             for (StageFile file : stored ? previous : files) {
                 if (!files.contains(file) || !stored) {
@@ -328,6 +347,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             return true;
         } catch (Exception e) {
+            if (!recorded) {
+                // this attempt's copies are referenced by nothing: the next attempt uploads the batch again
+                for (StageFile file : files) {
+                    try {
+                        store.delete(file.uri());
+                    } catch (Exception cleanup) {
+                        log.debug("removing the stage file {} of a failed upload failed: {}", file.uri(), cleanup.toString());
+                    }
+                }
+            }
             long delay = pending.backoff.failed();
             pending.retryAtMs = now + delay;
             if (pending.episode.failed(e.getMessage(), delay)) {
