@@ -74,7 +74,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
     /** When each table's last back-pressure pause ended: pauses that follow within a minute log at debug. */
     private final Map<TableKey, Long> lastResumedAt = new HashMap<>();
-    private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
+    /** Tables whose batches this sink cuts (records of other producers): closed by size or age. */
+    private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
     /** The kind of error episode an upload reports in the table's metrics. */
@@ -257,16 +258,26 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 k -> new TableKey(flow, table, config.clickHouseTable(table, topic)));
     }
 
+    /**
+     * A new batch id for a table whose batches this sink cuts: reserved in the catalog, above every id reserved,
+     * synced, normalized or staged for the table before, so that a batch still staged from before a restart is
+     * never replaced by new records under its id.
+     */
     private long nextSelfCutBatchId(TableKey key) {
-        long next = selfCutBatchIds.computeIfAbsent(key, k -> catalog.getTable(k.flow(), k.table())
-                .map(s -> Math.max(s.syncedBatchId(), s.normalizedBatchId())).orElse(0L)) + 1;
-        selfCutBatchIds.put(key, next);
+        long next;
+        try {
+            next = catalog.reserveBatchIds(key.flow(), key.table(), 1);
+        } catch (RuntimeException e) {
+            throw new RetriableException("sink " + connectorName + ": reserving a batch id for table " + key.table()
+                    + " in the catalog failed: " + e.getMessage(), e);
+        }
+        selfCutTables.add(key);
         return next;
     }
 
     private void closeDueSelfCutBatches(long now) {
         for (TableStager stager : stagers.values()) {
-            if (stager.open() && selfCutBatchIds.containsKey(stager.key) && now - stager.openedAtMs() >= config.batchMaxMs()) {
+            if (stager.open() && selfCutTables.contains(stager.key) && now - stager.openedAtMs() >= config.batchMaxMs()) {
                 try {
                     closeBatch(stager);
                 } catch (IOException e) {

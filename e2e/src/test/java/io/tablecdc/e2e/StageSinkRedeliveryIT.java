@@ -117,6 +117,71 @@ class StageSinkRedeliveryIT {
         rest.delete("sink-redeliver");
     }
 
+    /**
+     * Records of another producer (no tablecdc headers): the sink cuts their batches itself. Two batches wait staged
+     * (their table cannot be loaded yet) when the task restarts; the batch cut after the restart must get a new id,
+     * not the id of a batch still waiting.
+     */
+    @Test
+    void batchIdsCutForOtherProducersAfterARestartDoNotReplaceStagedBatches() throws Exception {
+        String connector = "sink-foreign";
+        String topic = "sinkredeliver.foreign";
+        clickhouse.execute("CREATE TABLE sinkredeliver_foreign (id Int64, customer Int64, _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            for (long id = 1; id <= 4; id++) {
+                producer.send(topic, key(id), row(id), Map.of());
+            }
+        }
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "foreign");
+        config.put("topics", topic);
+        config.put("batch.max.rows", "2");
+        config.put("batch.max.ms", "600000");
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "1000");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(connector, config);
+        rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+        awaitStaged(connector, topic, "count(*)", "2", Duration.ofSeconds(60));
+
+        // the task stops (committing the offsets of both staged batches) and starts again
+        rest.restart(connector, true, false);
+        rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            for (long id = 5; id <= 6; id++) {
+                producer.send(topic, key(id), row(id), Map.of());
+            }
+        }
+        awaitStaged(connector, topic, "count(*)::text || '/' || coalesce(sum(rows), 0)::text", "3/6", Duration.ofSeconds(60));
+        clickhouse.execute("DROP TABLE sinkredeliver_foreign").get().close();
+        awaitCatalog(connector, topic, "inserts_count::text", "6", Duration.ofSeconds(60));
+        assertEquals(6, count("SELECT count() AS n FROM sinkredeliver_foreign FINAL"), "rows loaded");
+        rest.delete(connector);
+    }
+
+    private static void awaitStaged(String flow, String table, String expression, String expected, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try (Connection c = stack.postgres().connect(DB);
+                 PreparedStatement ps = c.prepareStatement("SELECT " + expression + " FROM cdc_table_avro_stage"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    rs.next();
+                    last = rs.getString(1);
+                }
+            }
+            if (expected.equals(last)) {
+                return;
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("stage rows of " + flow + "/" + table + ": " + expression + " never became '" + expected
+                + "'; last '" + last + "'");
+    }
+
     private static long count(String sql) {
         return clickhouse.queryAll(sql).get(0).getLong("n");
     }
