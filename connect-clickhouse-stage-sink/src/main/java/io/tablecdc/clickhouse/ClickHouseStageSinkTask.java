@@ -3,6 +3,7 @@ package io.tablecdc.clickhouse;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -11,6 +12,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -39,6 +41,7 @@ import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
 import io.tablecdc.common.catalog.Stage;
 import io.tablecdc.common.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
@@ -58,9 +61,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private ClickHouseStageSinkConfig config;
     private String connectorName;
     private Catalog catalog;
+    /** While the catalog could not be reached (at start, or since): when to try again. */
+    private final Backoff catalogBackoff = new Backoff(1_000, 60_000);
+    private long catalogRetryAtMs;
     private StageStore store;
     private ClickHouseDestination destination;
     private ScheduledExecutorService normalizePool;
+    /** Renews the normalize leases of this task's loops while they run. */
+    private ScheduledExecutorService leaseTimer;
+    /** The name this task's normalize loops hold their tables' leases under. */
+    private String leaseOwner;
     private ErrantRecordReporter reporter;
     private Path localDir;
     private TableMetrics metrics;
@@ -78,6 +88,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
+    /** How long a normalize lease lasts unless renewed (every third of it while the loop runs). */
+    static final Duration NORMALIZE_LEASE = Duration.ofSeconds(30);
+    /** How long close() waits for a revoked table's normalize step in flight. */
+    private static final long CLOSE_WAIT_MS = 10_000;
     /** The kind of error episode an upload reports in the table's metrics. */
     static final String STAGE_EPISODE = "stage";
 
@@ -104,7 +118,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         connectorName = props.getOrDefault(ClickHouseStageSinkConnector.CONNECTOR_NAME_PROP, "clickhouse-stage-sink");
         // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
         metrics = TableMetrics.forSink(() -> context.pluginMetrics(), connectorName);
-        catalog = Catalog.open(config.catalog(), "sink " + connectorName);
+        openCatalog(System.currentTimeMillis());
         store = openStore(config);
         destination = new ClickHouseDestination(ClickHouseClients.client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
                 config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
@@ -113,6 +127,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
             t.setDaemon(true);
             return t;
         });
+        leaseTimer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "tablecdc-normalize-lease-" + connectorName);
+            t.setDaemon(true);
+            return t;
+        });
+        leaseOwner = connectorName + "/" + UUID.randomUUID().toString().substring(0, 8);
         try {
             localDir = config.stageLocalDir().isBlank()
                     ? Files.createTempDirectory("tablecdc-stage-")
@@ -131,6 +151,41 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 config.pushMode() ? "push" : "pull", config.normalizeParallelism());
     }
 
+    /**
+     * Opens the catalog; false (and a retry time, doubling from 1 s to 60 s) while it cannot be reached, so that a
+     * catalog outage at start holds the task back instead of failing it. A catalog that refuses the connection
+     * (wrong password, unknown database) or has an unknown schema fails the task.
+     */
+    private boolean openCatalog(long now) {
+        if (catalog != null) {
+            return true;
+        }
+        if (now < catalogRetryAtMs) {
+            return false;
+        }
+        try {
+            catalog = Catalog.open(config.catalog(), "sink " + connectorName);
+            if (catalogBackoff.failures() > 0) {
+                log.info("sink {}: the catalog is reachable again; staging starts", connectorName);
+            }
+            catalogBackoff.succeeded();
+            return true;
+        } catch (CatalogUnavailableException e) {
+            boolean first = catalogBackoff.failures() == 0;
+            long delay = catalogBackoff.failed();
+            catalogRetryAtMs = now + delay;
+            if (first) {
+                log.warn("sink {}: the catalog cannot be reached; nothing is staged until it can, retrying in {} ms"
+                        + " (further failures are logged at debug level): {}", connectorName, delay, e.getMessage());
+            } else {
+                log.debug("sink {}: the catalog still cannot be reached, retrying in {} ms: {}", connectorName, delay, e.getMessage());
+            }
+            return false;
+        } catch (RuntimeException e) {
+            throw new ConnectException("sink " + connectorName + ": the catalog is not usable: " + e.getMessage(), e);
+        }
+    }
+
     static StageStore openStore(ClickHouseStageSinkConfig config) {
         if ("gs".equals(config.stageUri().getScheme())) {
             return S3StageStore.gcs(config.stageUri(), config.gcsEndpoint(), config.gcsHmacAccessId(), config.gcsHmacSecret().value());
@@ -145,6 +200,14 @@ public class ClickHouseStageSinkTask extends SinkTask {
     @Override
     public void put(Collection<SinkRecord> records) {
         long now = System.currentTimeMillis();
+        if (!openCatalog(now)) {
+            if (records.isEmpty()) {
+                return;
+            }
+            // the same records come again (nothing of them was taken); offsets stay where they are
+            context.timeout(Math.max(100, catalogRetryAtMs - now));
+            throw new RetriableException("sink " + connectorName + ": the catalog cannot be reached yet");
+        }
         retryPendingUploads(now);
         Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
@@ -158,8 +221,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 // RetriableException part-way through it): staged, or reported as errant, already
                 continue;
             }
+            SinkHeaders headers = SinkHeaders.of(record.headers());
             try {
-                if (!stageRecord(record, tp, now)) {
+                if (!stageRecord(record, headers, tp, now)) {
                     // the table is held at a batch boundary: read this record again once it resumes
                     context.offset(tp, record.kafkaOffset());
                     held.add(tp);
@@ -167,6 +231,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 }
             } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
                 report(record, e);
+                try {
+                    closeBatchOfErrantLast(record, headers);
+                } catch (IOException closing) {
+                    throw new ConnectException("sink " + connectorName + ": closing a stage file failed: " + closing.getMessage(), closing);
+                }
             } catch (IOException e) {
                 throw new ConnectException("sink " + connectorName + ": writing a local stage file failed: " + e.getMessage(), e);
             }
@@ -181,10 +250,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * staged) when the record would start a new batch of a table that must wait: its previous batch is not
      * uploaded yet, or its staged batches fill its normalize buffer.
      */
-    private boolean stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
-        boolean tablecdc = RecordHeaders.present(record.headers());
-        String table = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.TABLE) : record.topic();
-        String flowHeader = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.FLOW) : null;
+    private boolean stageRecord(SinkRecord record, SinkHeaders headers, TopicPartition tp, long now) throws IOException {
+        boolean tablecdc = headers.present();
+        String table = tablecdc ? headers.table() : record.topic();
+        String flowHeader = tablecdc ? headers.flow() : null;
+        long headerBatch = tablecdc ? headers.batchId() : -1;
+        RecordHeaders.Op headerOp = tablecdc ? headers.operation() : null;
         TableKey key = tableKey(flowHeader != null ? flowHeader : connectorName, table, record.topic());
         tableOfPartition.put(tp, key);
         TableStager stager = stagers.get(key);
@@ -205,13 +276,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
         long version;
         RecordHeaders.Op op;
         if (tablecdc) {
-            batch = RecordHeaders.longValue(record.headers(), RecordHeaders.BATCH);
+            batch = headerBatch;
             version = RecordHeaders.longValue(record.headers(), RecordHeaders.VERSION);
-            String opText = RecordHeaders.text(record.headers(), RecordHeaders.OP);
-            op = opText == null ? RecordHeaders.Op.CREATE : RecordHeaders.Op.of(opText);
+            op = headerOp;
             if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
                 // its rows share a file and are loaded together: nothing could empty the table between them
-                if (lastOfBatch(record)) {
+                if (headers.lastOfBatch()) {
                     closeBatch(stager);
                 }
                 throw new IllegalArgumentException("table " + table + ", batch " + batch + ": a truncate record after rows of"
@@ -240,7 +310,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } else {
             stager.append(record, batch, version, op, now);
         }
-        if (tablecdc && lastOfBatch(record)) {
+        if (tablecdc && headers.lastOfBatch()) {
             closeBatch(stager);
         } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
             closeBatch(stager);
@@ -248,8 +318,25 @@ public class ClickHouseStageSinkTask extends SinkTask {
         return true;
     }
 
-    private static boolean lastOfBatch(SinkRecord record) {
-        return "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST));
+    /**
+     * A record that carried {@code tablecdc.batch.last=true} went to the errant record reporter: its batch is complete
+     * all the same (without it), so it is closed and staged rather than left open until another batch arrives.
+     */
+    private void closeBatchOfErrantLast(SinkRecord record, SinkHeaders headers) throws IOException {
+        if (!headers.present() || !headers.lastOfBatch()) {
+            return;
+        }
+        long batch;
+        try {
+            batch = headers.batchId();
+        } catch (IllegalArgumentException e) {
+            return;
+        }
+        TableKey key = tableKeys.get(List.of(headers.flow() != null ? headers.flow() : connectorName, headers.table(), record.topic()));
+        TableStager stager = key == null ? null : stagers.get(key);
+        if (stager != null && stager.open() && stager.batchId() == batch) {
+            closeBatch(stager);
+        }
     }
 
     /** The table's key, built once per (flow, table, topic) rather than per record. */
@@ -385,7 +472,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private TableNormalizer normalizerOf(TableKey key) {
         return normalizers.computeIfAbsent(key, k -> {
             TableNormalizer normalizer = new TableNormalizer(k, catalog, store, destination, config.pushMode(), normalizePool,
-                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()));
+                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()),
+                    leaseOwner, NORMALIZE_LEASE, leaseTimer);
             // batches staged before a restart are loaded first
             normalizer.wake();
             return normalizer;
@@ -509,6 +597,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
      */
     @Override
     public void open(Collection<TopicPartition> partitions) {
+        for (TopicPartition tp : partitions) {
+            if (tp.partition() != 0) {
+                // one table's batches are ordered by one partition: several partitions (perhaps on several tasks)
+                // would interleave them, and cut batch ids of their own
+                throw new ConnectException("sink " + connectorName + ": topic " + tp.topic() + " has more than one partition"
+                        + " (partition " + tp.partition() + " was assigned); the stage sink loads one table from one"
+                        + " single-partition topic. Recreate " + tp.topic() + " with one partition (tablecdc sources create"
+                        + " their topics so), or remove it from topics/topics.regex");
+            }
+        }
         // close() forgot the holds of revoked partitions, but Connect re-pauses a partition it gives back to this
         // task: nothing here would ever resume it. Resume them all; put() holds a table again if its buffer is
         // still full.
@@ -521,7 +619,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         Set<String> topics = new HashSet<>();
         partitions.forEach(tp -> topics.add(tp.topic()));
-        if (topics.isEmpty()) {
+        if (topics.isEmpty() || catalog == null) {
+            // without a catalog yet: the loops start when the tables' records arrive
             return;
         }
         try {
@@ -558,6 +657,18 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             pendingUploads.remove(key);
             pausedForBuffer.remove(key);
+            // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
+            TableNormalizer normalizer = normalizers.remove(key);
+            if (normalizer != null) {
+                try {
+                    if (!normalizer.stopAndWait(CLOSE_WAIT_MS)) {
+                        log.info("sink {}: flow {}, table {} left this task while a normalize step was in flight; it keeps"
+                                + " the table's normalize lease until that step ends", connectorName, key.flow(), key.table());
+                    }
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
             // the table left this task: its gauges go (its next owner publishes its own), and so do the pause and
             // the upload retry just dropped, should it come back
             TableMetrics.Table removed = metrics.remove(key.flow(), key.table());
@@ -576,6 +687,14 @@ public class ClickHouseStageSinkTask extends SinkTask {
         for (TableNormalizer normalizer : normalizers.values()) {
             normalizer.stop();
         }
+        for (TableNormalizer normalizer : normalizers.values()) {
+            try {
+                normalizer.stopAndWait(CLOSE_WAIT_MS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
         if (normalizePool != null) {
             normalizePool.shutdownNow();
             try {
@@ -583,6 +702,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+        }
+        if (leaseTimer != null) {
+            leaseTimer.shutdownNow();
         }
         for (TableStager stager : stagers.values()) {
             try {
