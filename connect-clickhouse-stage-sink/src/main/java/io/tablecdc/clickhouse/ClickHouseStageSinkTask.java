@@ -11,6 +11,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
@@ -84,6 +85,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
     /** When each table's last back-pressure pause ended: pauses that follow within a minute log at debug. */
     private final Map<TableKey, Long> lastResumedAt = new HashMap<>();
+    /** With table.per.topic: tables whose records arrived on a topic bound to another table, and why. */
+    private final Map<TableKey, String> unboundTables = new HashMap<>();
+    /** Tables stopped because another source table is loaded into their ClickHouse table already. */
+    private final Map<TableKey, String> collisions = new HashMap<>();
     /** Tables whose batches this sink cuts (records of other producers): closed by size or age. */
     private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
@@ -257,20 +262,48 @@ public class ClickHouseStageSinkTask extends SinkTask {
         long headerBatch = tablecdc ? headers.batchId() : -1;
         RecordHeaders.Op headerOp = tablecdc ? headers.operation() : null;
         TableKey key = tableKey(flowHeader != null ? flowHeader : connectorName, table, record.topic());
-        tableOfPartition.put(tp, key);
         TableStager stager = stagers.get(key);
         if (stager == null) {
+            if (collisions.containsKey(key)) {
+                context.pause(tp);
+                return false;
+            }
+            String unbound = unboundTables.get(key);
+            if (unbound == null && tablecdc && config.tablePerTopic()) {
+                List<String> bound;
+                try {
+                    bound = catalog.otherTablesOfSinkTopic(connectorName, record.topic(), key.flow(), key.table());
+                } catch (RuntimeException e) {
+                    throw new RetriableException("sink " + connectorName + ": looking up the table of topic " + record.topic()
+                            + " in the catalog failed: " + e.getMessage(), e);
+                }
+                if (!bound.isEmpty()) {
+                    unbound = "topic " + record.topic() + " is bound to " + bound.get(0) + " (table.per.topic=true); a record for"
+                            + " flow " + key.flow() + ", table " + key.table() + " is not taken from it";
+                    unboundTables.put(key, unbound);
+                }
+            }
+            if (unbound != null) {
+                throw new IllegalArgumentException(unbound);
+            }
+            Optional<String> other;
             try {
                 catalog.initTable(key.flow(), key.table());
                 catalog.recordSinkTopic(key.flow(), key.table(), connectorName, record.topic());
+                other = catalog.claimDestination(key.flow(), key.table(), destinationOf(key));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
+            }
+            if (other.isPresent()) {
+                refuseCollision(key, other.get(), tp);
+                return false;
             }
             stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
             stagers.put(key, stager);
             metrics.table(key.flow(), key.table());
         }
+        tableOfPartition.put(tp, key);
         TableNormalizer normalizer = normalizerOf(key);
         long batch;
         long version;
@@ -316,6 +349,37 @@ public class ClickHouseStageSinkTask extends SinkTask {
             closeBatch(stager);
         }
         return true;
+    }
+
+    /** The ClickHouse table a table is loaded into, named with the server and the database. */
+    private String destinationOf(TableKey key) {
+        String server;
+        try {
+            java.net.URI uri = java.net.URI.create(config.clickHouseUrl());
+            server = uri.getHost() + ":" + uri.getPort();
+        } catch (RuntimeException e) {
+            server = config.clickHouseUrl();
+        }
+        return server + "/" + config.clickHouseDatabase() + "." + key.clickHouseTable();
+    }
+
+    /**
+     * Two source tables map to one ClickHouse table: the later one is stopped (its partition paused, nothing of it
+     * staged), with the error in the log and in its catalog row, until table.name.format separates them.
+     */
+    private void refuseCollision(TableKey key, String other, TopicPartition tp) {
+        String message = "ClickHouse table " + config.clickHouseDatabase() + "." + key.clickHouseTable() + " is already loaded"
+                + " from " + other + "; flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") would be"
+                + " mixed into it and is stopped. Set table.name.format so that the two get different ClickHouse tables"
+                + " (for example ${topic}), or stop one of them";
+        collisions.put(key, message);
+        log.error("sink {}: {}", connectorName, message);
+        try {
+            catalog.recordError(key.flow(), key.table(), "stage: " + message, Instant.now(), null);
+        } catch (RuntimeException e) {
+            log.debug("recording the collision of {} failed: {}", key, e.toString());
+        }
+        context.pause(tp);
     }
 
     /**
@@ -639,6 +703,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     public void close(Collection<TopicPartition> partitions) {
         // open batches of revoked partitions are dropped; their records come back to the next owner
         Set<TableKey> affected = new HashSet<>();
+        Map<TableKey, TableNormalizer> stopping = new HashMap<>();
         for (TopicPartition tp : partitions) {
             TableKey key = tableOfPartition.remove(tp);
             if (key != null) {
@@ -660,14 +725,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
             TableNormalizer normalizer = normalizers.remove(key);
             if (normalizer != null) {
-                try {
-                    if (!normalizer.stopAndWait(CLOSE_WAIT_MS)) {
-                        log.info("sink {}: flow {}, table {} left this task while a normalize step was in flight; it keeps"
-                                + " the table's normalize lease until that step ends", connectorName, key.flow(), key.table());
-                    }
-                } catch (InterruptedException e) {
-                    Thread.currentThread().interrupt();
-                }
+                normalizer.stop();
+                stopping.put(key, normalizer);
             }
             // the table left this task: its gauges go (its next owner publishes its own), and so do the pause and
             // the upload retry just dropped, should it come back
@@ -675,6 +734,21 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (removed != null) {
                 removed.resumed();
                 removed.errorEpisodeEnded(STAGE_EPISODE);
+            }
+        }
+        // every loop was told to stop above; wait for their steps in flight together, not one after another
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_WAIT_MS);
+        for (var entry : stopping.entrySet()) {
+            TableKey key = entry.getKey();
+            try {
+                long left = Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+                if (!entry.getValue().stopAndWait(left)) {
+                    log.info("sink {}: flow {}, table {} left this task while a normalize step was in flight; it keeps"
+                            + " the table's normalize lease until that step ends", connectorName, key.flow(), key.table());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
             }
         }
     }
@@ -687,9 +761,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
         for (TableNormalizer normalizer : normalizers.values()) {
             normalizer.stop();
         }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_WAIT_MS);
         for (TableNormalizer normalizer : normalizers.values()) {
             try {
-                normalizer.stopAndWait(CLOSE_WAIT_MS);
+                normalizer.stopAndWait(Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
                 break;

@@ -137,6 +137,77 @@ class StageSinkBadInputIT {
         rest.delete("sink-parts");
     }
 
+    /** {@code col_a.b} and {@code col.a_b} both become the ClickHouse table {@code col_a_b} under the default name format. */
+    @Test
+    void aSecondSourceTableMappingToTheSameClickHouseTableIsStoppedNotMixedIn() throws Exception {
+        String flow = "flow-collide";
+        String topic = "sinkbad.collide";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "col_a.b", "c", 1, 1, true));
+            producer.send(topic, null, null, Headers.of(flow, "col.a_b", "t", 1, 1, false));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "col.a_b", "c", 2, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-collide", config("collide", topic, "sinkbad.collide.dlq"));
+        rest.awaitRunning("sink-collide", 1, Duration.ofSeconds(60));
+        String error = awaitCatalogError(flow, "col.a_b", Duration.ofSeconds(60));
+        assertTrue(error.contains("default.col_a_b is already loaded from flow flow-collide, table col_a.b")
+                && error.contains("table.name.format"), error);
+        awaitRows("SELECT id FROM col_a_b FINAL ORDER BY id", rows -> rows.size() == 1 && rows.get(0).getLong("id") == 1,
+                Duration.ofSeconds(60));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-collide"));
+        rest.delete("sink-collide");
+    }
+
+    private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+                 java.sql.PreparedStatement ps = c.prepareStatement("SELECT last_error FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ? AND last_error IS NOT NULL")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (java.sql.ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        return rs.getString(1);
+                    }
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("no error recorded in the catalog for " + flow + "/" + table);
+    }
+
+    @Test
+    void withTablePerTopicATopicTakesOnlyTheFirstTableItCarried() throws Exception {
+        String flow = "flow-bound";
+        String topic = "sinkbad.bound";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "bound.a", "c", 1, 1, true));
+            // another producer on the same topic names another table, and would empty it
+            producer.send(topic, null, null, Headers.of(flow, "bound.victim", "t", 1, 1, true));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "bound.a", "c", 2, 2, true));
+        }
+        Map<String, String> config = config("bound", topic, "sinkbad.bound.dlq");
+        config.put("table.per.topic", "true");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-bound", config);
+        rest.awaitRunning("sink-bound", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM bound_a FINAL ORDER BY id", rows -> rows.size() == 2, Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.bound.dlq");
+        assertEquals(1, errors.size(), errors.toString());
+        assertTrue(errors.get(0).contains("topic sinkbad.bound is bound to flow flow-bound, table bound.a (table.per.topic=true)"),
+                errors.get(0));
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_replication_state"
+                     + " WHERE source_table_identifier = 'bound.victim'");
+             java.sql.ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            assertEquals(0, rs.getLong(1), "catalog rows of the table named by the other producer");
+        }
+        rest.delete("sink-bound");
+    }
+
     private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout)
             throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();

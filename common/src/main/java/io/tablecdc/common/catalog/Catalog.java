@@ -1458,4 +1458,73 @@ public final class Catalog implements AutoCloseable {
             }
         });
     }
+
+    /**
+     * Records that the table is loaded into {@code destination} (a ClickHouse table, named with its server and
+     * database), unless another table of the catalog is loaded there already: two source tables never share a
+     * destination table. May be called again after a crash.
+     *
+     * @return empty when {@code destination} is this table's now, otherwise the other table as "flow F, table T"
+     */
+    public Optional<String> claimDestination(String flow, String table, String destination) {
+        requireName("claimDestination", "destination", destination);
+        return onTable("claimDestination", flow, table, c -> {
+            Optional<String> other = destinationHolder(c, flow, table, destination);
+            if (other.isPresent()) {
+                return other;
+            }
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET destination_table = ?"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND destination_table IS DISTINCT FROM ?")) {
+                ps.setString(1, destination);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, destination);
+                ps.executeUpdate();
+            } catch (SQLException e) {
+                if ("23505".equals(e.getSQLState())) {
+                    // another table took it at the same moment
+                    return destinationHolder(c, flow, table, destination);
+                }
+                throw e;
+            }
+            return Optional.<String>empty();
+        });
+    }
+
+    private static Optional<String> destinationHolder(Connection c, String flow, String table, String destination)
+            throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier FROM " + STATE
+                + " WHERE destination_table = ? AND NOT (flow_name = ? AND source_table_identifier = ?)")) {
+            ps.setString(1, destination);
+            ps.setString(2, flow);
+            ps.setString(3, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? Optional.of("flow " + rs.getString(1) + ", table " + rs.getString(2)) : Optional.<String>empty();
+            }
+        }
+    }
+
+    /**
+     * The tables that sink {@code sinkName} loads from {@code topic}, other than {@code flow}/{@code table}, as
+     * "flow F, table T" (for a sink that binds each topic to one table). Read-only.
+     */
+    public List<String> otherTablesOfSinkTopic(String sinkName, String topic, String flow, String table) {
+        return onTable("otherTablesOfSinkTopic", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier FROM " + STATE
+                    + " WHERE sink_name = ? AND sink_topic = ? AND NOT (flow_name = ? AND source_table_identifier = ?)"
+                    + " ORDER BY flow_name, source_table_identifier")) {
+                ps.setString(1, sinkName);
+                ps.setString(2, topic);
+                ps.setString(3, flow);
+                ps.setString(4, table);
+                List<String> tables = new ArrayList<>();
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        tables.add("flow " + rs.getString(1) + ", table " + rs.getString(2));
+                    }
+                }
+                return tables;
+            }
+        });
+    }
 }
