@@ -110,6 +110,14 @@ class CatalogMigrationsTest {
         assertEquals(CatalogMigrations.knownVersion(), CatalogMigrations.verify(ds));
     }
 
+    /** How many migration scripts there are (versions may have gaps). */
+    private int scriptCount() throws Exception {
+        URI location = getClass().getClassLoader().getResource("io/tablecdc/catalog/migration").toURI();
+        try (Stream<Path> scripts = Files.list(Path.of(location))) {
+            return (int) scripts.map(p -> p.getFileName().toString()).filter(n -> n.matches("V\\d+__.+\\.sql")).count();
+        }
+    }
+
     @Test
     void knownVersionIsTheHighestScript() throws Exception {
         URI location = getClass().getClassLoader().getResource("io/tablecdc/catalog/migration").toURI();
@@ -183,7 +191,7 @@ class CatalogMigrationsTest {
         assertTrue(err.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0"));
         assertEquals(0, MigrateCommand.run(new String[0], env, o, e));
         assertTrue(out.toString(java.nio.charset.StandardCharsets.UTF_8).contains("version 0 -> " + CatalogMigrations.knownVersion()
-                        + " (" + CatalogMigrations.knownVersion() + " migrations applied)"),
+                        + " (" + scriptCount() + " migrations applied)"),
                 out.toString(java.nio.charset.StandardCharsets.UTF_8));
         assertEquals(0, MigrateCommand.run(new String[] {"--check"}, env, o, e));
         assertEquals(2, MigrateCommand.run(new String[] {"--url", "jdbc:mysql://x/y"}, java.util.Map.of(), o, e));
@@ -207,7 +215,7 @@ class CatalogMigrationsTest {
                 applied += run.get().migrationsApplied();
                 assertEquals(CatalogMigrations.knownVersion(), run.get().versionAfter());
             }
-            assertEquals(Integer.parseInt(CatalogMigrations.knownVersion()), applied, "each migration ran once");
+            assertEquals(scriptCount(), applied, "each migration ran once");
         } finally {
             pool.shutdownNow();
         }

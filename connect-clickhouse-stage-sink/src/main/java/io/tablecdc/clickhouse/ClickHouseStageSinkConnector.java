@@ -46,6 +46,10 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             try {
                 // open applies the migrations; the tasks then find the schema current
                 Catalog.open(config.catalog(), "sink " + this.props.get(CONNECTOR_NAME_PROP)).close();
+            } catch (io.tablecdc.common.catalog.CatalogUnavailableException e) {
+                // an outage, not a wrong setting: the tasks retry opening it (and apply the migrations) with backoff
+                org.slf4j.LoggerFactory.getLogger(ClickHouseStageSinkConnector.class).warn("sink {}: the catalog cannot be"
+                        + " reached at start; its tasks retry: {}", this.props.get(CONNECTOR_NAME_PROP), e.getMessage());
             } catch (RuntimeException e) {
                 throw new ConnectException("sink " + this.props.get(CONNECTOR_NAME_PROP) + ": the catalog is not usable: " + e.getMessage(), e);
             }
@@ -95,7 +99,7 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             return result;
         }
         List<ClickHouseAccessCheck.Problem> problems;
-        try (var client = ClickHouseStageSinkTask.client(config); var store = ClickHouseStageSinkTask.openStore(config)) {
+        try (var client = io.tablecdc.clickhouse.destination.ClickHouseClients.client(config); var store = ClickHouseStageSinkTask.openStore(config)) {
             problems = ClickHouseAccessCheck.check(config, client, store);
         } catch (Exception e) {
             problems = ClickHouseAccessCheck.scrub(List.of(ClickHouseAccessCheck.stageWriteProblem(config, e)), config);

@@ -3,6 +3,7 @@ package io.tablecdc.clickhouse;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -10,7 +11,9 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
@@ -26,9 +29,8 @@ import org.apache.kafka.connect.sink.SinkTask;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import com.clickhouse.client.api.Client;
-
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
+import io.tablecdc.clickhouse.destination.ClickHouseClients;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.clickhouse.stage.FileStageStore;
@@ -40,6 +42,7 @@ import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
 import io.tablecdc.common.catalog.Stage;
 import io.tablecdc.common.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
@@ -59,9 +62,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private ClickHouseStageSinkConfig config;
     private String connectorName;
     private Catalog catalog;
+    /** While the catalog could not be reached (at start, or since): when to try again. */
+    private final Backoff catalogBackoff = new Backoff(1_000, 60_000);
+    private long catalogRetryAtMs;
     private StageStore store;
     private ClickHouseDestination destination;
     private ScheduledExecutorService normalizePool;
+    /** Renews the normalize leases of this task's loops while they run. */
+    private ScheduledExecutorService leaseTimer;
+    /** The name this task's normalize loops hold their tables' leases under. */
+    private String leaseOwner;
     private ErrantRecordReporter reporter;
     private Path localDir;
     private TableMetrics metrics;
@@ -75,9 +85,18 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Set<TableKey> pausedForBuffer = new HashSet<>();
     /** When each table's last back-pressure pause ended: pauses that follow within a minute log at debug. */
     private final Map<TableKey, Long> lastResumedAt = new HashMap<>();
-    private final Map<TableKey, Long> selfCutBatchIds = new HashMap<>();
+    /** With table.per.topic: tables whose records arrived on a topic bound to another table, and why. */
+    private final Map<TableKey, String> unboundTables = new HashMap<>();
+    /** Tables stopped because another source table is loaded into their ClickHouse table already. */
+    private final Map<TableKey, String> collisions = new HashMap<>();
+    /** Tables whose batches this sink cuts (records of other producers): closed by size or age. */
+    private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
+    /** How long a normalize lease lasts unless renewed (every third of it while the loop runs). */
+    static final Duration NORMALIZE_LEASE = Duration.ofSeconds(30);
+    /** How long close() waits for a revoked table's normalize step in flight. */
+    private static final long CLOSE_WAIT_MS = 10_000;
     /** The kind of error episode an upload reports in the table's metrics. */
     static final String STAGE_EPISODE = "stage";
 
@@ -104,15 +123,21 @@ public class ClickHouseStageSinkTask extends SinkTask {
         connectorName = props.getOrDefault(ClickHouseStageSinkConnector.CONNECTOR_NAME_PROP, "clickhouse-stage-sink");
         // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
         metrics = TableMetrics.forSink(() -> context.pluginMetrics(), connectorName);
-        catalog = Catalog.open(config.catalog(), "sink " + connectorName);
+        openCatalog(System.currentTimeMillis());
         store = openStore(config);
-        destination = new ClickHouseDestination(client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
+        destination = new ClickHouseDestination(ClickHouseClients.client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
                 config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
         normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
             Thread t = new Thread(r, "tablecdc-normalize-" + connectorName);
             t.setDaemon(true);
             return t;
         });
+        leaseTimer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "tablecdc-normalize-lease-" + connectorName);
+            t.setDaemon(true);
+            return t;
+        });
+        leaseOwner = connectorName + "/" + UUID.randomUUID().toString().substring(0, 8);
         try {
             localDir = config.stageLocalDir().isBlank()
                     ? Files.createTempDirectory("tablecdc-stage-")
@@ -131,6 +156,41 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 config.pushMode() ? "push" : "pull", config.normalizeParallelism());
     }
 
+    /**
+     * Opens the catalog; false (and a retry time, doubling from 1 s to 60 s) while it cannot be reached, so that a
+     * catalog outage at start holds the task back instead of failing it. A catalog that refuses the connection
+     * (wrong password, unknown database) or has an unknown schema fails the task.
+     */
+    private boolean openCatalog(long now) {
+        if (catalog != null) {
+            return true;
+        }
+        if (now < catalogRetryAtMs) {
+            return false;
+        }
+        try {
+            catalog = Catalog.open(config.catalog(), "sink " + connectorName);
+            if (catalogBackoff.failures() > 0) {
+                log.info("sink {}: the catalog is reachable again; staging starts", connectorName);
+            }
+            catalogBackoff.succeeded();
+            return true;
+        } catch (CatalogUnavailableException e) {
+            boolean first = catalogBackoff.failures() == 0;
+            long delay = catalogBackoff.failed();
+            catalogRetryAtMs = now + delay;
+            if (first) {
+                log.warn("sink {}: the catalog cannot be reached; nothing is staged until it can, retrying in {} ms"
+                        + " (further failures are logged at debug level): {}", connectorName, delay, e.getMessage());
+            } else {
+                log.debug("sink {}: the catalog still cannot be reached, retrying in {} ms: {}", connectorName, delay, e.getMessage());
+            }
+            return false;
+        } catch (RuntimeException e) {
+            throw new ConnectException("sink " + connectorName + ": the catalog is not usable: " + e.getMessage(), e);
+        }
+    }
+
     static StageStore openStore(ClickHouseStageSinkConfig config) {
         if ("gs".equals(config.stageUri().getScheme())) {
             return S3StageStore.gcs(config.stageUri(), config.gcsEndpoint(), config.gcsHmacAccessId(), config.gcsHmacSecret().value());
@@ -142,18 +202,17 @@ public class ClickHouseStageSinkTask extends SinkTask {
         return new FileStageStore(config.stageUri());
     }
 
-    static Client client(ClickHouseStageSinkConfig config) {
-        return new Client.Builder()
-                .addEndpoint(config.clickHouseUrl())
-                .setUsername(config.clickHouseUser())
-                .setPassword(config.clickHousePassword().value())
-                .setDefaultDatabase(config.clickHouseDatabase())
-                .build();
-    }
-
     @Override
     public void put(Collection<SinkRecord> records) {
         long now = System.currentTimeMillis();
+        if (!openCatalog(now)) {
+            if (records.isEmpty()) {
+                return;
+            }
+            // the same records come again (nothing of them was taken); offsets stay where they are
+            context.timeout(Math.max(100, catalogRetryAtMs - now));
+            throw new RetriableException("sink " + connectorName + ": the catalog cannot be reached yet");
+        }
         retryPendingUploads(now);
         Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
@@ -161,8 +220,15 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (held.contains(tp)) {
                 continue;
             }
+            Long taken = nextOffsets.get(tp);
+            if (taken != null && record.kafkaOffset() < taken) {
+                // taken by an earlier delivery of this collection (Connect delivers a whole collection again after a
+                // RetriableException part-way through it): staged, or reported as errant, already
+                continue;
+            }
+            SinkHeaders headers = SinkHeaders.of(record.headers());
             try {
-                if (!stageRecord(record, tp, now)) {
+                if (!stageRecord(record, headers, tp, now)) {
                     // the table is held at a batch boundary: read this record again once it resumes
                     context.offset(tp, record.kafkaOffset());
                     held.add(tp);
@@ -170,6 +236,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 }
             } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
                 report(record, e);
+                try {
+                    closeBatchOfErrantLast(record, headers);
+                } catch (IOException closing) {
+                    throw new ConnectException("sink " + connectorName + ": closing a stage file failed: " + closing.getMessage(), closing);
+                }
             } catch (IOException e) {
                 throw new ConnectException("sink " + connectorName + ": writing a local stage file failed: " + e.getMessage(), e);
             }
@@ -184,37 +255,66 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * staged) when the record would start a new batch of a table that must wait: its previous batch is not
      * uploaded yet, or its staged batches fill its normalize buffer.
      */
-    private boolean stageRecord(SinkRecord record, TopicPartition tp, long now) throws IOException {
-        boolean tablecdc = RecordHeaders.present(record.headers());
-        String table = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.TABLE) : record.topic();
-        String flowHeader = tablecdc ? RecordHeaders.text(record.headers(), RecordHeaders.FLOW) : null;
+    private boolean stageRecord(SinkRecord record, SinkHeaders headers, TopicPartition tp, long now) throws IOException {
+        boolean tablecdc = headers.present();
+        String table = tablecdc ? headers.table() : record.topic();
+        String flowHeader = tablecdc ? headers.flow() : null;
+        long headerBatch = tablecdc ? headers.batchId() : -1;
+        RecordHeaders.Op headerOp = tablecdc ? headers.operation() : null;
         TableKey key = tableKey(flowHeader != null ? flowHeader : connectorName, table, record.topic());
-        tableOfPartition.put(tp, key);
         TableStager stager = stagers.get(key);
         if (stager == null) {
+            if (collisions.containsKey(key)) {
+                context.pause(tp);
+                return false;
+            }
+            String unbound = unboundTables.get(key);
+            if (unbound == null && tablecdc && config.tablePerTopic()) {
+                List<String> bound;
+                try {
+                    bound = catalog.otherTablesOfSinkTopic(connectorName, OriginalPartition.topic(record), key.flow(), key.table());
+                } catch (RuntimeException e) {
+                    throw new RetriableException("sink " + connectorName + ": looking up the table of topic " + OriginalPartition.topic(record)
+                            + " in the catalog failed: " + e.getMessage(), e);
+                }
+                if (!bound.isEmpty()) {
+                    unbound = "topic " + OriginalPartition.topic(record) + " is bound to " + bound.get(0) + " (table.per.topic=true); a record for"
+                            + " flow " + key.flow() + ", table " + key.table() + " is not taken from it";
+                    unboundTables.put(key, unbound);
+                }
+            }
+            if (unbound != null) {
+                throw new IllegalArgumentException(unbound);
+            }
+            Optional<String> other;
             try {
                 catalog.initTable(key.flow(), key.table());
                 catalog.recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
+                other = catalog.claimDestination(key.flow(), key.table(), destinationOf(key));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
+            }
+            if (other.isPresent()) {
+                refuseCollision(key, other.get(), tp);
+                return false;
             }
             stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
             stagers.put(key, stager);
             metrics.table(key.flow(), key.table());
         }
+        tableOfPartition.put(tp, key);
         TableNormalizer normalizer = normalizerOf(key);
         long batch;
         long version;
         RecordHeaders.Op op;
         if (tablecdc) {
-            batch = RecordHeaders.longValue(record.headers(), RecordHeaders.BATCH);
+            batch = headerBatch;
             version = RecordHeaders.longValue(record.headers(), RecordHeaders.VERSION);
-            String opText = RecordHeaders.text(record.headers(), RecordHeaders.OP);
-            op = opText == null ? RecordHeaders.Op.CREATE : RecordHeaders.Op.of(opText);
+            op = headerOp;
             if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
                 // its rows share a file and are loaded together: nothing could empty the table between them
-                if (lastOfBatch(record)) {
+                if (headers.lastOfBatch()) {
                     closeBatch(stager);
                 }
                 throw new IllegalArgumentException("table " + table + ", batch " + batch + ": a truncate record after rows of"
@@ -243,7 +343,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } else {
             stager.append(record, batch, version, op, now);
         }
-        if (tablecdc && lastOfBatch(record)) {
+        if (tablecdc && headers.lastOfBatch()) {
             closeBatch(stager);
         } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
             closeBatch(stager);
@@ -251,8 +351,56 @@ public class ClickHouseStageSinkTask extends SinkTask {
         return true;
     }
 
-    private static boolean lastOfBatch(SinkRecord record) {
-        return "true".equals(RecordHeaders.text(record.headers(), RecordHeaders.BATCH_LAST));
+    /** The ClickHouse table a table is loaded into, named with the server and the database. */
+    private String destinationOf(TableKey key) {
+        String server;
+        try {
+            java.net.URI uri = java.net.URI.create(config.clickHouseUrl());
+            server = uri.getHost() + ":" + uri.getPort();
+        } catch (RuntimeException e) {
+            server = config.clickHouseUrl();
+        }
+        return server + "/" + config.clickHouseDatabase() + "." + key.clickHouseTable();
+    }
+
+    /**
+     * Two source tables map to one ClickHouse table: the later one is stopped (its partition paused, nothing of it
+     * staged), with the error in the log and in its catalog row, until table.name.format separates them.
+     */
+    private void refuseCollision(TableKey key, String other, TopicPartition tp) {
+        String message = "ClickHouse table " + config.clickHouseDatabase() + "." + key.clickHouseTable() + " is already loaded"
+                + " from " + other + "; flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") would be"
+                + " mixed into it and is stopped. Set table.name.format so that the two get different ClickHouse tables"
+                + " (for example ${topic}), or stop one of them";
+        collisions.put(key, message);
+        log.error("sink {}: {}", connectorName, message);
+        try {
+            catalog.recordError(key.flow(), key.table(), "stage: " + message, Instant.now(), null);
+        } catch (RuntimeException e) {
+            log.debug("recording the collision of {} failed: {}", key, e.toString());
+        }
+        context.pause(tp);
+    }
+
+    /**
+     * A record that carried {@code tablecdc.batch.last=true} went to the errant record reporter: its batch is complete
+     * all the same (without it), so it is closed and staged rather than left open until another batch arrives.
+     */
+    private void closeBatchOfErrantLast(SinkRecord record, SinkHeaders headers) throws IOException {
+        if (!headers.present() || !headers.lastOfBatch()) {
+            return;
+        }
+        long batch;
+        try {
+            batch = headers.batchId();
+        } catch (IllegalArgumentException e) {
+            return;
+        }
+        TableKey key = tableKeys.get(List.of(headers.flow() != null ? headers.flow() : connectorName, headers.table(), record.topic()));
+        TableStager stager = key == null ? null : stagers.get(key);
+        if (stager != null && stager.open() && stager.batchId() == batch) {
+            closeBatch(stager);
+        }
     }
 
     /** The table's key, built once per (flow, table, topic) rather than per record. */
@@ -261,16 +409,26 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 k -> new TableKey(flow, table, config.clickHouseTable(table, topic)));
     }
 
+    /**
+     * A new batch id for a table whose batches this sink cuts: reserved in the catalog, above every id reserved,
+     * synced, normalized or staged for the table before, so that a batch still staged from before a restart is
+     * never replaced by new records under its id.
+     */
     private long nextSelfCutBatchId(TableKey key) {
-        long next = selfCutBatchIds.computeIfAbsent(key, k -> catalog.getTable(k.flow(), k.table())
-                .map(s -> Math.max(s.syncedBatchId(), s.normalizedBatchId())).orElse(0L)) + 1;
-        selfCutBatchIds.put(key, next);
+        long next;
+        try {
+            next = catalog.reserveBatchIds(key.flow(), key.table(), 1);
+        } catch (RuntimeException e) {
+            throw new RetriableException("sink " + connectorName + ": reserving a batch id for table " + key.table()
+                    + " in the catalog failed: " + e.getMessage(), e);
+        }
+        selfCutTables.add(key);
         return next;
     }
 
     private void closeDueSelfCutBatches(long now) {
         for (TableStager stager : stagers.values()) {
-            if (stager.open() && selfCutBatchIds.containsKey(stager.key) && now - stager.openedAtMs() >= config.batchMaxMs()) {
+            if (stager.open() && selfCutTables.contains(stager.key) && now - stager.openedAtMs() >= config.batchMaxMs()) {
                 try {
                     closeBatch(stager);
                 } catch (IOException e) {
@@ -305,17 +463,30 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private boolean tryUpload(PendingUpload pending, long now) {
         TableStager.ClosedBatch batch = pending.batch;
         TableKey key = batch.key();
+        List<StageFile> files = new ArrayList<>();
+        boolean recorded = false;
         try {
-            List<StageFile> files = new ArrayList<>();
+            Stage existing = catalog.getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
+            if (existing != null && existing.rows() > batch.rows()) {
+                // a staged batch is never replaced by a part of it: keep the complete one, drop this copy
+                log.warn("sink {}: flow {}, table {}: batch {} is staged already with {} rows; a later copy with {} rows is"
+                        + " dropped instead of replacing it", connectorName, key.flow(), key.table(), batch.batchId(),
+                        existing.rows(), batch.rows());
+                for (StagePart part : batch.parts()) {
+                    Files.deleteIfExists(part.file());
+                }
+                return true;
+            }
             String attempt = Long.toHexString(System.nanoTime());
             for (int i = 0; i < batch.parts().size(); i++) {
                 StagePart part = batch.parts().get(i);
                 String objectKey = key.fileName() + "/" + batch.batchId() + "/" + attempt + "-" + i + ".avro";
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
-            List<StageFile> previous = catalog.getStage(key.flow(), key.table(), batch.batchId()).map(Stage::files).orElse(List.of());
+            List<StageFile> previous = existing == null ? List.of() : existing.files();
             boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
                     batch.truncateBefore()));
+            recorded = true;
             // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
             for (StageFile file : stored ? previous : files) {
                 if (!files.contains(file) || !stored) {
@@ -338,6 +509,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             return true;
         } catch (Exception e) {
+            if (!recorded) {
+                // this attempt's copies are referenced by nothing: the next attempt uploads the batch again
+                for (StageFile file : files) {
+                    try {
+                        store.delete(file.uri());
+                    } catch (Exception cleanup) {
+                        log.debug("removing the stage file {} of a failed upload failed: {}", file.uri(), cleanup.toString());
+                    }
+                }
+            }
             long delay = pending.backoff.failed();
             pending.retryAtMs = now + delay;
             if (pending.episode.failed(e.getMessage(), delay)) {
@@ -355,7 +536,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private TableNormalizer normalizerOf(TableKey key) {
         return normalizers.computeIfAbsent(key, k -> {
             TableNormalizer normalizer = new TableNormalizer(k, catalog, store, destination, config.pushMode(), normalizePool,
-                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()));
+                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()),
+                    leaseOwner, NORMALIZE_LEASE, leaseTimer);
             // batches staged before a restart are loaded first
             normalizer.wake();
             return normalizer;
@@ -479,6 +661,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
      */
     @Override
     public void open(Collection<TopicPartition> partitions) {
+        for (TopicPartition tp : partitions) {
+            if (tp.partition() != 0) {
+                // one table's batches are ordered by one partition: several partitions (perhaps on several tasks)
+                // would interleave them, and cut batch ids of their own
+                throw new ConnectException("sink " + connectorName + ": topic " + tp.topic() + " has more than one partition"
+                        + " (partition " + tp.partition() + " was assigned); the stage sink loads one table from one"
+                        + " single-partition topic. Recreate " + tp.topic() + " with one partition (tablecdc sources create"
+                        + " their topics so), or remove it from topics/topics.regex");
+            }
+        }
         // close() forgot the holds of revoked partitions, but Connect re-pauses a partition it gives back to this
         // task: nothing here would ever resume it. Resume them all; put() holds a table again if its buffer is
         // still full.
@@ -491,7 +683,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         Set<String> topics = new HashSet<>();
         partitions.forEach(tp -> topics.add(tp.topic()));
-        if (topics.isEmpty()) {
+        if (topics.isEmpty() || catalog == null) {
+            // without a catalog yet: the loops start when the tables' records arrive
             return;
         }
         try {
@@ -510,6 +703,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     public void close(Collection<TopicPartition> partitions) {
         // open batches of revoked partitions are dropped; their records come back to the next owner
         Set<TableKey> affected = new HashSet<>();
+        Map<TableKey, TableNormalizer> stopping = new HashMap<>();
         for (TopicPartition tp : partitions) {
             TableKey key = tableOfPartition.remove(tp);
             if (key != null) {
@@ -528,12 +722,33 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             pendingUploads.remove(key);
             pausedForBuffer.remove(key);
+            // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
+            TableNormalizer normalizer = normalizers.remove(key);
+            if (normalizer != null) {
+                normalizer.stop();
+                stopping.put(key, normalizer);
+            }
             // the table left this task: its gauges go (its next owner publishes its own), and so do the pause and
             // the upload retry just dropped, should it come back
             TableMetrics.Table removed = metrics.remove(key.flow(), key.table());
             if (removed != null) {
                 removed.resumed();
                 removed.errorEpisodeEnded(STAGE_EPISODE);
+            }
+        }
+        // every loop was told to stop above; wait for their steps in flight together, not one after another
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_WAIT_MS);
+        for (var entry : stopping.entrySet()) {
+            TableKey key = entry.getKey();
+            try {
+                long left = Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+                if (!entry.getValue().stopAndWait(left)) {
+                    log.info("sink {}: flow {}, table {} left this task while a normalize step was in flight; it keeps"
+                            + " the table's normalize lease until that step ends", connectorName, key.flow(), key.table());
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
             }
         }
     }
@@ -546,6 +761,15 @@ public class ClickHouseStageSinkTask extends SinkTask {
         for (TableNormalizer normalizer : normalizers.values()) {
             normalizer.stop();
         }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_WAIT_MS);
+        for (TableNormalizer normalizer : normalizers.values()) {
+            try {
+                normalizer.stopAndWait(Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                break;
+            }
+        }
         if (normalizePool != null) {
             normalizePool.shutdownNow();
             try {
@@ -553,6 +777,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }
+        }
+        if (leaseTimer != null) {
+            leaseTimer.shutdownNow();
         }
         for (TableStager stager : stagers.values()) {
             try {

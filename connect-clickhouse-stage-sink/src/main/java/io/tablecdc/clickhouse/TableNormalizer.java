@@ -2,10 +2,12 @@ package io.tablecdc.clickhouse;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.UUID;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -47,6 +49,12 @@ import io.tablecdc.common.metrics.TableMetrics;
  * to the attempt, so that ClickHouse cannot skip the reload as a repeat of rows the second truncate removed: a
  * plain MergeTree clears its deduplication log on {@code TRUNCATE} (measured on the test engine), but a
  * replicated table's deduplication blocks in Keeper are reported to outlive dropped data.
+ *
+ * <p>Exactly one loop loads a table at any time: a run first takes the table's normalize lease in the catalog
+ * ({@link Catalog#claimNormalizeLease}), renews it every third of its duration while it runs, checks it before every
+ * step that writes (truncate, each file, the normalized id) and gives it up when the run ends. A loop whose table
+ * left its task ({@link #stopAndWait}) starts no further step; until its step in flight ends it keeps the lease, so
+ * the table's next owner waits for it.
  */
 final class TableNormalizer {
     private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
@@ -66,11 +74,19 @@ final class TableNormalizer {
     private final AtomicBoolean rerun = new AtomicBoolean();
     private final AtomicLong pendingBatches = new AtomicLong();
     private volatile boolean stopped;
+    private final String owner;
+    private final Duration lease;
+    private final ScheduledExecutorService leaseTimer;
+    /** When the lease was last taken or renewed (System.nanoTime), 0 while this loop does not hold it. */
+    private volatile long leaseRenewedAt;
+    private volatile boolean leaseLost;
+    private volatile ScheduledFuture<?> next;
     /** The catalog's normalized id was read once (for the metrics of a table with nothing staged). */
     private boolean normalizedIdKnown;
 
     TableNormalizer(TableKey key, Catalog catalog, StageStore store, ClickHouseDestination destination, boolean push,
-                    ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs, TableMetrics.Table metrics) {
+                    ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs, TableMetrics.Table metrics,
+                    String owner, Duration lease, ScheduledExecutorService leaseTimer) {
         this.key = key;
         this.catalog = catalog;
         this.store = store;
@@ -80,6 +96,9 @@ final class TableNormalizer {
         this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
         this.episode = new ErrorEpisode(log, "normalize of flow " + key.flow() + ", table " + key.table());
         this.metrics = metrics;
+        this.owner = owner;
+        this.lease = lease;
+        this.leaseTimer = leaseTimer;
     }
 
     /** Asks for a run soon (a batch was staged). Runs of one table never overlap. */
@@ -104,6 +123,36 @@ final class TableNormalizer {
         stopped = true;
     }
 
+    /**
+     * Stops this loop (its table left the task): no further run or step starts; waits up to {@code timeoutMs} for a
+     * run in flight to end. A step that outlasts the wait keeps the lease until it ends.
+     *
+     * @return true if no run is in flight any more
+     */
+    boolean stopAndWait(long timeoutMs) throws InterruptedException {
+        stopped = true;
+        ScheduledFuture<?> future = next;
+        if (future != null && future.cancel(false)) {
+            scheduled.set(false);
+        }
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
+        synchronized (this) {
+            while (scheduled.get()) {
+                long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+                if (left <= 0) {
+                    return false;
+                }
+                wait(left);
+            }
+        }
+        return true;
+    }
+
+    /** The owner name this loop holds the table's normalize lease under. */
+    String owner() {
+        return owner;
+    }
+
     private void schedule(long delayMs) {
         if (stopped) {
             return;
@@ -112,14 +161,31 @@ final class TableNormalizer {
             rerun.set(true);
             return;
         }
-        pool.schedule(this::run, delayMs, TimeUnit.MILLISECONDS);
+        next = pool.schedule(this::run, delayMs, TimeUnit.MILLISECONDS);
     }
 
     private void run() {
         long retryIn = -1;
+        ScheduledFuture<?> heartbeat = null;
+        boolean claimed = false;
         try {
             rerun.set(false);
+            if (stopped) {
+                return;
+            }
+            if (!catalog.claimNormalizeLease(key.flow(), key.table(), owner, lease)) {
+                throw new IllegalStateException("another sink task still loads this table (normalize lease held by "
+                        + catalog.normalizeLeaseHolder(key.flow(), key.table()).orElse("another owner") + ")");
+            }
+            claimed = true;
+            leaseRenewedAt = System.nanoTime();
+            leaseLost = false;
+            long every = Math.max(1, lease.toMillis() / 3);
+            heartbeat = leaseTimer.scheduleAtFixedRate(this::renewLease, every, every, TimeUnit.MILLISECONDS);
             normalizeAll();
+            if (stopped) {
+                return;
+            }
             backoff.succeeded();
             if (episode.succeeded()) {
                 metrics.errorEpisodeEnded(EPISODE);
@@ -138,7 +204,24 @@ final class TableNormalizer {
                 log.debug("recording the normalize error of {} in the catalog failed: {}", key, catalogDown.toString());
             }
         } finally {
+            if (heartbeat != null) {
+                heartbeat.cancel(false);
+            }
+            if (claimed) {
+                leaseRenewedAt = 0;
+                try {
+                    catalog.releaseNormalizeLease(key.flow(), key.table(), owner);
+                } catch (RuntimeException catalogDown) {
+                    log.debug("releasing the normalize lease of {} failed (it expires): {}", key, catalogDown.toString());
+                }
+            }
             scheduled.set(false);
+            synchronized (this) {
+                notifyAll();
+            }
+        }
+        if (stopped) {
+            return;
         }
         if (retryIn >= 0) {
             schedule(retryIn);
@@ -147,18 +230,45 @@ final class TableNormalizer {
         }
     }
 
+    private void renewLease() {
+        try {
+            if (catalog.renewNormalizeLease(key.flow(), key.table(), owner, lease)) {
+                leaseRenewedAt = System.nanoTime();
+            } else {
+                leaseLost = true;
+            }
+        } catch (RuntimeException e) {
+            log.debug("renewing the normalize lease of {} failed: {}", key, e.toString());
+        }
+    }
+
+    /** Before a step that writes: false when this loop was stopped; fails when its lease is lost or may have expired. */
+    private boolean mayWrite() {
+        if (stopped) {
+            return false;
+        }
+        long renewed = leaseRenewedAt;
+        // a margin of a third of the lease for the step's own first moments
+        if (leaseLost || renewed == 0 || System.nanoTime() - renewed > lease.toNanos() * 2 / 3) {
+            throw new IllegalStateException("the normalize lease of this table was lost (not renewed in time, or taken by"
+                    + " another owner); the next run takes it again");
+        }
+        return true;
+    }
+
     private void normalizeAll() throws Exception {
         List<Stage> stages = catalog.listStages(key.flow(), key.table());
         pendingBatches.set(stages.size());
         long normalized = stages.isEmpty() && normalizedIdKnown ? 0
                 : catalog.getTable(key.flow(), key.table()).map(t -> t.normalizedBatchId()).orElse(0L);
         normalizedIdKnown = true;
+        int epoch = stages.isEmpty() ? 0 : catalog.normalizeEpoch(key.flow(), key.table());
         metrics.normalizedUpTo(normalized);
         for (Stage stage : stages) {
             metrics.batchWaiting(stage.batchId(), stage.createdAt());
         }
         for (Stage stage : stages) {
-            if (stopped) {
+            if (!mayWrite()) {
                 return;
             }
             if (stage.batchId() <= normalized) {
@@ -177,14 +287,20 @@ final class TableNormalizer {
                 continue;
             }
             String attempt = "";
-            if (stage.truncateBefore()) {
+            if (stage.truncateBefore() && mayWrite()) {
                 destination.truncate(key.clickHouseTable());
                 attempt = "/after-truncate-" + UUID.randomUUID();
                 log.info("flow {}, table {}: batch {} starts with a truncate of the source table; emptied {} (if it existed)",
                         key.flow(), key.table(), stage.batchId(), key.clickHouseTable());
             }
-            for (StageFile file : stage.files()) {
-                load(stage, file, attempt);
+            for (int part = 0; part < stage.files().size(); part++) {
+                if (!mayWrite()) {
+                    return;
+                }
+                load(stage, part, attempt, epoch);
+            }
+            if (!mayWrite()) {
+                return;
             }
             catalog.recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
             metrics.batchNormalized(stage.batchId(), stage.rows());
@@ -197,19 +313,36 @@ final class TableNormalizer {
         }
     }
 
-    private void load(Stage stage, StageFile file, String attempt) throws Exception {
+    /**
+     * The deduplication token of one part of a batch: the same whenever the same batch is loaded again, even after it
+     * was staged again under other file names (a restart before its offsets were committed), so that a table
+     * without a key does not get its rows twice.
+     */
+    static String token(String flow, String table, long batchId, int part, int parts, long rows, int epoch) {
+        return flow + "/" + table + "/" + batchId + "/part-" + part + "-of-" + parts + "/rows-" + rows
+                + (epoch > 0 ? "/reload-" + epoch : "");
+    }
+
+    private void load(Stage stage, int part, String attempt, int epoch) throws Exception {
+        StageFile file = stage.files().get(part);
         if (!store.exists(file.uri())) {
             throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
         }
         List<StageColumn> columns = readColumns(file.uri());
-        destination.ensureTable(key.table(), key.clickHouseTable(), columns);
-        String token = key.flow() + "/" + key.table() + "/" + stage.batchId() + "/" + file.uri() + attempt;
-        if (push) {
-            try (InputStream in = store.open(file.uri())) {
-                destination.loadPush(key.clickHouseTable(), columns, in, token);
+        String token = token(key.flow(), key.table(), stage.batchId(), part, stage.files().size(), file.rows(), epoch) + attempt;
+        try {
+            destination.ensureTable(key.table(), key.clickHouseTable(), columns);
+            if (push) {
+                try (InputStream in = store.open(file.uri())) {
+                    destination.loadPush(key.clickHouseTable(), columns, in, token);
+                }
+            } else {
+                destination.loadPull(key.clickHouseTable(), columns, store.pullSource(file.uri()), token);
             }
-        } else {
-            destination.loadPull(key.clickHouseTable(), columns, store.pullSource(file.uri()), token);
+        } catch (Exception e) {
+            // the table may have been altered or dropped behind the sink's back: read its columns again next time
+            destination.forget(key.clickHouseTable());
+            throw e;
         }
     }
 

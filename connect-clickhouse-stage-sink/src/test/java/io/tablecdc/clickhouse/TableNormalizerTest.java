@@ -3,6 +3,7 @@ package io.tablecdc.clickhouse;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
 import java.nio.file.Files;
@@ -89,7 +90,7 @@ class TableNormalizerTest {
             ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000,
                     Cluster.single());
             TableNormalizer normalizer = new TableNormalizer(new TableKey(flow, table, "p_d_t"), catalog, store, destination,
-                    false, pool, 100, 100, metrics);
+                    false, pool, 100, 100, metrics, "test-owner", java.time.Duration.ofSeconds(30), pool);
             normalizer.wake();
             long deadline = System.nanoTime() + 20_000_000_000L;
             while (!catalog.listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
@@ -107,5 +108,53 @@ class TableNormalizerTest {
         assertEquals(0, metrics.batchesWaiting(), "nothing waits");
         assertEquals(0, metrics.rowsNormalized(), "nothing was loaded by this loop");
         assertEquals(0, metrics.errorEpisodes());
+    }
+
+    @Test
+    void aLoopTouchesNothingWhileAnotherOwnerHoldsTheTablesNormalizeLease(@TempDir Path stageDir) throws Exception {
+        String flow = "f";
+        String table = "p.d.leased";
+        FileStageStore store = new FileStageStore(stageDir.toUri());
+        Path local = Files.writeString(stageDir.resolve("local.avro"), "not read");
+        String file = store.upload(local, "f/leased/1/a.avro");
+        catalog.initTable(flow, table);
+        catalog.upsertStage(flow, table, new Stage(1, List.of(new StageFile(file, 1, 8)), 1, new RowCounts(1, 0, 0)));
+        catalog.recordNormalize(flow, table, 1, new RowCounts(1, 0, 0), Instant.now());
+        // a loop of another task is still in flight
+        assertTrue(catalog.claimNormalizeLease(flow, table, "other-task", java.time.Duration.ofSeconds(60)));
+
+        ScheduledExecutorService pool = Executors.newSingleThreadScheduledExecutor();
+        TableMetrics.Table metrics = TableMetrics.forSink(() -> null, "test").table(flow, table);
+        try (Client unreachable = new Client.Builder().addEndpoint("http://127.0.0.1:9").setUsername("default").setPassword("")
+                .build()) {
+            ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000,
+                    Cluster.single());
+            TableNormalizer normalizer = new TableNormalizer(new TableKey(flow, table, "p_d_leased"), catalog, store, destination,
+                    false, pool, 100, 100, metrics, "this-task", java.time.Duration.ofSeconds(30), pool);
+            normalizer.wake();
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (catalog.getTable(flow, table).orElseThrow().lastError() == null && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            String error = catalog.getTable(flow, table).orElseThrow().lastError();
+            assertTrue(error != null && error.contains("normalize lease held by other-task"), String.valueOf(error));
+            assertEquals(1, catalog.listStages(flow, table).size(), "the stage row stays while the lease is held");
+            assertTrue(store.exists(file));
+
+            // the other loop ends: this one takes the lease at its next retry and finishes the batch
+            assertTrue(catalog.releaseNormalizeLease(flow, table, "other-task"));
+            deadline = System.nanoTime() + 20_000_000_000L;
+            while (!catalog.listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            assertTrue(normalizer.stopAndWait(5_000));
+        } finally {
+            pool.shutdownNow();
+        }
+        assertEquals(List.of(), catalog.listStages(flow, table), "stage rows left");
+        assertFalse(store.exists(file));
+        assertTrue(catalog.normalizeLeaseHolder(flow, table).isEmpty(), "the lease is given up after the run");
+        assertFalse(catalog.renewNormalizeLease(flow, table, "this-task", java.time.Duration.ofSeconds(30)),
+                "a late renewal does not take a lease given up");
     }
 }

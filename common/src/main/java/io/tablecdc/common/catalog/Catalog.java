@@ -1352,4 +1352,179 @@ public final class Catalog implements AutoCloseable {
     private static String truncate(String s, int max) {
         return s.length() <= max ? s : s.substring(0, max);
     }
+
+    // ---------------------------------------------------------------- sink: normalize leases
+
+    /**
+     * Takes or renews the lease on loading the table into ClickHouse, for {@code lease} from the catalog's clock:
+     * granted when nobody holds it, {@code owner} holds it already, or its holder's lease has expired. One sink
+     * normalize loop per table holds it while it loads, so that two loops never load, truncate or raise the
+     * normalized id of one table at the same time, not even while a rebalance moves the table between tasks.
+     * May be called again after a crash.
+     *
+     * @return true if {@code owner} holds the lease now
+     * @throws CatalogException when the table has no row
+     */
+    public boolean claimNormalizeLease(String flow, String table, String owner, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        if (lease == null || lease.isNegative() || lease.isZero()) {
+            throw new IllegalArgumentException("a normalize lease must be positive: " + lease);
+        }
+        return onTable("claimNormalizeLease", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET normalize_lease_owner = ?,"
+                    + " normalize_lease_until = now() + make_interval(secs => ?)"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND (normalize_lease_owner IS NULL OR normalize_lease_owner = ? OR normalize_lease_until < now())")) {
+                ps.setString(1, owner);
+                ps.setDouble(2, seconds(lease));
+                ps.setString(3, flow);
+                ps.setString(4, table);
+                ps.setString(5, owner);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Extends {@code owner}'s normalize lease of the table by {@code lease} from now; nothing when another owner holds
+     * it or nobody does (a lease given up is not taken again by a late renewal). May be called again after a crash.
+     *
+     * @return true if {@code owner} still holds the lease
+     */
+    public boolean renewNormalizeLease(String flow, String table, String owner, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        Objects.requireNonNull(lease, "lease");
+        return onTable("renewNormalizeLease", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET"
+                    + " normalize_lease_until = now() + make_interval(secs => ?)"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND normalize_lease_owner = ?")) {
+                ps.setDouble(1, seconds(lease));
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, owner);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Gives up {@code owner}'s normalize lease of the table (nothing when another owner holds it). May be called
+     * again after a crash.
+     *
+     * @return true if {@code owner} held it
+     */
+    public boolean releaseNormalizeLease(String flow, String table, String owner) {
+        Objects.requireNonNull(owner, "owner");
+        return onTable("releaseNormalizeLease", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET normalize_lease_owner = NULL,"
+                    + " normalize_lease_until = NULL WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND normalize_lease_owner = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, owner);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /** Who holds the table's normalize lease and until when, or empty when nobody does. Read-only. */
+    public Optional<String> normalizeLeaseHolder(String flow, String table) {
+        return onTable("normalizeLeaseHolder", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner || ' until '"
+                    + " || to_char(normalize_lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM " + STATE
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND normalize_lease_owner IS NOT NULL")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    return rs.next() ? Optional.ofNullable(rs.getString(1)) : Optional.<String>empty();
+                }
+            }
+        });
+    }
+
+    /**
+     * How many times the table was reloaded into ClickHouse by an operator ({@code tablecdc-reload-table}); 0 for a
+     * table never reloaded or without a row. Part of the sink's deduplication tokens. Read-only.
+     */
+    public int normalizeEpoch(String flow, String table) {
+        return onTable("normalizeEpoch", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT normalize_epoch FROM " + STATE
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    return rs.next() ? rs.getInt(1) : 0;
+                }
+            }
+        });
+    }
+
+    /**
+     * Records that the table is loaded into {@code destination} (a ClickHouse table, named with its server and
+     * database), unless another table of the catalog is loaded there already: two source tables never share a
+     * destination table. May be called again after a crash.
+     *
+     * @return empty when {@code destination} is this table's now, otherwise the other table as "flow F, table T"
+     */
+    public Optional<String> claimDestination(String flow, String table, String destination) {
+        requireName("claimDestination", "destination", destination);
+        return onTable("claimDestination", flow, table, c -> {
+            Optional<String> other = destinationHolder(c, flow, table, destination);
+            if (other.isPresent()) {
+                return other;
+            }
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET destination_table = ?"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND destination_table IS DISTINCT FROM ?")) {
+                ps.setString(1, destination);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, destination);
+                ps.executeUpdate();
+            } catch (SQLException e) {
+                if ("23505".equals(e.getSQLState())) {
+                    // another table took it at the same moment
+                    return destinationHolder(c, flow, table, destination);
+                }
+                throw e;
+            }
+            return Optional.<String>empty();
+        });
+    }
+
+    private static Optional<String> destinationHolder(Connection c, String flow, String table, String destination)
+            throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier FROM " + STATE
+                + " WHERE destination_table = ? AND NOT (flow_name = ? AND source_table_identifier = ?)")) {
+            ps.setString(1, destination);
+            ps.setString(2, flow);
+            ps.setString(3, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? Optional.of("flow " + rs.getString(1) + ", table " + rs.getString(2)) : Optional.<String>empty();
+            }
+        }
+    }
+
+    /**
+     * The tables that sink {@code sinkName} loads from {@code topic}, other than {@code flow}/{@code table}, as
+     * "flow F, table T" (for a sink that binds each topic to one table). Read-only.
+     */
+    public List<String> otherTablesOfSinkTopic(String sinkName, String topic, String flow, String table) {
+        return onTable("otherTablesOfSinkTopic", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier FROM " + STATE
+                    + " WHERE sink_name = ? AND sink_topic = ? AND NOT (flow_name = ? AND source_table_identifier = ?)"
+                    + " ORDER BY flow_name, source_table_identifier")) {
+                ps.setString(1, sinkName);
+                ps.setString(2, topic);
+                ps.setString(3, flow);
+                ps.setString(4, table);
+                List<String> tables = new ArrayList<>();
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        tables.add("flow " + rs.getString(1) + ", table " + rs.getString(2));
+                    }
+                }
+                return tables;
+            }
+        });
+    }
 }

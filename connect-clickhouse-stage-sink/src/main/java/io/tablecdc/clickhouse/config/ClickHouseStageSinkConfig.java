@@ -114,6 +114,11 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
             + " character other than letters, digits and _ replaced by _, ${topic} the Kafka topic likewise.";
     private static final String TABLE_NAME_FORMAT_DEFAULT = "${table}";
 
+    public static final String TABLE_PER_TOPIC_CONFIG = "table.per.topic";
+    private static final String TABLE_PER_TOPIC_DOC = "Bind each topic to one table: the first table (tablecdc.flow and"
+            + " tablecdc.table headers) the sink registers for a topic is the only one it takes from that topic; records naming"
+            + " another table go to the errant record reporter. Limits what a producer on one topic can write to or truncate.";
+
     public static final String TABLE_AUTO_CREATE_CONFIG = "table.auto.create";
     private static final String TABLE_AUTO_CREATE_DOC = "Create missing final tables (ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted)"
             + " ordered by the key) and their <table>_current views.";
@@ -249,6 +254,8 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
         order = 0;
         def.define(TABLE_NAME_FORMAT_CONFIG, Type.STRING, TABLE_NAME_FORMAT_DEFAULT, new ConfigDef.NonEmptyString(), Importance.MEDIUM,
                 TABLE_NAME_FORMAT_DOC, TABLES_GROUP, ++order, Width.MEDIUM, "Table name format");
+        def.define(TABLE_PER_TOPIC_CONFIG, Type.BOOLEAN, false, Importance.MEDIUM, TABLE_PER_TOPIC_DOC,
+                TABLES_GROUP, ++order, Width.SHORT, "One table per topic");
         def.define(TABLE_AUTO_CREATE_CONFIG, Type.BOOLEAN, true, Importance.MEDIUM, TABLE_AUTO_CREATE_DOC,
                 TABLES_GROUP, ++order, Width.SHORT, "Create tables");
         def.define(SCHEMA_EVOLUTION_CONFIG, Type.STRING, SCHEMA_EVOLUTION_DEFAULT, ConfigDef.ValidString.in("add_columns", "none"),
@@ -364,6 +371,10 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
     public String tableNameFormat() {
         return getString(TABLE_NAME_FORMAT_CONFIG);
+    }
+
+    public boolean tablePerTopic() {
+        return getBoolean(TABLE_PER_TOPIC_CONFIG);
     }
 
     public boolean tableAutoCreate() {

@@ -26,6 +26,7 @@ import io.tablecdc.clickhouse.stage.StageStore;
  * settings, so a load either reached its quorum or fails.
  */
 public final class ClickHouseDestination implements AutoCloseable {
+    private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(ClickHouseDestination.class);
     private final Client client;
     private final String database;
     private final boolean autoCreate;
@@ -92,7 +93,7 @@ public final class ClickHouseDestination implements AutoCloseable {
             for (String statement : ddl.createTable(table, stageColumns, deduplicationWindow)) {
                 execute(statement, Map.of());
             }
-            execute(ddl.createCurrentView(table), Map.of());
+            execute(ddl.createCurrentView(table, keyless(stageColumns)), Map.of());
             Map<String, String> created = new LinkedHashMap<>();
             stageColumns.forEach(c -> created.put(c.column(), c.type()));
             known.put(table, created);
@@ -120,9 +121,51 @@ public final class ClickHouseDestination implements AutoCloseable {
             }
         }
         if (!missing.isEmpty() && autoCreate) {
-            execute(ddl.replaceCurrentView(table), Map.of());
+            execute(ddl.replaceCurrentView(table, keyless(stageColumns)), Map.of());
+        } else if (autoCreate) {
+            // first sight of this table in this process: a crash between CREATE TABLE and CREATE VIEW left no view, and
+            // the view of a table without a key must not use FINAL (earlier releases created it so)
+            boolean keyless = keyless(stageColumns);
+            execute(keyless ? ddl.replaceCurrentView(table, true) : ddl.createCurrentView(table, false), Map.of());
+            checkDeduplicationWindow(sourceTable, table);
         }
         known.put(table, missing.isEmpty() ? existing : columns(table));
+    }
+
+    private static boolean keyless(List<StageColumn> columns) {
+        return columns.stream().noneMatch(StageColumn::key);
+    }
+
+    /**
+     * A table the sink did not create may lack a deduplication window, and then a batch loaded again after a crash
+     * adds its rows again (a table without a key keeps both copies): warned about once per table and process.
+     */
+    private void checkDeduplicationWindow(String sourceTable, String table) {
+        if (cluster.enabled()) {
+            return;
+        }
+        try {
+            Map<String, Object> params = new HashMap<>();
+            params.put("db", database);
+            params.put("tbl", cluster.storageTable(table));
+            List<GenericRecord> rows = client.queryAll("SELECT engine, engine_full FROM system.tables"
+                    + " WHERE database = {db:String} AND name = {tbl:String}", params);
+            if (!rows.isEmpty() && rows.get(0).getString("engine").endsWith("MergeTree")
+                    && !rows.get(0).getString("engine").startsWith("Replicated")
+                    && !rows.get(0).getString("engine_full").contains("non_replicated_deduplication_window")) {
+                log.warn("table {}: ClickHouse table {}.{} has no non_replicated_deduplication_window setting, so a batch"
+                        + " loaded again after a crash is not recognised as a repeat (a table without a key keeps both copies);"
+                        + " set it with ALTER TABLE … MODIFY SETTING non_replicated_deduplication_window = {}",
+                        sourceTable, database, table, deduplicationWindow);
+            }
+        } catch (RuntimeException e) {
+            log.debug("checking the deduplication window of {} failed: {}", table, e.toString());
+        }
+    }
+
+    /** Forgets what this destination knows of {@code table}'s columns (after a failed load: it may have changed). */
+    public void forget(String table) {
+        known.remove(table);
     }
 
     /** Empties {@code table} if it exists (its columns and its view stay). May be called again after a crash. */

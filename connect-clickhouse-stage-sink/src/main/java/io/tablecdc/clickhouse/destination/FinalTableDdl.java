@@ -63,17 +63,31 @@ public final class FinalTableDdl {
 
     /** The view of live rows: {@code FINAL}, deleted rows hidden. May be run again after a crash. */
     public String createCurrentView(String table) {
-        return "CREATE VIEW IF NOT EXISTS " + currentView(table);
+        return createCurrentView(table, false);
+    }
+
+    /**
+     * The view of live rows. A table with a key: {@code FINAL}, deleted rows hidden. A table without one
+     * ({@code keyless}, a plain {@code MergeTree} that has no versions to collapse and where {@code FINAL} means
+     * nothing): every row, deleted ones hidden. May be run again after a crash.
+     */
+    public String createCurrentView(String table, boolean keyless) {
+        return "CREATE VIEW IF NOT EXISTS " + currentView(table, keyless);
     }
 
     /** The view again, after columns were added (a view keeps the columns its SELECT * had when created). */
     public String replaceCurrentView(String table) {
-        return "CREATE OR REPLACE VIEW " + currentView(table);
+        return replaceCurrentView(table, false);
     }
 
-    private String currentView(String table) {
+    /** {@link #replaceCurrentView(String)} of a table with or without a key. */
+    public String replaceCurrentView(String table, boolean keyless) {
+        return "CREATE OR REPLACE VIEW " + currentView(table, keyless);
+    }
+
+    private String currentView(String table, boolean keyless) {
         return Sql.table(database, table + "_current") + cluster.onCluster() + " AS SELECT * FROM " + Sql.table(database, table)
-                + " FINAL WHERE " + Sql.id(StageSchema.IS_DELETED_COLUMN) + " = 0";
+                + (keyless ? "" : " FINAL") + " WHERE " + Sql.id(StageSchema.IS_DELETED_COLUMN) + " = 0";
     }
 
     /**

@@ -78,4 +78,32 @@ public final class ClickHouseTypes {
             }
         };
     }
+
+    private static final java.util.regex.Pattern SCALAR = java.util.regex.Pattern.compile(
+            "Int8|Int16|Int32|Int64|UInt8|UInt16|UInt32|UInt64|UInt128|UInt256|Float32|Float64|Bool|String|UUID|Date32"
+                    + "|DateTime64\\(6, 'UTC'\\)|Decimal\\(([1-9]|[1-6][0-9]|7[0-6]), ([0-9]|[1-6][0-9]|7[0-6])\\)");
+
+    /**
+     * Whether {@code type} is one this sink writes into a stage file (the grammar of the table above, plus the
+     * unsigned types of its own version and delete columns): the types read back from a stage file go into
+     * {@code CREATE TABLE} and {@code ALTER TABLE} statements, so anything else is refused rather than pasted.
+     */
+    public static boolean isSinkType(String type) {
+        if (type == null || type.length() > 200) {
+            return false;
+        }
+        if (type.startsWith("Nullable(") && type.endsWith(")")) {
+            String inner = type.substring("Nullable(".length(), type.length() - 1);
+            return !inner.startsWith("Nullable(") && !inner.startsWith("Array(") && isSinkType(inner);
+        }
+        if (type.startsWith("Array(") && type.endsWith(")")) {
+            return isSinkType(type.substring("Array(".length(), type.length() - 1));
+        }
+        java.util.regex.Matcher decimal = SCALAR.matcher(type);
+        if (!decimal.matches()) {
+            return false;
+        }
+        // Decimal(p, s) needs s <= p
+        return decimal.group(1) == null || Integer.parseInt(decimal.group(2)) <= Integer.parseInt(decimal.group(1));
+    }
 }

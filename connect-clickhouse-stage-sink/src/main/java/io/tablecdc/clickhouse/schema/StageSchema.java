@@ -130,6 +130,10 @@ public final class StageSchema {
                 throw new TypeMappingException("stage file field " + field.name() + " has no " + COLUMN_PROPERTY + "/" + TYPE_PROPERTY
                         + " property: the file was not written by this sink");
             }
+            if (!ClickHouseTypes.isSinkType(type.toString())) {
+                throw new TypeMappingException("stage file field " + field.name() + " (column " + column + ") declares the"
+                        + " ClickHouse type '" + type + "', which is not a type this sink writes; the file is refused");
+            }
             columns.add(new StageColumn(field.name(), column.toString(), type.toString(), Boolean.TRUE.equals(field.getObjectProp(KEY_PROPERTY))));
         }
         return columns;

@@ -146,6 +146,35 @@ class StageSchemaTest {
     }
 
     @Test
+    void aColumnTypeInAStageFileThatThisSinkDoesNotWriteIsRefusedNotPastedIntoDdl() {
+        String schema = "{\"type\":\"record\",\"name\":\"row\",\"fields\":[{\"name\":\"id\",\"type\":\"long\","
+                + "\"tablecdc.column\":\"id\",\"tablecdc.type\":\"%s\"}]}";
+        for (String bad : List.of("Int64) ENGINE = Memory; DROP TABLE x --", "Int64, `x` String", "Nullable(Nullable(Int64))",
+                "Decimal(10, 11)", "LowCardinality(String)", "Object('json')", "DateTime64(6, 'UTC') DEFAULT now()")) {
+            org.apache.avro.Schema file = new org.apache.avro.Schema.Parser().parse(String.format(schema, bad.replace("'", "'")));
+            TypeMappingException e = assertThrows(TypeMappingException.class, () -> StageSchema.columnsOf(file), bad);
+            assertTrue(e.getMessage().contains("not a type this sink writes"), e.getMessage());
+        }
+        for (String good : List.of("Int64", "Nullable(Decimal(38, 2))", "Array(Nullable(String))", "DateTime64(6, 'UTC')",
+                "Array(Array(UUID))", "Date32", "Bool", "UInt8", "UInt64", "UInt128", "Decimal(76, 76)")) {
+            org.apache.avro.Schema file = new org.apache.avro.Schema.Parser().parse(String.format(schema, good));
+            assertEquals(good, StageSchema.columnsOf(file).get(0).type());
+        }
+    }
+
+    @Test
+    void everyTypeThisSinkMapsIsOneItReadsBack() {
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA)
+                .field("d", Decimal.builder(3).parameter("connect.decimal.precision", "12").optional().build())
+                .field("ts", Timestamp.builder().optional().build()).field("day", Date.builder().build())
+                .field("tags", SchemaBuilder.array(Schema.OPTIONAL_STRING_SCHEMA).optional().build())
+                .field("ok", Schema.BOOLEAN_SCHEMA).field("f", Schema.FLOAT32_SCHEMA).field("b", Schema.INT8_SCHEMA).build();
+        StageSchema stage = StageSchema.of("t", valueSchema, Set.of("id"));
+        org.apache.avro.Schema reparsed = new org.apache.avro.Schema.Parser().parse(stage.avroSchema().toString());
+        assertEquals(stage.columns(), StageSchema.columnsOf(reparsed));
+    }
+
+    @Test
     void reservedColumnNamesAreRefused() {
         Schema valueSchema = SchemaBuilder.struct().field("_tablecdc_version", Schema.INT64_SCHEMA).build();
         assertThrows(TypeMappingException.class, () -> StageSchema.of("t", valueSchema, Set.of()));

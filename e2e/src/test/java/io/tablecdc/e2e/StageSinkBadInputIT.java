@@ -1,0 +1,256 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaBuilder;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+
+import io.tablecdc.e2e.flows.Headers;
+import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/** Records the sink cannot take must reach the dead letter queue without blocking their table. */
+class StageSinkBadInputIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final Schema KEY = SchemaBuilder.struct().name("k").field("id", Schema.INT64_SCHEMA).build();
+    private static final Schema VALUE = SchemaBuilder.struct().name("v").field("id", Schema.INT64_SCHEMA)
+            .field("customer", Schema.STRING_SCHEMA).build();
+    /** A value without the key's column: such a record cannot become a row. */
+    private static final Schema KEYLESS_VALUE = SchemaBuilder.struct().name("bad").field("customer", Schema.STRING_SCHEMA).build();
+    private static String catalogUrl;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        catalogUrl = stack.postgres().createDatabase("sink_bad_input_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+    }
+
+    private static Struct key(long id) {
+        return new Struct(KEY).put("id", id);
+    }
+
+    private static Struct row(long id) {
+        return new Struct(VALUE).put("id", id).put("customer", "c" + id);
+    }
+
+    private static Map<String, String> config(String name, String topic, String dlq) {
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, name);
+        config.put("topics", topic);
+        config.put("stage.local.dir", StackPaths.workDir("sink-bad-input-local").toString());
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "1000");
+        config.put("errors.tolerance", "all");
+        config.put("errors.deadletterqueue.topic.name", dlq);
+        config.put("errors.deadletterqueue.topic.replication.factor", "1");
+        config.put("errors.deadletterqueue.context.headers.enable", "true");
+        return config;
+    }
+
+    @Test
+    void aBadLastRecordOfABatchGoesToTheDeadLetterQueueAndItsBatchIsStagedWithoutIt() throws Exception {
+        String flow = "flow-badlast";
+        String topic = "sinkbad.last";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "badlast.t", "c", 1, 1, false));
+            producer.send(topic, key(2), new Struct(KEYLESS_VALUE).put("customer", "no id"), Headers.of(flow, "badlast.t", "c", 2, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-badlast", config("badlast", topic, "sinkbad.last.dlq"));
+        rest.awaitRunning("sink-badlast", 1, Duration.ofSeconds(60));
+        // no later batch comes: batch 1 must be staged and loaded on its own
+        awaitRows("SELECT id FROM badlast_t FINAL ORDER BY id", rows -> rows.size() == 1, Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.last.dlq");
+        assertEquals(1, errors.size(), errors.toString());
+        assertTrue(errors.get(0).contains("key column id"), errors.get(0));
+        rest.delete("sink-badlast");
+    }
+
+    @Test
+    void aBatchHeaderThatIsNotAPositiveIntegerGoesToTheDeadLetterQueueAndTheTableGoesOn() throws Exception {
+        String flow = "flow-badbatch";
+        String topic = "sinkbad.batch";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "badbatch.t", "c", 1, 0, true));
+            Map<String, String> notANumber = Headers.of(flow, "badbatch.t", "c", 2, 1, true);
+            notANumber.put("tablecdc.batch", "one");
+            producer.send(topic, key(2), row(2), notANumber);
+            producer.send(topic, key(3), row(3), Headers.of(flow, "badbatch.t", "c", 3, 2, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-badbatch", config("badbatch", topic, "sinkbad.batch.dlq"));
+        rest.awaitRunning("sink-badbatch", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM badbatch_t FINAL ORDER BY id", rows -> rows.size() == 1 && rows.get(0).getLong("id") == 3,
+                Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.batch.dlq");
+        assertEquals(2, errors.size(), errors.toString());
+        assertTrue(errors.get(0).contains("tablecdc.batch") && errors.get(0).contains("'0'"), errors.get(0));
+        assertTrue(errors.get(1).contains("tablecdc.batch") && errors.get(1).contains("'one'"), errors.get(1));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-badbatch"));
+        rest.delete("sink-badbatch");
+    }
+
+    @Test
+    void aTopicWithSeveralPartitionsIsRefusedNamingTheTopic() throws Exception {
+        String topic = "sinkbad.parts";
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(
+                Map.<String, Object>of("bootstrap.servers", stack.kafka().bootstrapServers()))) {
+            admin.createTopics(List.of(new org.apache.kafka.clients.admin.NewTopic(topic, 2, (short) 1))).all()
+                    .get(30, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            producer.send(topic, key(1), row(1), Headers.of("flow-parts", "parts.t", "c", 1, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-parts", config("parts", topic, "sinkbad.parts.dlq"));
+        com.fasterxml.jackson.databind.JsonNode status = rest.awaitStatus("sink-parts", s -> {
+            for (com.fasterxml.jackson.databind.JsonNode task : s.path("tasks")) {
+                if ("FAILED".equals(task.path("state").asText())) {
+                    return true;
+                }
+            }
+            return false;
+        }, Duration.ofSeconds(60));
+        String trace = status.path("tasks").get(0).path("trace").asText();
+        assertTrue(trace.contains("topic sinkbad.parts has more than one partition") && trace.contains("Recreate sinkbad.parts with one partition"),
+                trace);
+        rest.delete("sink-parts");
+    }
+
+    /** {@code col_a.b} and {@code col.a_b} both become the ClickHouse table {@code col_a_b} under the default name format. */
+    @Test
+    void aSecondSourceTableMappingToTheSameClickHouseTableIsStoppedNotMixedIn() throws Exception {
+        String flow = "flow-collide";
+        String topic = "sinkbad.collide";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "col_a.b", "c", 1, 1, true));
+            producer.send(topic, null, null, Headers.of(flow, "col.a_b", "t", 1, 1, false));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "col.a_b", "c", 2, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-collide", config("collide", topic, "sinkbad.collide.dlq"));
+        rest.awaitRunning("sink-collide", 1, Duration.ofSeconds(60));
+        String error = awaitCatalogError(flow, "col.a_b", Duration.ofSeconds(60));
+        assertTrue(error.contains("default.col_a_b is already loaded from flow flow-collide, table col_a.b")
+                && error.contains("table.name.format"), error);
+        awaitRows("SELECT id FROM col_a_b FINAL ORDER BY id", rows -> rows.size() == 1 && rows.get(0).getLong("id") == 1,
+                Duration.ofSeconds(60));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-collide"));
+        rest.delete("sink-collide");
+    }
+
+    private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+                 java.sql.PreparedStatement ps = c.prepareStatement("SELECT last_error FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ? AND last_error IS NOT NULL")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (java.sql.ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        return rs.getString(1);
+                    }
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("no error recorded in the catalog for " + flow + "/" + table);
+    }
+
+    @Test
+    void withTablePerTopicATopicTakesOnlyTheFirstTableItCarried() throws Exception {
+        String flow = "flow-bound";
+        String topic = "sinkbad.bound";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "bound.a", "c", 1, 1, true));
+            // another producer on the same topic names another table, and would empty it
+            producer.send(topic, null, null, Headers.of(flow, "bound.victim", "t", 1, 1, true));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "bound.a", "c", 2, 2, true));
+        }
+        Map<String, String> config = config("bound", topic, "sinkbad.bound.dlq");
+        config.put("table.per.topic", "true");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-bound", config);
+        rest.awaitRunning("sink-bound", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM bound_a FINAL ORDER BY id", rows -> rows.size() == 2, Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.bound.dlq");
+        assertEquals(1, errors.size(), errors.toString());
+        assertTrue(errors.get(0).contains("topic sinkbad.bound is bound to flow flow-bound, table bound.a (table.per.topic=true)"),
+                errors.get(0));
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_replication_state"
+                     + " WHERE source_table_identifier = 'bound.victim'");
+             java.sql.ResultSet rs = ps.executeQuery()) {
+            rs.next();
+            assertEquals(0, rs.getLong(1), "catalog rows of the table named by the other producer");
+        }
+        rest.delete("sink-bound");
+    }
+
+    private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        List<GenericRecord> rows = new ArrayList<>();
+        String lastError = null;
+        while (System.nanoTime() < deadline) {
+            try {
+                rows = clickhouse.queryAll(sql);
+                if (done.test(rows)) {
+                    return rows;
+                }
+            } catch (RuntimeException e) {
+                lastError = e.getMessage();
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("ClickHouse never answered as expected: " + sql + "; last rows " + rows.size()
+                + (lastError == null ? "" : "; last error " + lastError));
+    }
+
+    /** The error messages of the records in a dead letter queue, read once it has any (or after 30 s). */
+    private static List<String> deadLetters(String topic) {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", stack.kafka().bootstrapServers());
+        props.put("group.id", "dlq-reader-" + System.nanoTime());
+        props.put("auto.offset.reset", "earliest");
+        List<String> errors = new ArrayList<>();
+        try (var consumer = new KafkaConsumer<byte[], byte[]>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
+            boolean seen = false;
+            while (System.nanoTime() < deadline) {
+                var records = consumer.poll(Duration.ofMillis(300));
+                for (var record : records) {
+                    var header = record.headers().lastHeader("__connect.errors.exception.message");
+                    errors.add(header == null ? "(no message)" : new String(header.value(), StandardCharsets.UTF_8));
+                }
+                if (seen && records.isEmpty()) {
+                    break;
+                }
+                seen = !errors.isEmpty();
+            }
+        }
+        return errors;
+    }
+}

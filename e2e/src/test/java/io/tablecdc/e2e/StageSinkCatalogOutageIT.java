@@ -1,0 +1,108 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaBuilder;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.e2e.flows.Headers;
+import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * The catalog cannot be reached when the sink (re)starts: Postgres answers its role with "too many connections"
+ * (SQLSTATE 53300, set up here with {@code CONNECTION LIMIT 0}), an outage rather than a wrong setting. The connector
+ * and its task must keep running, retry, and load once the catalog takes connections again.
+ */
+class StageSinkCatalogOutageIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String DB = "sink_outage_catalog";
+    private static final String ROLE = "sink_outage";
+    private static final Schema KEY = SchemaBuilder.struct().name("k").field("id", Schema.INT64_SCHEMA).build();
+    private static final Schema VALUE = SchemaBuilder.struct().name("v").field("id", Schema.INT64_SCHEMA).build();
+    private static String catalogUrl;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        catalogUrl = stack.postgres().createDatabase(DB);
+        try (Connection c = stack.postgres().connect(DB); Statement s = c.createStatement()) {
+            s.execute("CREATE ROLE " + ROLE + " LOGIN PASSWORD 'outage-pw'");
+            s.execute("ALTER DATABASE " + DB + " OWNER TO " + ROLE);
+        }
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+    }
+
+    private static void connectionLimit(int limit) throws Exception {
+        try (Connection c = stack.postgres().connect(DB); Statement s = c.createStatement()) {
+            s.execute("ALTER ROLE " + ROLE + " CONNECTION LIMIT " + limit);
+            if (limit == 0) {
+                s.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '" + ROLE + "'");
+            }
+        }
+    }
+
+    @Test
+    void aSinkRestartedWhileTheCatalogIsUnreachableWaitsForItInsteadOfFailing() throws Exception {
+        String flow = "flow-outage";
+        String topic = "sinkoutage.t";
+        String connector = "sink-outage";
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "outage");
+        config.put("topics", topic);
+        config.put("catalog.user", ROLE);
+        config.put("catalog.password", "outage-pw");
+        config.put("stage.local.dir", StackPaths.workDir("sink-outage-local").toString());
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, new Struct(KEY).put("id", 1L), new Struct(VALUE).put("id", 1L), Headers.of(flow, "outage.t", "c", 1, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(connector, config);
+        rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+        awaitCount(1, Duration.ofSeconds(60));
+
+        connectionLimit(0);
+        rest.restart(connector, true, false);
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
+            producer.send(topic, new Struct(KEY).put("id", 2L), new Struct(VALUE).put("id", 2L), Headers.of(flow, "outage.t", "c", 2, 2, true));
+        }
+        // the outage lasts a few retries of the task (1 s, 2 s, 4 s)
+        Thread.sleep(8_000);
+        connectionLimit(-1);
+        awaitCount(2, Duration.ofSeconds(90));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states(connector));
+        rest.delete(connector);
+    }
+
+    private static void awaitCount(long expected, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try {
+                long n = clickhouse.queryAll("SELECT count() AS n FROM outage_t FINAL").get(0).getLong("n");
+                if (n == expected) {
+                    return;
+                }
+                last = Long.toString(n);
+            } catch (RuntimeException e) {
+                last = e.getMessage();
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("outage_t never had " + expected + " rows; last " + last);
+    }
+}

@@ -1,0 +1,171 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.Map;
+
+import org.apache.kafka.connect.data.Schema;
+import org.apache.kafka.connect.data.SchemaBuilder;
+import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.postgresql.ds.PGSimpleDataSource;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.catalog.CatalogMigrations;
+import io.tablecdc.e2e.flows.Headers;
+import io.tablecdc.e2e.flows.RecordProducer;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * A table without a key is a plain MergeTree: nothing collapses a row loaded twice, so a batch must be loaded exactly
+ * once even when the sink dies after the insert and before the catalog records it, and the batch is then staged again
+ * (under new file names) before it is normalized. The death is stood in for by the catalog refusing (a trigger of this
+ * test's own) to raise the table's normalized batch id until the test lets it; the batch is staged again because its
+ * source sends it again, as a source does after a restart.
+ */
+class StageSinkKeylessIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String DB = "sink_keyless_catalog";
+    private static final Schema VALUE = SchemaBuilder.struct().name("event").field("id", Schema.INT64_SCHEMA)
+            .field("kind", Schema.STRING_SCHEMA).build();
+    private static String catalogUrl;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        catalogUrl = stack.postgres().createDatabase(DB);
+        PGSimpleDataSource ds = new PGSimpleDataSource();
+        ds.setUrl(catalogUrl);
+        ds.setUser(stack.postgres().user());
+        ds.setPassword(stack.postgres().password());
+        CatalogMigrations.migrate(ds);
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+    }
+
+    private static void sendBatch(String topic, String flow, String table) throws Exception {
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, null, new Struct(VALUE).put("id", 1L).put("kind", "open"), Headers.of(flow, table, "c", 1, 1, false));
+            producer.send(topic, null, new Struct(VALUE).put("id", 2L).put("kind", "close"), Headers.of(flow, table, "c", 2, 1, true));
+        }
+    }
+
+    @Test
+    void aKeylessBatchLoadedBeforeACrashAndStagedAgainIsLoadedOnce() throws Exception {
+        String flow = "flow-keyless";
+        String table = "keyless.events";
+        String topic = "sinkkeyless.events";
+        try (Connection c = stack.postgres().connect(DB); Statement s = c.createStatement()) {
+            s.execute("CREATE TABLE block_normalize (x int)");
+            s.execute("INSERT INTO block_normalize VALUES (1)");
+            s.execute("CREATE FUNCTION block_normalize() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                    + " IF NEW.source_table_identifier = 'keyless.events' AND NEW.normalized_batch_id > OLD.normalized_batch_id"
+                    + "   AND EXISTS (SELECT 1 FROM block_normalize) THEN"
+                    + "   RAISE EXCEPTION 'the catalog refuses to record the load (test)' USING ERRCODE = '57P03';"
+                    + " END IF; RETURN NEW; END $$");
+            s.execute("CREATE TRIGGER block_normalize BEFORE UPDATE ON cdc_table_replication_state"
+                    + " FOR EACH ROW EXECUTE FUNCTION block_normalize()");
+        }
+        sendBatch(topic, flow, table);
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "keyless");
+        config.put("topics", topic);
+        config.put("stage.local.dir", StackPaths.workDir("sink-keyless-local").toString());
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "1000");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-keyless", config);
+        rest.awaitRunning("sink-keyless", 1, Duration.ofSeconds(60));
+
+        // loaded, but not recorded as loaded
+        awaitCount("SELECT count() AS n FROM keyless_events", 2, Duration.ofSeconds(60));
+        awaitCatalog(flow, table, "last_error LIKE '%refuses to record the load%'", "true", Duration.ofSeconds(30));
+        String firstFiles = stageFiles(flow, table);
+
+        // the source sends the batch again: it is staged again, under new file names
+        sendBatch(topic, flow, table);
+        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+        while (firstFiles.equals(stageFiles(flow, table)) && System.nanoTime() < deadline) {
+            Thread.sleep(300);
+        }
+        String secondFiles = stageFiles(flow, table);
+        if (firstFiles.equals(secondFiles)) {
+            throw new AssertionError("the batch was not staged again: " + secondFiles);
+        }
+
+        try (Connection c = stack.postgres().connect(DB); Statement s = c.createStatement()) {
+            s.execute("DELETE FROM block_normalize");
+        }
+        awaitCatalog(flow, table, "normalized_batch_id::text", "1", Duration.ofSeconds(60));
+        assertEquals(2, count("SELECT count() AS n FROM keyless_events"), "raw rows of the keyless table");
+        assertEquals(2, count("SELECT count() AS n FROM keyless_events_current"), "rows through the _current view");
+        assertEquals("MergeTree", clickhouse.queryAll("SELECT engine FROM system.tables WHERE database = currentDatabase()"
+                + " AND name = 'keyless_events'").get(0).getString("engine"));
+        rest.delete("sink-keyless");
+    }
+
+    private static long count(String sql) {
+        return clickhouse.queryAll(sql).get(0).getLong("n");
+    }
+
+    private static void awaitCount(String sql, long expected, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try {
+                long n = count(sql);
+                if (n == expected) {
+                    return;
+                }
+                last = Long.toString(n);
+            } catch (RuntimeException e) {
+                last = e.getMessage();
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError(sql + " never gave " + expected + "; last " + last);
+    }
+
+    private static String stageFiles(String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect(DB);
+             PreparedStatement ps = c.prepareStatement("SELECT coalesce(string_agg(avro_files::text, ','), '') FROM cdc_table_avro_stage"
+                     + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getString(1);
+            }
+        }
+    }
+
+    private static void awaitCatalog(String flow, String table, String expression, String expected, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try (Connection c = stack.postgres().connect(DB);
+                 PreparedStatement ps = c.prepareStatement("SELECT (" + expression + ")::text FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    last = rs.next() ? rs.getString(1) : "(no row)";
+                }
+            }
+            if (expected.equals(last)) {
+                return;
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError(expression + " of " + flow + "/" + table + " never became '" + expected + "'; last '" + last + "'");
+    }
+}
