@@ -1,13 +1,11 @@
 package io.tablecdc.pg;
 
 import java.nio.ByteBuffer;
-import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -16,10 +14,8 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.errors.ConnectException;
-import org.apache.kafka.connect.errors.RetriableException;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
-import org.postgresql.PGConnection;
 import org.postgresql.replication.LogSequenceNumber;
 import org.postgresql.replication.PGReplicationStream;
 import org.slf4j.Logger;
@@ -37,6 +33,7 @@ import io.tablecdc.common.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
+import io.tablecdc.pg.config.TopicNames;
 import io.tablecdc.pg.convert.ConversionException;
 import io.tablecdc.pg.wire.Lsn;
 import io.tablecdc.pg.wire.PgOutputDecoder;
@@ -88,6 +85,8 @@ public class ApplyTask extends SourceTask {
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
     private static final long POSITION_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final long SLOT_BUSY_WAIT_MS = 60_000;
+    static final long RECONNECT_BACKOFF_INITIAL_MS = 1_000;
+    static final long RECONNECT_BACKOFF_MAX_MS = 30_000;
 
     private PgPipelineConfig config;
     private String flow;
@@ -96,10 +95,13 @@ public class ApplyTask extends SourceTask {
     private Connection replication;
     private PGReplicationStream stream;
     private String slot;
-    private ChangeBatcher batcher;
+    private SlotManager slots;
+    private volatile ChangeBatcher batcher;
     private ChangeDecoder decoder;
     private TableMetrics metrics;
     private final Map<String, TableRun> tables = new HashMap<>();
+    /** Tables left out because their topic clashes with another table's. */
+    private final Map<String, TableRun> clashing = new HashMap<>();
     private long refreshedAt;
     private long publicationCheckedAt;
     private Lsn readyCheckedAt;
@@ -117,6 +119,10 @@ public class ApplyTask extends SourceTask {
     private volatile boolean stopping;
     private boolean polling;
     private Lsn ackedAtLastCommit;
+    /** While the source connections are down: when the next reconnect may run, and the backoff after it. */
+    private long reconnectAt;
+    private long reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
+    private int reconnectAttempts;
 
     // the open transaction
     private Lsn txnCommitLsn;
@@ -146,40 +152,29 @@ public class ApplyTask extends SourceTask {
         flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
         catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
         metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        slots = new SlotManager(flow, config, catalog, this::storedPosition);
         try {
-            sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
-            replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
+            connectSource();
             SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
             FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
             slot = recorded == null ? null : recorded.slot();
             boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
                     slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
             if (slot == null) {
-                refuseSlotWithoutState();
-                byte[] random = new byte[8];
-                new SecureRandom().nextBytes(random);
-                slot = config.slotPrefix() + "_" + HexFormat.of().formatHex(random);
+                slots.refuseSlotWithoutState(sql);
+                slot = slots.newName();
             }
-            FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
-                    identity.systemIdentifier(), identity.timeline(), slot, config.publication(), null), null,
-                    acceptTimeline);
-            if (acceptTimeline && recorded != null && recorded.timeline() != null
-                    && recorded.timeline() != identity.timeline()) {
-                log.info("flow {}: the source moved from timeline {} to {} (a promoted standby); resuming from failover"
-                        + " slot {}", flow, recorded.timeline(), identity.timeline(), slot);
-            }
-            slot = registered.identity().slot();
-            Lsn slotStart = ensureSlot();
-            Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot));
-            Lsn offsetLsn = offset == null || offset.get(ChangeBatcher.LSN_KEY) == null ? null
-                    : Lsn.parse(offset.get(ChangeBatcher.LSN_KEY).toString());
-            resumeFrom = offsetLsn == null ? slotStart : Lsn.max(offsetLsn, slotStart);
+            register(identity, recorded, acceptTimeline);
+            SlotManager.Checked checked = slots.ensure(sql, replication, slot, null);
+            slot = checked.slot();
+            Lsn slotStart = checked.start();
+            String stored = storedPosition(slot);
+            resumeFrom = stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart);
             confirmed = slotStart;
             ackedAtLastCommit = resumeFrom;
             positionEmitted = resumeFrom;
             decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid));
-            batcher = new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                    BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), resumeFrom, true);
+            batcher = newBatcher(resumeFrom);
             List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
             if (!stale.isEmpty()) {
                 log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -201,97 +196,135 @@ public class ApplyTask extends SourceTask {
         }
     }
 
-    /**
-     * Creates the main slot if it does not exist, or replaces it when the server invalidated it and
-     * {@code invalidated.slot.behavior=recreate}; returns the position a table without offsets starts from. Refuses
-     * a lost slot (by default), a slot of another plugin or database, and a missing slot the flow has already
-     * streamed from.
-     */
-    private Lsn ensureSlot() throws SQLException {
-        Optional<SourceDatabase.Slot> existing = SourceDatabase.slot(sql, slot);
-        Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot));
-        if (existing.isPresent()) {
-            SourceDatabase.Slot s = existing.get();
-            if ("lost".equals(s.walStatus())) {
-                if (!config.recreateInvalidatedSlot()) {
-                    throw new ConnectException(FlowRefusals.invalidated(flow, config, slot));
-                }
-                return recreateSlot();
-            }
-            if (!"pgoutput".equals(s.plugin()) || !config.database().equals(s.database())) {
-                throw new ConnectException(FlowRefusals.foreignSlot(flow, config, s));
-            }
-            return s.confirmedFlush();
-        }
-        String streamed = offset != null && offset.get(ChangeBatcher.LSN_KEY) != null
-                ? "Connect holds its position " + offset.get(ChangeBatcher.LSN_KEY) : null;
-        if (streamed == null) {
-            // tables that stream(ed) from the slot; a pending, copying or errored table starts over with a copy anyway
-            List<String> started = catalog.listTables(flow).stream()
-                    .filter(t -> t.phase() == Phase.CATCHUP || t.phase() == Phase.READY)
-                    .map(t -> t.table() + " " + t.phase().sqlName()).toList();
-            if (!started.isEmpty()) {
-                streamed = "the catalog has tables past pending (" + String.join(", ", started) + ")";
-            }
-        }
-        if (streamed != null) {
-            throw new ConnectException(FlowRefusals.slotGone(flow, config, slot, streamed));
-        }
-        return createSlot();
+    private ChangeBatcher newBatcher(Lsn start) {
+        return new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
+                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true);
     }
 
-    private Lsn createSlot() throws SQLException {
-        Lsn point;
-        if (config.slotFailover()) {
-            point = SourceDatabase.createFailoverSlot(sql, slot);
-        } else {
-            PGConnection pg = replication.unwrap(PGConnection.class);
-            point = Lsn.of(pg.getReplicationAPI().createReplicationSlot().logical().withSlotName(slot)
-                    .withOutputPlugin("pgoutput").make().getConsistentPoint().asLong());
-        }
-        log.info("flow {}: created replication slot {} at {}{}", flow, slot, point,
-                config.slotFailover() ? " (failover)" : "");
-        return point;
+    /** The flow's position Connect stores for {@code slotName} ({@code X/Y}), or null. */
+    private String storedPosition(String slotName) {
+        Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slotName));
+        return offset == null || offset.get(ChangeBatcher.LSN_KEY) == null ? null
+                : offset.get(ChangeBatcher.LSN_KEY).toString();
+    }
+
+    /** Opens the regular and the replication connection to the source. */
+    private void connectSource() throws SQLException {
+        sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
+        replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
     }
 
     /**
-     * {@code invalidated.slot.behavior=recreate}: every table back to pending and the new slot's name recorded (one
-     * catalog transaction), then the lost slot dropped and the new one created. The old slot's offsets belong to
-     * its partition and are never read again; each table's copy starts with a truncate, so ClickHouse keeps no row
-     * from before. A crash after the catalog step finds the new slot recorded, missing and every table pending:
-     * the slot is created then (and the lost one, if still there, stays; it holds no WAL).
+     * Records the flow (first start) or checks it against {@code cdc_flow} (system identifier, slot, publication; the
+     * timeline unless a promotion is accepted, which is then recorded).
      */
-    private Lsn recreateSlot() throws SQLException {
-        String lost = slot;
-        byte[] random = new byte[8];
-        new SecureRandom().nextBytes(random);
-        String fresh = config.slotPrefix() + "_" + HexFormat.of().formatHex(random);
-        List<String> pending = catalog.replaceSlot(flow, lost, fresh);
-        slot = fresh;
-        boolean dropped = SourceDatabase.dropSlot(sql, lost);
-        log.warn("flow {}: replication slot {} was invalidated by the server (wal_status lost); invalidated.slot.behavior"
-                + "=recreate: {} slot {}, new slot {}; {} tables back to pending to be copied again: {}", flow, lost,
-                dropped ? "dropped" : "could not drop (in use)", lost, fresh, pending.size(), pending);
-        List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), lost));
-        if (!stale.isEmpty()) {
-            log.info("flow {}: dropped copy slots of the lost slot: {}", flow, stale);
+    private void register(SourceDatabase.SystemIdentity identity, FlowIdentity recorded, boolean acceptTimeline) {
+        FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
+                identity.systemIdentifier(), identity.timeline(), slot, config.publication(), null), null,
+                acceptTimeline);
+        if (acceptTimeline && recorded != null && recorded.timeline() != null
+                && recorded.timeline() != identity.timeline()) {
+            log.info("flow {}: the source moved from timeline {} to {} (a promoted standby); resuming from failover"
+                    + " slot {}", flow, recorded.timeline(), identity.timeline(), slot);
         }
-        return createSlot();
+        slot = registered.identity().slot();
     }
 
     /**
-     * First start as far as the catalog knows (no slot recorded): refuses when a slot shaped like this flow's main
-     * slot exists on the database and Connect holds this flow's position for it: the catalog was wiped or
-     * {@code catalog.jdbc.url} changed, and starting over here would forget what was already replicated.
+     * After the source connections broke (a Postgres restart, a network cut, a catalog outage): opens both again and
+     * runs the checks of a start before reading anything: the same cluster (system identifier) and timeline (a
+     * promotion only with a failover slot), the same slot recorded in the catalog, and the slot still usable. A slot
+     * the server invalidated is refused or recreated ({@code invalidated.slot.behavior}); a slot that is gone is
+     * refused. A refusal fails the task (a {@link ConnectException}); a connection that cannot be opened yet throws
+     * {@link SQLException} and is tried again with backoff.
      */
-    private void refuseSlotWithoutState() throws SQLException {
-        for (String candidate : SourceDatabase.mainSlotsLike(sql, config.slotPrefix(), config.database())) {
-            Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, candidate));
-            if (offset != null && offset.get(ChangeBatcher.LSN_KEY) != null) {
-                throw new ConnectException(FlowRefusals.slotWithoutState(flow, config, candidate,
-                        offset.get(ChangeBatcher.LSN_KEY).toString()));
-            }
+    private void reconnect() throws SQLException {
+        closeSource();
+        connectSource();
+        SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
+        FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
+        if (recorded == null || !slot.equals(recorded.slot())) {
+            throw new ConnectException("flow " + flow + " refuses to resume: the apply task streams from slot " + slot
+                    + ", but the catalog (" + config.catalog().jdbcUrl() + ") now records "
+                    + (recorded == null ? "no row for this flow in cdc_flow (it was deleted, or catalog.jdbc.url"
+                    + " reaches another catalog)" : "slot " + recorded.slot() + " (cdc_flow.source_slot)")
+                    + ". Nothing was read or changed. Point catalog.jdbc.url back at the flow's catalog and restart"
+                    + " the task.");
         }
+        boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity, SourceDatabase.slot(sql, slot));
+        register(identity, recorded, acceptTimeline);
+        SlotManager.Checked checked = slots.ensure(sql, replication, slot,
+                "the apply task was streaming from it at " + resumeFrom + " until the connection broke");
+        if (checked.recreated()) {
+            slot = checked.slot();
+            restartOnNewSlot(checked.start());
+        } else if (checked.start() != null && checked.start().isAfter(confirmed)) {
+            confirmed = checked.start();
+        }
+        openStream();
+    }
+
+    /**
+     * The lost slot was replaced while the task ran: what was read from it is void (every table is pending, to be
+     * copied again), so the position starts over at the new slot's, under the new slot's offset partition.
+     */
+    private void restartOnNewSlot(Lsn start) {
+        batcher = newBatcher(start);
+        unsyncedToCatalog = new ArrayList<>();
+        resumeFrom = start;
+        confirmed = start;
+        ackedAtLastCommit = start;
+        positionEmitted = start;
+        toConfirm.set(null);
+        txnCommitLsn = null;
+        skipTxn = false;
+        for (TableState state : catalog.listTables(flow)) {
+            TableRun run = tables.computeIfAbsent(state.table(), t -> new TableRun());
+            run.state = RunState.SKIPPING;
+            run.lsn = null;
+            follow(state.table(), run, state.phase(), state.phaseLsn(), start, null);
+        }
+    }
+
+    /**
+     * A new reconnect attempt once the backoff allows it; false while the source is not back (the poll returns
+     * nothing).
+     */
+    private boolean reconnected() throws InterruptedException {
+        long now = System.nanoTime();
+        if (now < reconnectAt) {
+            Thread.sleep(Math.max(1, Math.min(100, TimeUnit.NANOSECONDS.toMillis(reconnectAt - now))));
+            return false;
+        }
+        try {
+            reconnect();
+        } catch (SQLException | CatalogUnavailableException e) {
+            closeSource();
+            reconnectAttempts++;
+            log.warn("flow {}: cannot reconnect to {} (attempt {}: {}); trying again in {} ms", flow, config.jdbcUrl(),
+                    reconnectAttempts, e.getMessage(), reconnectBackoffMs);
+            reconnectAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(reconnectBackoffMs);
+            reconnectBackoffMs = Math.min(reconnectBackoffMs * 2, RECONNECT_BACKOFF_MAX_MS);
+            return false;
+        } catch (FlowIdentityMismatchException e) {
+            closeSource();
+            throw new ConnectException(e.getMessage(), e);
+        } catch (RuntimeException e) {
+            closeSource();
+            throw e;
+        }
+        log.info("flow {}: reconnected to {} after {} failed attempt(s); the source passed the resume checks;"
+                + " streaming from slot {} at {}", flow, config.jdbcUrl(), reconnectAttempts, slot, resumeFrom);
+        reconnectAttempts = 0;
+        reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
+        return true;
+    }
+
+    /** The connections broke: everything source-side is closed and reopened (with the checks) by a later poll. */
+    private void disconnected() {
+        closeSource();
+        reconnectAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(reconnectBackoffMs);
+        reconnectBackoffMs = Math.min(reconnectBackoffMs * 2, RECONNECT_BACKOFF_MAX_MS);
     }
 
     private void initTables(Lsn slotStart) throws SQLException {
@@ -312,6 +345,9 @@ public class ApplyTask extends SourceTask {
         }
         for (String table : published) {
             TableRun run = new TableRun();
+            if (topicClash(table, run)) {
+                continue;
+            }
             tables.put(table, run);
             TableState state = states.get(table);
             metrics.table(table).batchIdKnown(state == null ? 0 : state.syncedBatchId());
@@ -418,7 +454,7 @@ public class ApplyTask extends SourceTask {
             publicationCheckedAt = now;
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
             for (String table : SourceDatabase.publicationTables(sql, config.publication())) {
-                if (!tables.containsKey(table)) {
+                if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                     discovered(table, resumeFrom, out);
                 }
             }
@@ -444,8 +480,11 @@ public class ApplyTask extends SourceTask {
         catalog.initTable(flow, table, Phase.PENDING);
         TableState state = catalog.getTable(flow, table).orElseThrow();
         TableRun run = new TableRun();
-        tables.put(table, run);
         log.info("flow {}, table {}: new in publication {}", flow, table, config.publication());
+        if (topicClash(table, run)) {
+            return;
+        }
+        tables.put(table, run);
         follow(table, run, state.phase(), state.phaseLsn(), at, out);
     }
 
@@ -457,14 +496,7 @@ public class ApplyTask extends SourceTask {
                 if (replication == null || replication.isClosed()) {
                     replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
                 }
-                stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
-                        .withSlotName(slot)
-                        .withSlotOption("proto_version", "1")
-                        .withSlotOption("publication_names", "\"" + config.publication().replace("\"", "\"\"") + "\"")
-                        .withSlotOption("messages", "true")
-                        .withStartPosition(LogSequenceNumber.valueOf(resumeFrom.value()))
-                        .withStatusInterval(10, TimeUnit.SECONDS)
-                        .start();
+                stream = ReplicationStream.start(replication, slot, config.publication(), resumeFrom);
                 return;
             } catch (SQLException e) {
                 // after a restart the previous task's walsender may still hold the slot for a moment
@@ -505,10 +537,10 @@ public class ApplyTask extends SourceTask {
 
     private List<SourceRecord> pollStream() throws InterruptedException {
         List<SourceRecord> out = new ArrayList<>();
+        if (stream == null && !reconnected()) {
+            return null;
+        }
         try {
-            if (stream == null) {
-                openStream();
-            }
             applyConfirm();
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
@@ -547,15 +579,14 @@ public class ApplyTask extends SourceTask {
                 return null;
             }
             // the open transaction is read again from the end of the last one handed to Connect
-            log.warn("flow {}: {} failed ({}); reconnecting from {}", flow,
-                    e instanceof SQLException ? "replication stream" : "catalog", e.getMessage(), resumeFrom);
+            log.warn("flow {}: {} failed ({}); reconnecting (with the resume checks) and reading again from {}", flow,
+                    e instanceof SQLException ? "the source connection" : "the catalog", e.getMessage(), resumeFrom);
             batcher.abort();
             txnCommitLsn = null;
-            closeStream();
-            if (!out.isEmpty()) {
-                return out;
-            }
-            throw new RetriableException("flow " + flow + ": streaming failed: " + e.getMessage(), e);
+            skipTxn = false;
+            disconnected();
+            // records of transactions that committed before the failure are tracked already: they go out
+            return out.isEmpty() ? null : out;
         }
         syncToCatalog();
         Lsn safe = batcher.safePosition();
@@ -602,7 +633,7 @@ public class ApplyTask extends SourceTask {
         } else if (message instanceof Relation relation) {
             decoder.accept(relation);
             String table = relation.qualifiedName();
-            if (!tables.containsKey(table)) {
+            if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                 // a table added to the publication while the flow runs: copied (it is pending for a copy task, whose
                 // snapshot covers this transaction), or, when not copied, streamed from this transaction on
                 discovered(table, txnCommitLsn != null ? txnCommitLsn : resumeFrom, out);
@@ -655,18 +686,18 @@ public class ApplyTask extends SourceTask {
      * table's later changes are held until the copy task moves it to {@code catchup(marker)}.
      */
     private void handoverMarker(LogicalMessage marker, List<SourceRecord> out) {
-        String[] parts = marker.contentText().split("\n", 3);
-        if (parts.length != 3 || !parts[0].equals(flow)) {
+        String[] parts = TableCopy.parseMarker(flow, marker.contentText());
+        if (parts == null) {
             return;
         }
-        String table = parts[1];
+        String table = parts[0];
         TableRun run = tables.get(table);
         if (run == null || run.state == RunState.STREAMING) {
             return;
         }
-        if (!catalog.markHandover(flow, table, parts[2], marker.lsn().toString())) {
+        if (!catalog.markHandover(flow, table, parts[1], marker.lsn().toString())) {
             log.info("flow {}, table {}: ignoring the handover marker of copy task {} at {} (it no longer holds the table)",
-                    flow, table, parts[2], marker.lsn());
+                    flow, table, parts[1], marker.lsn());
             return;
         }
         TableState state = catalog.getTable(flow, table).orElseThrow();
@@ -719,6 +750,31 @@ public class ApplyTask extends SourceTask {
             log.error("flow {}, table {}: {}; the table is marked errored and its changes are skipped, other tables"
                     + " carry on", flow, table, error);
         }
+    }
+
+    /**
+     * A table whose topic Kafka would take for another table's of the flow ({@code .} and {@code _} the same) is
+     * marked errored for good, with the reason, and its changes are skipped; the table found first keeps its topic
+     * and every other table carries on. {@code validate()} reports the same clash before the flow starts.
+     */
+    private boolean topicClash(String table, TableRun run) {
+        String topic = config.topic(table);
+        for (String other : tables.keySet()) {
+            if (!other.equals(table) && TopicNames.clashKey(config.topic(other)).equals(TopicNames.clashKey(topic))) {
+                String error = "its topic " + topic + " clashes with topic " + config.topic(other) + " of table " + other
+                        + " (Kafka takes '.' and '_' as the same character in topic names), so its changes are"
+                        + " skipped: rename one of the tables or leave one out of the publication, then copy it again"
+                        + " with tablecdc-reset-table --flow " + flow + " --table " + table;
+                catalog.markErrored(flow, table, null, error, Instant.now(), null);
+                run.state = RunState.SKIPPING;
+                run.phase = Phase.ERRORED;
+                run.reason = error;
+                clashing.put(table, run);
+                log.error("flow {}, table {}: {}", flow, table, error);
+                return true;
+            }
+        }
+        return false;
     }
 
     /** What the operator does with a table that stays errored: fix the cause, then have it copied again. */
@@ -802,39 +858,16 @@ public class ApplyTask extends SourceTask {
         }
     }
 
-    private void closeStream() {
-        try {
-            if (stream != null) {
-                stream.close();
-            }
-        } catch (Exception e) {
-            // the connection is being dropped anyway
-        }
+    /** Closes the stream and both source connections. */
+    private void closeSource() {
+        Resources.closeQuietly(stream, replication, sql);
         stream = null;
-        try {
-            if (replication != null) {
-                replication.close();
-            }
-        } catch (Exception e) {
-            // nothing left to do
-        }
         replication = null;
+        sql = null;
     }
 
     private void closeQuietly() {
-        closeStream();
-        try {
-            if (sql != null) {
-                sql.close();
-            }
-        } catch (Exception e) {
-            // nothing left to do
-        }
-        if (catalog != null) {
-            catalog.close();
-        }
-        if (metrics != null) {
-            metrics.close();
-        }
+        closeSource();
+        Resources.closeQuietly(catalog, metrics);
     }
 }

@@ -1,5 +1,7 @@
 package io.tablecdc.pg.config;
 
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Map;
@@ -115,7 +117,10 @@ public final class PgPipelineConfig extends AbstractConfig {
     private static final String HEARTBEAT_TOPIC_DEFAULT = "__tablecdc_heartbeat";
 
     public static final String TOPIC_PREFIX_CONFIG = "topic.prefix";
-    private static final String TOPIC_PREFIX_DOC = "Each table goes to the topic <topic.prefix>.<schema.table>. Set"
+    private static final String TOPIC_PREFIX_DOC = "Each table goes to the topic <topic.prefix>.<schema.table>. A table"
+            + " whose name would not make a valid Kafka topic (characters other than letters, digits, '.', '_' and"
+            + " '-', or more than 249 characters in all) goes to <topic.prefix>.<its name with every other character"
+            + " as '_', cut to fit>_<first 12 hex digits of the SHA-256 of schema.table>. Set"
             + " topic.creation.default.partitions=1 and topic.creation.default.replication.factor so that Connect"
             + " creates each topic with one partition.";
 
@@ -270,18 +275,23 @@ public final class PgPipelineConfig extends AbstractConfig {
         return getString(TOPIC_PREFIX_CONFIG).trim();
     }
 
-    /** The topic of {@code table} ({@code schema.table}): {@code <topic.prefix>.<schema.table>}. */
+    /** The topic of {@code table} ({@code schema.table}): {@code <topic.prefix>.<schema.table>}, see {@link TopicNames}. */
     public String topic(String table) {
-        return topicPrefix() + "." + table;
+        return TopicNames.topic(topicPrefix(), table);
     }
 
     public CatalogSettings catalog() {
         return CatalogConfig.settings(this);
     }
 
-    /** The JDBC URL of the source database (no credentials in it). */
+    /**
+     * The JDBC URL of the source database (no credentials in it). The database name is URL-encoded (the driver decodes
+     * it), so that a name with {@code /}, {@code ?}, {@code &}, {@code %}, spaces or non-ASCII characters reaches the
+     * server as it is.
+     */
     public String jdbcUrl() {
-        return "jdbc:postgresql://" + host() + ":" + port() + "/" + database();
+        return "jdbc:postgresql://" + host() + ":" + port() + "/"
+                + URLEncoder.encode(database(), StandardCharsets.UTF_8);
     }
 
     /**

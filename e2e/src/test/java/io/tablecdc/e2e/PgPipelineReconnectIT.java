@@ -1,0 +1,332 @@
+package io.tablecdc.e2e;
+
+import static io.tablecdc.e2e.PgChecks.awaitTrue;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+import com.fasterxml.jackson.databind.JsonNode;
+
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+
+/**
+ * The Postgres pipeline while its source goes away and comes back, end to end: a PostgreSQL restart while the flow
+ * streams (rows written before, right after the restart and after the task reconnected all arrive, none twice); the
+ * resume-safety checks on every reconnect (another cluster behind the same address after an outage is refused like at
+ * start); the flow's slot invalidated or dropped while the connector runs (the same treatment as at start).
+ *
+ * <p>The source is a PostgreSQL 17 cluster of this class's own, stopped and started with {@code pg_ctl} at known
+ * moments; the catalog stays on the stack's Postgres.
+ */
+class PgPipelineReconnectIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String SOURCE = "io.tablecdc.pg.PgPipelineSourceConnector";
+    private static final String DATABASE = "rc_source";
+
+    private static Path work;
+    private static Path data;
+    private static Path log;
+    private static Path bin;
+    private static String serverOptions;
+    private static int port;
+    private static EmbeddedPostgres server;
+    private static String catalogUrl;
+    private static Client clickhouse;
+    private static PgChecks pg;
+
+    @BeforeAll
+    static void start() throws Exception {
+        catalogUrl = stack.postgres().createDatabase("rc_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        work = StackPaths.workDir("reconnect-postgres");
+        data = work.resolve("data");
+        log = work.resolve("postgres.log");
+        port = StackPaths.freePort();
+        server = cluster(work.resolve("binaries"), data, port);
+        String opts = Files.readString(data.resolve("postmaster.opts"), StandardCharsets.UTF_8).trim();
+        String postgres = opts.startsWith("\"") ? opts.substring(1, opts.indexOf('"', 1)) : opts.split("\\s+")[0];
+        bin = Path.of(postgres).getParent();
+        // what zonky passed on the command line (port, settings), for pg_ctl start
+        serverOptions = opts.substring(opts.indexOf(postgres) + postgres.length() + (opts.startsWith("\"") ? 1 : 0)).trim();
+        sql("postgres", "CREATE DATABASE " + DATABASE);
+        pg = new PgChecks(stack, () -> DriverManager.getConnection(url(DATABASE), "postgres", ""), catalogUrl, clickhouse);
+    }
+
+    private static EmbeddedPostgres cluster(Path binaries, Path dataDir, int onPort) throws IOException {
+        return EmbeddedPostgres.builder()
+                .setOverrideWorkingDirectory(binaries.toFile())
+                .setDataDirectory(dataDir)
+                .setCleanDataDirectory(true)
+                .setPort(onPort)
+                .setPGStartupWait(Duration.ofSeconds(60))
+                .setServerConfig("listen_addresses", "127.0.0.1")
+                .setServerConfig("wal_level", "logical")
+                .setServerConfig("max_replication_slots", "20")
+                .setServerConfig("max_wal_senders", "20")
+                .setServerConfig("fsync", "off")
+                .setOutputRedirector(ProcessBuilder.Redirect.appendTo(log.toFile()))
+                .setErrorRedirector(ProcessBuilder.Redirect.appendTo(log.toFile()))
+                .start();
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (server != null) {
+            if (!running()) {
+                startServer();
+            }
+            server.close();
+        }
+    }
+
+    private static String url(String database) {
+        return "jdbc:postgresql://127.0.0.1:" + port + "/" + database;
+    }
+
+    private static void sql(String database, String... statements) throws SQLException {
+        try (Connection c = DriverManager.getConnection(url(database), "postgres", "");
+             Statement s = c.createStatement()) {
+            for (String statement : statements) {
+                s.execute(statement);
+            }
+        }
+    }
+
+    private static String query(Connection c, String sql, String... params) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement(sql)) {
+            for (int i = 0; i < params.length; i++) {
+                ps.setString(i + 1, params[i]);
+            }
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? rs.getString(1) : null;
+            }
+        }
+    }
+
+    private static int pgCtl(String... args) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>();
+        if ("root".equals(System.getProperty("user.name"))) {
+            // pg_ctl refuses root; as zonky does, run it in a user namespace, as an unprivileged user
+            command.addAll(List.of("unshare", "-U"));
+        }
+        command.add(bin.resolve("pg_ctl").toString());
+        command.addAll(List.of(args));
+        Process p = new ProcessBuilder(command).redirectErrorStream(true)
+                .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+        assertTrue(p.waitFor(150, TimeUnit.SECONDS), "pg_ctl " + args[args.length - 1] + " hangs; see " + log);
+        return p.exitValue();
+    }
+
+    private static void stopServer() throws Exception {
+        assertEquals(0, pgCtl("-D", data.toString(), "-m", "fast", "-w", "-t", "120", "stop"),
+                "pg_ctl stop failed; see " + log);
+    }
+
+    private static void startServer() throws Exception {
+        assertEquals(0, pgCtl("-D", data.toString(), "-o", serverOptions, "-w", "-t", "120", "-l", log.toString(),
+                "start"), "pg_ctl start failed; see " + log);
+    }
+
+    private static boolean running() {
+        try (Connection c = DriverManager.getConnection(url("postgres"), "postgres", "")) {
+            return c.isValid(5);
+        } catch (SQLException e) {
+            return false;
+        }
+    }
+
+    private static Map<String, String> sourceConfig(String prefix, String publication) {
+        Map<String, String> source = new HashMap<>();
+        source.put("connector.class", SOURCE);
+        source.put("tasks.max", "1");
+        source.put("database.host", "127.0.0.1");
+        source.put("database.port", Integer.toString(port));
+        source.put("database.dbname", DATABASE);
+        source.put("database.user", "postgres");
+        source.put("database.password", "");
+        source.put("database.sslmode", "disable");
+        source.put("publication.name", publication);
+        source.put("slot.prefix", prefix);
+        source.put("topic.prefix", prefix);
+        source.put("batch.rows", "500");
+        source.put("heartbeat.interval.ms", "500");
+        source.put("topic.creation.default.partitions", "1");
+        source.put("topic.creation.default.replication.factor", "1");
+        source.put("catalog.jdbc.url", catalogUrl);
+        source.put("catalog.user", stack.postgres().user());
+        source.put("catalog.password", stack.postgres().password());
+        return source;
+    }
+
+    private static Map<String, String> sinkConfig(String prefix) {
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
+        config.put("topics.regex", prefix + "\\..*");
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "2000");
+        config.put("consumer.override.metadata.max.age.ms", "1000");
+        return config;
+    }
+
+    private static String flowSlot(String flow) throws SQLException {
+        try (Connection c = pg.catalog()) {
+            return query(c, "SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
+        }
+    }
+
+    private static boolean slotActive(String slot) throws SQLException {
+        try (Connection c = pg.source()) {
+            return "true".equals(query(c, "SELECT active::text FROM pg_replication_slots WHERE slot_name = ?", slot));
+        }
+    }
+
+    /** Rows of a table in ClickHouse, FINAL and without it: every row once, and how many versions were loaded. */
+    private static long clickHouseCount(String table, boolean fin) {
+        String name = table.replaceAll("[^A-Za-z0-9_]", "_");
+        return clickhouse.queryAll("SELECT count() AS n FROM " + name + (fin ? " FINAL WHERE _tablecdc_is_deleted = 0" : ""))
+                .get(0).getLong("n");
+    }
+
+    /**
+     * PostgreSQL stops (fast shutdown) while the flow streams and starts again: the apply task reconnects both its
+     * connections, checks the source again, and carries on from the end of the last transaction it handed to Connect.
+     * One table is REPLICA IDENTITY FULL, so its key is looked up over the task's SQL connection after the reconnect,
+     * and the check for tables added to the publication runs over that connection too.
+     */
+    @Test
+    void aPostgresRestartWhileTheFlowStreamsLosesNothing() throws Exception {
+        sql(DATABASE, "DROP PUBLICATION IF EXISTS rs_pub",
+                "DROP SCHEMA IF EXISTS rs CASCADE",
+                "CREATE SCHEMA rs",
+                "CREATE TABLE rs.plain (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE TABLE rs.ident (id int PRIMARY KEY, v int NOT NULL)",
+                "ALTER TABLE rs.ident REPLICA IDENTITY FULL",
+                "CREATE PUBLICATION rs_pub FOR TABLE rs.plain, rs.ident");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put("rs.plain", new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
+        tables.put("rs.ident", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        String flow = "rs-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("rs-sink", sinkConfig("rs"));
+        rest.putConfig(flow, sourceConfig("rs", "rs_pub"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        pg.awaitTable(flow, "rs.plain", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(60));
+        pg.awaitTable(flow, "rs.ident", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(60));
+        String slot = flowSlot(flow);
+
+        // before
+        pg.sql("INSERT INTO rs.plain SELECT g, 'before' FROM generate_series(1, 1000) g",
+                "INSERT INTO rs.ident SELECT g, 0 FROM generate_series(1, 1000) g");
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+
+        stopServer();
+        // the task meets the outage: its stream breaks, its reconnects are refused for a while
+        Thread.sleep(3_000);
+        startServer();
+        // during: written as soon as the server is back, before the task has necessarily reconnected
+        pg.sql("INSERT INTO rs.plain SELECT g, 'during' FROM generate_series(1001, 2000) g",
+                "INSERT INTO rs.ident SELECT g, 1 FROM generate_series(1001, 2000) g",
+                "UPDATE rs.ident SET v = v + 10 WHERE id <= 300",
+                "DELETE FROM rs.plain WHERE id % 10 = 0");
+        awaitTrue(() -> slotActive(slot), Duration.ofSeconds(90), "the apply task never reconnected to slot " + slot);
+        // after
+        pg.sql("INSERT INTO rs.plain SELECT g, 'after' FROM generate_series(2001, 3000) g",
+                "UPDATE rs.ident SET v = v + 100 WHERE id % 7 = 0",
+                "DELETE FROM rs.ident WHERE id % 13 = 0");
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states(flow), "the restart fails no task");
+        for (String table : tables.keySet()) {
+            long rows;
+            try (Connection c = pg.source(); Statement s = c.createStatement();
+                 ResultSet rs = s.executeQuery("SELECT count(*) FROM " + table)) {
+                rs.next();
+                rows = rs.getLong(1);
+            }
+            assertEquals(rows, clickHouseCount(table, true), table + ": every row once");
+        }
+        System.out.printf("pg reconnect: PostgreSQL restarted under the flow; rows before, during and after the"
+                + " restart arrived (%d and %d rows loaded for %d and %d rows)%n",
+                clickHouseCount("rs.plain", false), clickHouseCount("rs.ident", false),
+                clickHouseCount("rs.plain", true), clickHouseCount("rs.ident", true));
+        rest.delete(flow);
+        rest.delete("rs-sink");
+    }
+
+    /**
+     * During an outage another cluster (another system identifier) appears behind the flow's address: the apply task's
+     * reconnect runs the resume-safety checks of a start and fails with the same refusal, instead of streaming from it
+     * or retrying forever.
+     */
+    @Test
+    void anotherClusterBehindTheAddressAfterAnOutageIsRefused() throws Exception {
+        sql(DATABASE, "DROP PUBLICATION IF EXISTS ro_pub",
+                "DROP SCHEMA IF EXISTS ro CASCADE",
+                "CREATE SCHEMA ro",
+                "CREATE TABLE ro.t (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE PUBLICATION ro_pub FOR TABLE ro.t");
+        String flow = "ro-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(flow, sourceConfig("ro", "ro_pub"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        pg.awaitTable(flow, "ro.t", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(60));
+        pg.sql("INSERT INTO ro.t SELECT g, 'v' FROM generate_series(1, 100) g");
+        String slot = flowSlot(flow);
+        awaitTrue(() -> rest.offsets(flow).toString().contains("\"slot\""), Duration.ofSeconds(60),
+                "the flow's position never reached Connect's offsets");
+
+        stopServer();
+        Path otherWork = StackPaths.workDir("reconnect-postgres-other");
+        EmbeddedPostgres other = cluster(otherWork.resolve("binaries"), otherWork.resolve("data"), port);
+        try {
+            // the same database objects, so that only the cluster's identity differs
+            sql("postgres", "CREATE DATABASE " + DATABASE);
+            sql(DATABASE, "CREATE SCHEMA ro", "CREATE TABLE ro.t (id int PRIMARY KEY, v text NOT NULL)",
+                    "CREATE PUBLICATION ro_pub FOR TABLE ro.t");
+            JsonNode status = rest.awaitStatus(flow, s -> s.path("tasks").path(0).path("trace").asText()
+                    .contains("is the cluster with system identifier"), Duration.ofSeconds(120));
+            String trace = status.path("tasks").path(0).path("trace").asText();
+            assertEquals("FAILED", status.path("tasks").path(0).path("state").asText());
+            assertTrue(trace.contains("Point database.host and database.port back at that cluster"), trace);
+            try (Connection c = DriverManager.getConnection(url(DATABASE), "postgres", "")) {
+                assertEquals("0", query(c, "SELECT count(*)::text FROM pg_replication_slots"),
+                        "nothing was created on the other cluster");
+            }
+            System.out.printf("pg reconnect: another cluster after an outage refused: %s%n",
+                    trace.lines().filter(l -> l.contains("refuses to")).findFirst().orElse(trace));
+        } finally {
+            other.close();
+        }
+        startServer();
+        // the original cluster back: a restart of the failed task resumes from its slot
+        rest.restart(flow, true, true);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        awaitTrue(() -> slotActive(slot), Duration.ofSeconds(60), "the flow did not resume from slot " + slot);
+        rest.delete(flow);
+    }
+}
