@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.net.URLEncoder;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -39,7 +40,8 @@ import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
  * The Postgres pipeline while its source goes away and comes back, end to end: a PostgreSQL restart while the flow
  * streams (rows written before, right after the restart and after the task reconnected all arrive, none twice); the
  * resume-safety checks on every reconnect (another cluster behind the same address after an outage is refused like at
- * start); the flow's slot invalidated or dropped while the connector runs (the same treatment as at start).
+ * start); the flow's slot invalidated or dropped while the connector runs (the same treatment as at start); table,
+ * database and publication names that are not valid topic names or need quoting.
  *
  * <p>The source is a PostgreSQL 17 cluster of this class's own, stopped and started with {@code pg_ctl} at known
  * moments; the catalog stays on the stack's Postgres.
@@ -328,5 +330,245 @@ class PgPipelineReconnectIT {
         rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
         awaitTrue(() -> slotActive(slot), Duration.ofSeconds(60), "the flow did not resume from slot " + slot);
         rest.delete(flow);
+    }
+
+    private static String slotState(String slot, String column) throws SQLException {
+        try (Connection c = pg.source()) {
+            // the column name is one of this class's constants
+            return query(c, "SELECT " + column + "::text FROM pg_replication_slots WHERE slot_name = ?", slot);
+        }
+    }
+
+    /**
+     * Makes the server invalidate {@code slot} while its walsender streams: a transaction that wrote and stays open
+     * keeps the slot's restart_lsn where it is, max_slot_wal_keep_size is 1MB, and WAL is written and checkpointed
+     * until the checkpointer terminates the walsender and marks the slot lost.
+     */
+    private static int invalidate(String slot) throws Exception {
+        int rounds = 0;
+        try (Connection pin = pg.source()) {
+            pin.setAutoCommit(false);
+            try (Statement s = pin.createStatement()) {
+                s.execute("INSERT INTO iv.filler VALUES (0, 'holds the slot back')");
+            }
+            pg.sql("ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'", "SELECT pg_reload_conf()");
+            while (!"lost".equals(slotState(slot, "wal_status"))) {
+                assertTrue(++rounds <= 30, "the slot was never invalidated: " + slotState(slot, "wal_status"));
+                pg.sql("INSERT INTO iv.filler SELECT g, repeat(md5(g::text), 16) FROM generate_series(1, 20000) g",
+                        "SELECT pg_switch_wal()",
+                        "CHECKPOINT");
+            }
+            pin.rollback();
+        } finally {
+            pg.sql("ALTER SYSTEM RESET max_slot_wal_keep_size", "SELECT pg_reload_conf()");
+        }
+        return rounds;
+    }
+
+    /**
+     * The server invalidates the flow's slot while the connector runs: with the default
+     * invalidated.slot.behavior=reject the apply task fails with the advice (instead of retrying forever); with
+     * recreate it replaces the slot without a restart, every table is copied again, and ClickHouse equals Postgres,
+     * rows changed while the slot was being lost included.
+     */
+    @Test
+    void aSlotInvalidatedWhileTheFlowRunsIsRefusedOrRecreated() throws Exception {
+        sql(DATABASE, "DROP PUBLICATION IF EXISTS iv_pub",
+                "DROP SCHEMA IF EXISTS iv CASCADE",
+                "CREATE SCHEMA iv",
+                "CREATE TABLE iv.a (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO iv.a SELECT g, 0 FROM generate_series(1, 3000) g",
+                "CREATE TABLE iv.b (id int PRIMARY KEY, s text NOT NULL)",
+                "INSERT INTO iv.b SELECT g, 's' || g FROM generate_series(1, 1000) g",
+                "CREATE TABLE iv.filler (id int, pad text)",
+                "CREATE PUBLICATION iv_pub FOR TABLE iv.a, iv.b");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put("iv.a", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        tables.put("iv.b", new String[] {"id::text || '|' || s", "concat(toString(id), '|', s)"});
+        String flow = "iv-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("iv", "iv_pub");
+        config.put("tasks.max", "2");
+        config.put("table.sync.copy", "all");
+        rest.putConfig("iv-sink", sinkConfig("iv"));
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+        for (String table : tables.keySet()) {
+            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        }
+        pg.sql("UPDATE iv.a SET v = 1 WHERE id <= 100");
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+
+        // reject (the default): the task fails with the advice
+        String first = flowSlot(flow);
+        int rounds = invalidate(first);
+        JsonNode status = rest.awaitStatus(flow, s -> s.path("tasks").path(0).path("trace").asText()
+                .contains("was invalidated by the server"), Duration.ofSeconds(120));
+        String trace = status.path("tasks").path(0).path("trace").asText();
+        assertEquals("FAILED", status.path("tasks").path(0).path("state").asText());
+        assertTrue(trace.contains("its replication slot " + first) && trace.contains("invalidated.slot.behavior=recreate")
+                && trace.contains("max_slot_wal_keep_size"), trace);
+        assertEquals(first, flowSlot(flow), "a refusal changes nothing");
+        System.out.printf("pg reconnect: slot %s invalidated while running (%d rounds): refused%n", first, rounds);
+
+        // recreate: the start replaces the lost slot (as documented for a stopped flow) ...
+        Map<String, String> recreate = new HashMap<>(config);
+        recreate.put("invalidated.slot.behavior", "recreate");
+        rest.putConfig(flow, recreate);
+        rest.restart(flow, true, true);
+        awaitTrue(() -> !first.equals(flowSlot(flow)), Duration.ofSeconds(90), "the slot was never replaced");
+        String second = flowSlot(flow);
+        for (String table : tables.keySet()) {
+            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        }
+        pg.sql("UPDATE iv.a SET v = 2 WHERE id <= 50");
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+        awaitTrue(() -> slotActive(second), Duration.ofSeconds(60), "the flow does not stream from " + second);
+
+        // ... and a slot lost while the task runs is replaced by the running task
+        pg.sql("DELETE FROM iv.a WHERE id % 10 = 0", "UPDATE iv.b SET s = 'while lost' WHERE id % 7 = 0");
+        rounds = invalidate(second);
+        awaitTrue(() -> !second.equals(flowSlot(flow)), Duration.ofSeconds(90), "the running task never replaced " + second);
+        String third = flowSlot(flow);
+        for (String table : tables.keySet()) {
+            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        }
+        pg.sql("INSERT INTO iv.b VALUES (5000, 'after')", "UPDATE iv.a SET v = 3 WHERE id <= 20");
+        pg.awaitEqual(tables, Duration.ofSeconds(180));
+        assertEquals(List.of("RUNNING", "RUNNING", "RUNNING"), rest.states(flow), "no task failed");
+        assertEquals(null, slotState(second, "wal_status"), "the lost slot was dropped");
+        System.out.printf("pg reconnect: slot %s invalidated while running (%d rounds): replaced by %s, both tables"
+                + " copied again; ClickHouse equals Postgres%n", second, rounds, third);
+        rest.delete(flow);
+        rest.delete("iv-sink");
+    }
+
+    /**
+     * The flow's slot is dropped while the connector runs (its walsender terminated, the slot dropped before the task
+     * reconnects): the task fails with the refusal of a slot that is gone, instead of retrying forever.
+     */
+    @Test
+    void aSlotDroppedWhileTheFlowRunsIsRefused() throws Exception {
+        sql(DATABASE, "DROP PUBLICATION IF EXISTS dr_pub",
+                "DROP SCHEMA IF EXISTS dr CASCADE",
+                "CREATE SCHEMA dr",
+                "CREATE TABLE dr.t (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE PUBLICATION dr_pub FOR TABLE dr.t");
+        String flow = "dr-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(flow, sourceConfig("dr", "dr_pub"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        pg.awaitTable(flow, "dr.t", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(60));
+        pg.sql("INSERT INTO dr.t SELECT g, 'v' FROM generate_series(1, 100) g");
+        String slot = flowSlot(flow);
+        awaitTrue(() -> slotActive(slot), Duration.ofSeconds(60), "the flow never streamed from " + slot);
+        int attempts = 0;
+        while (slotState(slot, "slot_name") != null) {
+            assertTrue(++attempts <= 200, "slot " + slot + " could not be dropped");
+            try (Connection c = pg.source(); Statement s = c.createStatement()) {
+                s.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '"
+                        + slot + "' AND active_pid IS NOT NULL");
+                s.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '"
+                        + slot + "' AND NOT active");
+            } catch (SQLException e) {
+                // the walsender had not let go yet
+            }
+            Thread.sleep(50);
+        }
+        JsonNode status = rest.awaitStatus(flow, s -> s.path("tasks").path(0).path("trace").asText()
+                .contains("does not exist"), Duration.ofSeconds(120));
+        String trace = status.path("tasks").path(0).path("trace").asText();
+        assertEquals("FAILED", status.path("tasks").path(0).path("state").asText());
+        assertTrue(trace.contains("its replication slot " + slot + " (cdc_flow.source_slot) does not exist")
+                && trace.contains("the apply task was streaming from it"), trace);
+        System.out.printf("pg reconnect: slot dropped while running: %s%n",
+                trace.lines().filter(l -> l.contains("refuses to")).findFirst().orElse(trace));
+        rest.delete(flow);
+    }
+
+    /**
+     * Table names that are not Kafka topic names (a space, quotes, a semicolon, a non-ASCII letter) in a database
+     * whose name has a space and a non-ASCII letter, under a publication whose name has a quote: validate() accepts the
+     * flow, the tables are copied and stream to their mapped topics, and ClickHouse (named after the tables, not the
+     * topics) equals Postgres. Two tables whose topics Kafka would take for one are reported by validate().
+     */
+    @Test
+    void tablesWhoseNamesAreNotTopicNamesStream() throws Exception {
+        String database = "tn db?ü&x";
+        sql("postgres", "DROP DATABASE IF EXISTS \"" + database + "\"", "CREATE DATABASE \"" + database + "\"");
+        String dbUrl = "jdbc:postgresql://127.0.0.1:" + port + "/" + URLEncoder.encode(database, StandardCharsets.UTF_8);
+        PgChecks tn = new PgChecks(stack, () -> DriverManager.getConnection(dbUrl, "postgres", ""), catalogUrl, clickhouse);
+        List<String> names = List.of("my table", "it's \"quoted\"", "semi;colon", "bücher");
+        List<String> statements = new ArrayList<>(List.of("CREATE SCHEMA tn"));
+        for (String name : names) {
+            String table = "tn." + quoteIdent(name);
+            statements.add("CREATE TABLE " + table + " (id int PRIMARY KEY, v text NOT NULL)");
+            statements.add("INSERT INTO " + table + " SELECT g, 'copied' FROM generate_series(1, 300) g");
+        }
+        statements.add("CREATE TABLE tn.\"x.y\" (id int PRIMARY KEY)");
+        statements.add("CREATE TABLE tn.x_y (id int PRIMARY KEY)");
+        statements.add("CREATE PUBLICATION \"tn's pub\" FOR TABLE " + String.join(", ",
+                names.stream().map(n -> "tn." + quoteIdent(n)).toList()));
+        statements.add("CREATE PUBLICATION tn_clash FOR TABLE tn.\"x.y\", tn.x_y");
+        tn.sql(statements.toArray(new String[0]));
+
+        String flow = "tn-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("tn", "tn's pub");
+        config.put("database.dbname", database);
+        config.put("tasks.max", "2");
+        config.put("table.sync.copy", "all");
+
+        rest.putConfig("tn-sink", sinkConfig("tn"));
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+        for (String name : names) {
+            tn.awaitTable(flow, "tn." + name, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        }
+        for (String name : names) {
+            String table = "tn." + quoteIdent(name);
+            tn.sql("INSERT INTO " + table + " SELECT g, 'streamed' FROM generate_series(301, 400) g",
+                    "UPDATE " + table + " SET v = 'updated' WHERE id <= 10", "DELETE FROM " + table + " WHERE id % 9 = 0");
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
+        Map<String, String> last = new HashMap<>();
+        for (String name : names) {
+            String clickHouseTable = ("tn." + name).replaceAll("[^A-Za-z0-9_]", "_");
+            while (true) {
+                List<String> expected = tn.postgresRows("tn." + quoteIdent(name), "id::text || '|' || v");
+                List<String> actual = new ArrayList<>();
+                try {
+                    clickhouse.queryAll("SELECT concat(toString(id), '|', v) AS r FROM " + clickHouseTable
+                            + " FINAL WHERE _tablecdc_is_deleted = 0").forEach(r -> actual.add(r.getString("r")));
+                } catch (RuntimeException e) {
+                    last.put(name, e.getMessage());
+                }
+                expected.sort(null);
+                actual.sort(null);
+                if (expected.equals(actual)) {
+                    break;
+                }
+                last.put(name, expected.size() + " rows in Postgres, " + actual.size() + " in ClickHouse " + clickHouseTable);
+                assertTrue(System.nanoTime() < deadline, "ClickHouse never equalled Postgres: " + last);
+                Thread.sleep(500);
+            }
+        }
+        assertEquals(List.of("RUNNING", "RUNNING", "RUNNING"), rest.states(flow));
+        Map<String, String> named = new HashMap<>(config);
+        named.put("name", flow);
+        assertEquals(List.of(), ConnectRestClient.validationErrors(rest.validate(SOURCE, named)));
+        Map<String, String> clash = new HashMap<>(named);
+        clash.put("publication.name", "tn_clash");
+        String clashErrors = String.join("; ", ConnectRestClient.validationErrors(rest.validate(SOURCE, clash)));
+        assertTrue(clashErrors.contains("tn.x.y (topic tn.tn.x.y) and tn.x_y (topic tn.tn.x_y)")
+                && clashErrors.contains("would write to the same Kafka topic"), clashErrors);
+        System.out.printf("pg reconnect: %d tables named %s in database '%s', publication \"tn's pub\": copied and"
+                + " streamed; ClickHouse equals Postgres%n", names.size(), names, database);
+        rest.delete(flow);
+        rest.delete("tn-sink");
+    }
+
+    private static String quoteIdent(String name) {
+        return "\"" + name.replace("\"", "\"\"") + "\"";
     }
 }
