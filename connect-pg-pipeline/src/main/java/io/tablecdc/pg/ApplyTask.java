@@ -10,7 +10,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.errors.ConnectException;
@@ -71,6 +70,11 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * for offsets Connect has stored: {@link #commit()} (called after an offset flush) hands the position acknowledged
  * before the previous flush to the poll thread, which owns the replication stream and sends it.
  *
+ * <p>A broken source connection (or catalog outage) closes both source connections; a later poll opens them again
+ * with backoff and runs the checks of a start first ({@link #reconnect()}; the slot through {@link SlotManager}),
+ * then reads on from the flow's {@link FlowPosition}. Held changes are bounded ({@code hold.max.bytes}, 20 x
+ * {@code batch.rows}): past that, reading pauses, also inside a transaction, with standby status updates sent on.
+ *
  * <p>A table whose change cannot be converted (or carries an unchanged TOAST value) is marked {@code errored} in
  * the catalog and its changes are skipped from then on; the other tables carry on. A message that cannot be
  * decoded at all fails the task: it cannot be attributed to a table.
@@ -106,19 +110,22 @@ public class ApplyTask extends SourceTask {
     private long publicationCheckedAt;
     private Lsn readyCheckedAt;
     private boolean holdLimitLogged;
-    private final AtomicReference<Lsn> toConfirm = new AtomicReference<>();
+    /** Bytes (as received) of the changes of held tables, per table, and the open transaction's share of them. */
+    private final Map<String, Long> heldBytes = new HashMap<>();
+    private final Map<String, Long> openTxnHeldBytes = new HashMap<>();
+    private long heldBytesTotal;
+    /** Size of the message being handled. */
+    private int messageBytes;
+    private long statusSentAt;
+    private long releaseCheckedAt;
     private List<ChangeBatcher.Synced> unsyncedToCatalog = new ArrayList<>();
 
-    /** Where the stream (re)starts: the end of the last transaction whose records were all handed to Connect. */
-    private Lsn resumeFrom;
-    private Lsn confirmed;
-    private Lsn positionEmitted;
-    private long positionEmittedAt;
+    /** The flow's position: where the stream (re)starts, what was emitted, stored and confirmed. */
+    private volatile FlowPosition position;
     private long idleAt;
     private final Object lifecycle = new Object();
     private volatile boolean stopping;
     private boolean polling;
-    private Lsn ackedAtLastCommit;
     /** While the source connections are down: when the next reconnect may run, and the backoff after it. */
     private long reconnectAt;
     private long reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
@@ -169,12 +176,9 @@ public class ApplyTask extends SourceTask {
             slot = checked.slot();
             Lsn slotStart = checked.start();
             String stored = storedPosition(slot);
-            resumeFrom = stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart);
-            confirmed = slotStart;
-            ackedAtLastCommit = resumeFrom;
-            positionEmitted = resumeFrom;
+            position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
             decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid));
-            batcher = newBatcher(resumeFrom);
+            batcher = newBatcher(position.read());
             List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
             if (!stale.isEmpty()) {
                 log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -182,7 +186,7 @@ public class ApplyTask extends SourceTask {
             initTables(slotStart);
             openStream();
             log.info("flow {}: apply task streaming publication {} from slot {} at {} ({} tables)", flow,
-                    config.publication(), slot, resumeFrom, tables.size());
+                    config.publication(), slot, position.read(), tables.size());
         } catch (FlowIdentityMismatchException e) {
             closeQuietly();
             throw new ConnectException(e.getMessage(), e);
@@ -254,12 +258,12 @@ public class ApplyTask extends SourceTask {
         boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity, SourceDatabase.slot(sql, slot));
         register(identity, recorded, acceptTimeline);
         SlotManager.Checked checked = slots.ensure(sql, replication, slot,
-                "the apply task was streaming from it at " + resumeFrom + " until the connection broke");
+                "the apply task was streaming from it at " + position.read() + " until the connection broke");
         if (checked.recreated()) {
             slot = checked.slot();
             restartOnNewSlot(checked.start());
-        } else if (checked.start() != null && checked.start().isAfter(confirmed)) {
-            confirmed = checked.start();
+        } else {
+            position.serverConfirmed(checked.start());
         }
         openStream();
     }
@@ -269,15 +273,14 @@ public class ApplyTask extends SourceTask {
      * copied again), so the position starts over at the new slot's, under the new slot's offset partition.
      */
     private void restartOnNewSlot(Lsn start) {
+        position = new FlowPosition(start, start);
         batcher = newBatcher(start);
         unsyncedToCatalog = new ArrayList<>();
-        resumeFrom = start;
-        confirmed = start;
-        ackedAtLastCommit = start;
-        positionEmitted = start;
-        toConfirm.set(null);
         txnCommitLsn = null;
         skipTxn = false;
+        heldBytes.clear();
+        openTxnHeldBytes.clear();
+        heldBytesTotal = 0;
         for (TableState state : catalog.listTables(flow)) {
             TableRun run = tables.computeIfAbsent(state.table(), t -> new TableRun());
             run.state = RunState.SKIPPING;
@@ -314,7 +317,7 @@ public class ApplyTask extends SourceTask {
             throw e;
         }
         log.info("flow {}: reconnected to {} after {} failed attempt(s); the source passed the resume checks;"
-                + " streaming from slot {} at {}", flow, config.jdbcUrl(), reconnectAttempts, slot, resumeFrom);
+                + " streaming from slot {} at {}", flow, config.jdbcUrl(), reconnectAttempts, slot, position.read());
         reconnectAttempts = 0;
         reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
         return true;
@@ -415,6 +418,7 @@ public class ApplyTask extends SourceTask {
     private void stream(String table, TableRun run, Lsn cutoff, List<SourceRecord> out) {
         if (run.state == RunState.HOLDING && cutoff.equals(run.lsn)) {
             List<SourceRecord> released = batcher.release(table);
+            heldBytesGone(table);
             if (out != null) {
                 out.addAll(released);
             }
@@ -434,6 +438,7 @@ public class ApplyTask extends SourceTask {
     private void skip(String table, TableRun run) {
         if (run.state == RunState.HOLDING) {
             batcher.discard(table);
+            heldBytesGone(table);
         } else if (run.state == RunState.STREAMING) {
             batcher.forget(table);
         }
@@ -455,7 +460,7 @@ public class ApplyTask extends SourceTask {
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
             for (String table : SourceDatabase.publicationTables(sql, config.publication())) {
                 if (!tables.containsKey(table) && !clashing.containsKey(table)) {
-                    discovered(table, resumeFrom, out);
+                    discovered(table, position.read(), out);
                 }
             }
         }
@@ -470,7 +475,7 @@ public class ApplyTask extends SourceTask {
         for (TableState state : catalog.listTables(flow)) {
             TableRun run = tables.get(state.table());
             if (run != null) {
-                follow(state.table(), run, state.phase(), state.phaseLsn(), resumeFrom, out);
+                follow(state.table(), run, state.phase(), state.phaseLsn(), position.read(), out);
             }
         }
     }
@@ -496,7 +501,7 @@ public class ApplyTask extends SourceTask {
                 if (replication == null || replication.isClosed()) {
                     replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
                 }
-                stream = ReplicationStream.start(replication, slot, config.publication(), resumeFrom);
+                stream = ReplicationStream.start(replication, slot, config.publication(), position.read());
                 return;
             } catch (SQLException e) {
                 // after a restart the previous task's walsender may still hold the slot for a moment
@@ -545,12 +550,18 @@ public class ApplyTask extends SourceTask {
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
             while (!stopping) {
-                if (!batcher.inTransaction() && batcher.heldRows() > holdLimit()) {
-                    // held tables wait for their copy tasks; reading on would only grow what is held
+                if (holdFull()) {
+                    // held tables wait for their copy tasks; reading on would only grow what is held (also in the
+                    // middle of a transaction: the rest of it stays with the server until a table is handed over)
                     if (!holdLimitLogged) {
                         holdLimitLogged = true;
-                        log.warn("flow {}: {} changes held for tables being handed over (limit {}); reading pauses until"
-                                + " their copy tasks finish", flow, batcher.heldRows(), holdLimit());
+                        log.warn("flow {}: {} changes ({} bytes) held for tables being handed over (limits {} changes,"
+                                + " {} bytes); reading pauses until their copy tasks finish", flow, batcher.heldRows(),
+                                heldBytesTotal, holdLimit(), config.holdMaxBytes());
+                    }
+                    keepAlive();
+                    if (batcher.inTransaction()) {
+                        releaseHandedOver(out);
                     }
                     Thread.sleep(50);
                     break;
@@ -567,6 +578,7 @@ public class ApplyTask extends SourceTask {
                     Thread.sleep(10);
                     continue;
                 }
+                messageBytes = buffer.remaining();
                 handle(PgOutputDecoder.decode(buffer), out);
                 if (out.size() >= config.batchRows() || System.nanoTime() > deadline) {
                     break;
@@ -580,10 +592,11 @@ public class ApplyTask extends SourceTask {
             }
             // the open transaction is read again from the end of the last one handed to Connect
             log.warn("flow {}: {} failed ({}); reconnecting (with the resume checks) and reading again from {}", flow,
-                    e instanceof SQLException ? "the source connection" : "the catalog", e.getMessage(), resumeFrom);
+                    e instanceof SQLException ? "the source connection" : "the catalog", e.getMessage(), position.read());
             batcher.abort();
             txnCommitLsn = null;
             skipTxn = false;
+            abortHeldBytes();
             disconnected();
             // records of transactions that committed before the failure are tracked already: they go out
             return out.isEmpty() ? null : out;
@@ -591,10 +604,9 @@ public class ApplyTask extends SourceTask {
         syncToCatalog();
         Lsn safe = batcher.safePosition();
         long now = System.nanoTime();
-        if (safe.isAfter(positionEmitted) && now - positionEmittedAt >= POSITION_INTERVAL_NANOS) {
+        if (position.emitDue(safe, now, POSITION_INTERVAL_NANOS)) {
             out.add(batcher.positionRecord(safe));
-            positionEmitted = safe;
-            positionEmittedAt = now;
+            position.emitted(safe, now);
         }
         return out.isEmpty() ? null : out;
     }
@@ -607,8 +619,8 @@ public class ApplyTask extends SourceTask {
         }
         idleAt = now;
         Lsn received = Lsn.of(stream.getLastReceiveLSN().asLong());
-        if (received.isAfter(resumeFrom)) {
-            resumeFrom = received;
+        if (received.isAfter(position.read())) {
+            position.readTo(received);
             batcher.idle(received);
         }
     }
@@ -616,7 +628,7 @@ public class ApplyTask extends SourceTask {
     private void handle(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
         if (message instanceof Begin begin) {
             // the server may repeat transactions before the offset's position: they are in Kafka already
-            skipTxn = begin.finalLsn().isBefore(resumeFrom);
+            skipTxn = begin.finalLsn().isBefore(position.read());
             txnCommitLsn = begin.finalLsn();
             txnXid = begin.xid();
             txnOrdinal = 0;
@@ -624,9 +636,10 @@ public class ApplyTask extends SourceTask {
                 batcher.begin(begin.finalLsn(), begin.commitTime(), Instant.now());
             }
         } else if (message instanceof Commit commit) {
+            openTxnHeldBytes.clear();
             if (!skipTxn) {
                 out.addAll(batcher.commit(commit.endLsn()));
-                resumeFrom = Lsn.max(resumeFrom, commit.endLsn());
+                position.readTo(commit.endLsn());
             }
             txnCommitLsn = null;
             skipTxn = false;
@@ -636,7 +649,7 @@ public class ApplyTask extends SourceTask {
             if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                 // a table added to the publication while the flow runs: copied (it is pending for a copy task, whose
                 // snapshot covers this transaction), or, when not copied, streamed from this transaction on
-                discovered(table, txnCommitLsn != null ? txnCommitLsn : resumeFrom, out);
+                discovered(table, txnCommitLsn != null ? txnCommitLsn : position.read(), out);
             }
         } else if (message instanceof PgOutputMessage.Type type) {
             decoder.accept(type);
@@ -701,7 +714,7 @@ public class ApplyTask extends SourceTask {
             return;
         }
         TableState state = catalog.getTable(flow, table).orElseThrow();
-        follow(table, run, state.phase(), state.phaseLsn(), resumeFrom, out);
+        follow(table, run, state.phase(), state.phaseLsn(), position.read(), out);
     }
 
     private void change(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
@@ -723,6 +736,71 @@ public class ApplyTask extends SourceTask {
         }
         for (Change change : changes) {
             out.addAll(batcher.add(change));
+        }
+        if (tables.get(table).state == RunState.HOLDING) {
+            heldBytes.merge(table, (long) messageBytes, Long::sum);
+            openTxnHeldBytes.merge(table, (long) messageBytes, Long::sum);
+            heldBytesTotal += messageBytes;
+        }
+    }
+
+    /** Whether held changes reached a limit: reading pauses. */
+    private boolean holdFull() {
+        return heldBytesTotal > config.holdMaxBytes() || batcher.heldRows() > holdLimit();
+    }
+
+    /** The open transaction was dropped (read again later): its held changes are gone from the batcher too. */
+    private void abortHeldBytes() {
+        openTxnHeldBytes.forEach((table, bytes) -> {
+            heldBytes.computeIfPresent(table, (t, b) -> b - bytes <= 0 ? null : b - bytes);
+            heldBytesTotal -= bytes;
+        });
+        openTxnHeldBytes.clear();
+    }
+
+    /** A table stopped holding (released, discarded): its held bytes no longer count. */
+    private void heldBytesGone(String table) {
+        Long bytes = heldBytes.remove(table);
+        if (bytes != null) {
+            heldBytesTotal -= bytes;
+        }
+        openTxnHeldBytes.remove(table);
+    }
+
+    /**
+     * While reading is paused the server hears from this task anyway: a standby status update at least every second,
+     * so that wal_sender_timeout does not end the connection.
+     */
+    private void keepAlive() throws SQLException {
+        long now = System.nanoTime();
+        if (now - statusSentAt >= TimeUnit.SECONDS.toNanos(1)) {
+            statusSentAt = now;
+            stream.forceUpdateStatus();
+        }
+    }
+
+    /**
+     * Paused in the middle of a transaction: the catalog is read for held tables whose copy task has handed them over
+     * ({@code catchup} at the held marker), and their held changes are sent, so that reading can go on. Other phase
+     * changes wait for the end of the transaction.
+     */
+    private void releaseHandedOver(List<SourceRecord> out) {
+        long now = System.nanoTime();
+        if (now - releaseCheckedAt < TimeUnit.MILLISECONDS.toNanos(REFRESH_BUSY_MS)) {
+            return;
+        }
+        releaseCheckedAt = now;
+        for (Map.Entry<String, TableRun> entry : tables.entrySet()) {
+            TableRun run = entry.getValue();
+            if (run.state != RunState.HOLDING) {
+                continue;
+            }
+            TableState state = catalog.getTable(flow, entry.getKey()).orElse(null);
+            if (state != null && (state.phase() == Phase.CATCHUP || state.phase() == Phase.READY)
+                    && state.phaseLsn() != null && Lsn.parse(state.phaseLsn()).equals(run.lsn)) {
+                run.phase = state.phase();
+                stream(entry.getKey(), run, run.lsn, out);
+            }
         }
     }
 
@@ -811,15 +889,14 @@ public class ApplyTask extends SourceTask {
 
     /** Sends the position {@link #commit()} found stored to the server (the stream belongs to this thread). */
     private void applyConfirm() throws SQLException {
-        Lsn lsn = toConfirm.getAndSet(null);
-        if (lsn == null || !lsn.isAfter(confirmed)) {
+        Lsn lsn = position.takeToConfirm();
+        if (lsn == null) {
             return;
         }
         LogSequenceNumber pg = LogSequenceNumber.valueOf(lsn.value());
         stream.setFlushedLSN(pg);
         stream.setAppliedLSN(pg);
         stream.forceUpdateStatus();
-        confirmed = lsn;
         log.debug("flow {}: confirmed {} to slot {}", flow, lsn, slot);
     }
 
@@ -840,11 +917,7 @@ public class ApplyTask extends SourceTask {
         if (batcher == null) {
             return;
         }
-        Lsn stored = ackedAtLastCommit;
-        ackedAtLastCommit = batcher.acknowledgedPosition();
-        if (stored != null) {
-            toConfirm.accumulateAndGet(stored, (a, b) -> a == null || b.isAfter(a) ? b : a);
-        }
+        position.committed(batcher.acknowledgedPosition());
     }
 
     /** Closes the connections now, or, while a poll runs, lets that poll close them when it returns. */

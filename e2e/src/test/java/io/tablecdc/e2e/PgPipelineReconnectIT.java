@@ -571,4 +571,103 @@ class PgPipelineReconnectIT {
     private static String quoteIdent(String name) {
         return "\"" + name.replace("\"", "\"\"") + "\"";
     }
+
+    private static String walsender(String slot, String column) throws SQLException {
+        try (Connection c = pg.source()) {
+            // the column name is one of this class's constants
+            return query(c, "SELECT r." + column + "::text FROM pg_replication_slots s JOIN pg_stat_replication r"
+                    + " ON r.pid = s.active_pid WHERE s.slot_name = ?", slot);
+        }
+    }
+
+    /**
+     * A table is held (its copy task wrote the handover marker, the apply task met it, and the copy task's move to
+     * catchup is blocked at a known step: a trigger in the catalog waits on an advisory lock the test holds) while a
+     * transaction of ~40 MB changes it. With hold.max.bytes=1MB the apply task stops reading in the middle of that
+     * transaction (the server's walsender has not got past it), and although it reads nothing for 12 s with
+     * wal_sender_timeout=3s the server keeps its connection (the same walsender throughout). Once the copy task hands
+     * the table over, everything arrives.
+     */
+    @Test
+    void heldChangesPauseReadingInsideATransactionAndKeepTheConnection() throws Exception {
+        sql(DATABASE, "DROP PUBLICATION IF EXISTS hl_pub",
+                "DROP SCHEMA IF EXISTS hl CASCADE",
+                "CREATE SCHEMA hl",
+                "CREATE TABLE hl.t (id int PRIMARY KEY, v int NOT NULL, pad text NOT NULL)",
+                "INSERT INTO hl.t SELECT g, 0, 'copied' FROM generate_series(1, 2000) g",
+                "CREATE TABLE hl.other (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE PUBLICATION hl_pub FOR TABLE hl.other");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put("hl.t", new String[] {"id::text || '|' || v::text || '|' || pad",
+            "concat(toString(id), '|', toString(v), '|', pad)"});
+        tables.put("hl.other", new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
+        String flow = "hl-flow";
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("hl", "hl_pub");
+        config.put("tasks.max", "2");
+        config.put("table.sync.copy", "only:hl.t");
+        config.put("hold.max.bytes", "1048576");
+        rest.putConfig("hl-sink", sinkConfig("hl"));
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+        pg.awaitTable(flow, "hl.other", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(60));
+        String slot = flowSlot(flow);
+        try (Connection catalog = pg.catalog(); Statement s = catalog.createStatement()) {
+            // the copy task's move of hl.t to catchup waits for the lock this session holds; a statement trigger, so
+            // that it waits before the row is locked (the apply task records the marker on that row meanwhile)
+            s.execute("CREATE OR REPLACE FUNCTION hl_block_catchup() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                    + " IF current_query() LIKE '%SET phase = ''catchup''%' THEN PERFORM pg_advisory_xact_lock(4242);"
+                    + " END IF; RETURN NULL; END $$");
+            s.execute("DROP TRIGGER IF EXISTS hl_block_catchup ON cdc_table_replication_state");
+            s.execute("CREATE TRIGGER hl_block_catchup BEFORE UPDATE ON cdc_table_replication_state"
+                    + " FOR EACH STATEMENT EXECUTE FUNCTION hl_block_catchup()");
+            s.execute("SELECT pg_advisory_lock(4242)");
+            pg.sql("ALTER SYSTEM SET wal_sender_timeout = '3s'", "SELECT pg_reload_conf()");
+            try {
+                pg.sql("ALTER PUBLICATION hl_pub ADD TABLE hl.t");
+                // the apply task met the copy's marker: hl.t is held
+                pg.awaitTable(flow, "hl.t", row -> "copying".equals(row.get("phase")) && row.get("phase_lsn") != null,
+                        Duration.ofSeconds(120));
+                awaitTrue(() -> walsender(slot, "pid") != null, Duration.ofSeconds(30), "no walsender for " + slot);
+                String pid = walsender(slot, "pid");
+                pg.sql("INSERT INTO hl.t SELECT g, 1, repeat('p', 200) FROM generate_series(10001, 160000) g");
+                String bigEnd;
+                try (Connection c = pg.source()) {
+                    // the insert position: past the transaction's commit record (the write position may lag it)
+                    bigEnd = query(c, "SELECT CAST(pg_current_wal_insert_lsn() AS text)");
+                }
+                pg.sql("INSERT INTO hl.other SELECT g, 'after the big one' FROM generate_series(1, 100) g");
+                for (int i = 0; i < 24; i++) {
+                    Thread.sleep(500);
+                    String seen;
+                    try (Connection c = pg.source()) {
+                        seen = query(c, "SELECT concat_ws(' ', sent_lsn, a.wait_event, r.state) FROM pg_stat_replication r"
+                                + " JOIN pg_stat_activity a USING (pid) WHERE r.pid = CAST(? AS int)", pid);
+                    }
+                    Map<String, String> row = pg.table(flow, "hl.t");
+                    System.out.printf("pg reconnect: hold check %d: walsender %s, hl.t %s/%s, end %s%n", i, seen,
+                            row.get("phase"), row.get("phase_lsn"), bigEnd);
+                    assertEquals("copying", row.get("phase"), "the copy task is blocked before its handover");
+                    assertEquals(pid, walsender(slot, "pid"), "the server kept the flow's connection");
+                    try (Connection c = pg.source()) {
+                        assertEquals("true", query(c, "SELECT CAST(sent_lsn < CAST(? AS pg_lsn) AS text)"
+                                + " FROM pg_stat_replication WHERE pid = CAST(? AS int)", bigEnd, pid),
+                                "reading paused inside the big transaction (its end is " + bigEnd + "): " + seen);
+                    }
+                }
+                System.out.printf("pg reconnect: held table: reading paused inside a transaction ending at %s for 12 s"
+                        + " (wal_sender_timeout 3s), walsender %s kept%n", bigEnd, pid);
+            } finally {
+                s.execute("SELECT pg_advisory_unlock(4242)");
+                s.execute("DROP TRIGGER IF EXISTS hl_block_catchup ON cdc_table_replication_state");
+                pg.sql("ALTER SYSTEM RESET wal_sender_timeout", "SELECT pg_reload_conf()");
+            }
+        }
+        pg.awaitTable(flow, "hl.t", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        pg.sql("UPDATE hl.t SET v = 2 WHERE id <= 100");
+        pg.awaitEqual(tables, Duration.ofSeconds(180));
+        assertEquals(List.of("RUNNING", "RUNNING", "RUNNING"), rest.states(flow));
+        rest.delete(flow);
+        rest.delete("hl-sink");
+    }
 }

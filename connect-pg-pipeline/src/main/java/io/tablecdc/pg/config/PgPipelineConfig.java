@@ -104,6 +104,14 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " one transaction; a transaction with more rows of a table is cut into batches of this size.";
     private static final int BATCH_ROWS_DEFAULT = 10_000;
 
+    public static final String HOLD_MAX_BYTES_CONFIG = "hold.max.bytes";
+    private static final String HOLD_MAX_BYTES_DOC = "Most bytes of changes (as received from the server) the apply"
+            + " task keeps for tables being handed over, whose copy tasks are still sending their last rows. Past it"
+            + " (or past 20 x batch.rows held changes) the task stops reading the slot, also in the middle of a"
+            + " transaction, until a held table is handed over; it keeps answering the server meanwhile, so"
+            + " wal_sender_timeout does not end the connection. Other tables wait while reading is paused.";
+    private static final long HOLD_MAX_BYTES_DEFAULT = 64L * 1024 * 1024;
+
     public static final String HEARTBEAT_INTERVAL_MS_CONFIG = "heartbeat.interval.ms";
     private static final String HEARTBEAT_INTERVAL_MS_DOC = "While no change arrives, how often the task records the"
             + " server's position as the flow's offset (a record on heartbeat.topic), so that the slot is confirmed"
@@ -176,6 +184,9 @@ public final class PgPipelineConfig extends AbstractConfig {
                         "Max table retries")
                 .define(BATCH_ROWS_CONFIG, Type.INT, BATCH_ROWS_DEFAULT, ConfigDef.Range.between(1, 1_000_000),
                         Importance.MEDIUM, BATCH_ROWS_DOC, REPLICATION_GROUP, ++order, Width.SHORT, "Batch rows")
+                .define(HOLD_MAX_BYTES_CONFIG, Type.LONG, HOLD_MAX_BYTES_DEFAULT,
+                        ConfigDef.Range.between(65_536L, 68_719_476_736L), Importance.LOW, HOLD_MAX_BYTES_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Held bytes limit")
                 .define(HEARTBEAT_INTERVAL_MS_CONFIG, Type.LONG, HEARTBEAT_INTERVAL_MS_DEFAULT,
                         ConfigDef.Range.between(100L, 3_600_000L), Importance.LOW, HEARTBEAT_INTERVAL_MS_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Heartbeat interval (ms)")
@@ -261,6 +272,10 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public int batchRows() {
         return getInt(BATCH_ROWS_CONFIG);
+    }
+
+    public long holdMaxBytes() {
+        return getLong(HOLD_MAX_BYTES_CONFIG);
     }
 
     public long heartbeatIntervalMs() {
