@@ -1,25 +1,20 @@
 package io.tablecdc.pg;
 
 import java.nio.ByteBuffer;
-import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.errors.ConnectException;
-import org.apache.kafka.connect.errors.RetriableException;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
-import org.postgresql.PGConnection;
 import org.postgresql.replication.LogSequenceNumber;
 import org.postgresql.replication.PGReplicationStream;
 import org.slf4j.Logger;
@@ -37,6 +32,7 @@ import io.tablecdc.common.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
+import io.tablecdc.pg.config.TopicNames;
 import io.tablecdc.pg.convert.ConversionException;
 import io.tablecdc.pg.wire.Lsn;
 import io.tablecdc.pg.wire.PgOutputDecoder;
@@ -74,6 +70,11 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * for offsets Connect has stored: {@link #commit()} (called after an offset flush) hands the position acknowledged
  * before the previous flush to the poll thread, which owns the replication stream and sends it.
  *
+ * <p>A broken source connection (or catalog outage) closes both source connections; a later poll opens them again
+ * with backoff and runs the checks of a start first ({@link #reconnect()}; the slot through {@link SlotManager}),
+ * then reads on from the flow's {@link FlowPosition}. Held changes are bounded ({@code hold.max.bytes}, 20 x
+ * {@code batch.rows}): past that, reading pauses, also inside a transaction, with standby status updates sent on.
+ *
  * <p>A table whose change cannot be converted (or carries an unchanged TOAST value) is marked {@code errored} in
  * the catalog and its changes are skipped from then on; the other tables carry on. A message that cannot be
  * decoded at all fails the task: it cannot be attributed to a table.
@@ -88,6 +89,8 @@ public class ApplyTask extends SourceTask {
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
     private static final long POSITION_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final long SLOT_BUSY_WAIT_MS = 60_000;
+    static final long RECONNECT_BACKOFF_INITIAL_MS = 1_000;
+    static final long RECONNECT_BACKOFF_MAX_MS = 30_000;
 
     private PgPipelineConfig config;
     private String flow;
@@ -96,27 +99,37 @@ public class ApplyTask extends SourceTask {
     private Connection replication;
     private PGReplicationStream stream;
     private String slot;
-    private ChangeBatcher batcher;
+    private SlotManager slots;
+    private volatile ChangeBatcher batcher;
     private ChangeDecoder decoder;
     private TableMetrics metrics;
     private final Map<String, TableRun> tables = new HashMap<>();
+    /** Tables left out because their topic clashes with another table's. */
+    private final Map<String, TableRun> clashing = new HashMap<>();
     private long refreshedAt;
     private long publicationCheckedAt;
     private Lsn readyCheckedAt;
     private boolean holdLimitLogged;
-    private final AtomicReference<Lsn> toConfirm = new AtomicReference<>();
+    /** Bytes (as received) of the changes of held tables, per table, and the open transaction's share of them. */
+    private final Map<String, Long> heldBytes = new HashMap<>();
+    private final Map<String, Long> openTxnHeldBytes = new HashMap<>();
+    private long heldBytesTotal;
+    /** Size of the message being handled. */
+    private int messageBytes;
+    private long statusSentAt;
+    private long releaseCheckedAt;
     private List<ChangeBatcher.Synced> unsyncedToCatalog = new ArrayList<>();
 
-    /** Where the stream (re)starts: the end of the last transaction whose records were all handed to Connect. */
-    private Lsn resumeFrom;
-    private Lsn confirmed;
-    private Lsn positionEmitted;
-    private long positionEmittedAt;
+    /** The flow's position: where the stream (re)starts, what was emitted, stored and confirmed. */
+    private volatile FlowPosition position;
     private long idleAt;
     private final Object lifecycle = new Object();
     private volatile boolean stopping;
     private boolean polling;
-    private Lsn ackedAtLastCommit;
+    /** While the source connections are down: when the next reconnect may run, and the backoff after it. */
+    private long reconnectAt;
+    private long reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
+    private int reconnectAttempts;
 
     // the open transaction
     private Lsn txnCommitLsn;
@@ -146,40 +159,26 @@ public class ApplyTask extends SourceTask {
         flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
         catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
         metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        slots = new SlotManager(flow, config, catalog, this::storedPosition);
         try {
-            sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
-            replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
+            connectSource();
             SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
             FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
             slot = recorded == null ? null : recorded.slot();
             boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
                     slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
             if (slot == null) {
-                refuseSlotWithoutState();
-                byte[] random = new byte[8];
-                new SecureRandom().nextBytes(random);
-                slot = config.slotPrefix() + "_" + HexFormat.of().formatHex(random);
+                slots.refuseSlotWithoutState(sql);
+                slot = slots.newName();
             }
-            FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
-                    identity.systemIdentifier(), identity.timeline(), slot, config.publication(), null), null,
-                    acceptTimeline);
-            if (acceptTimeline && recorded != null && recorded.timeline() != null
-                    && recorded.timeline() != identity.timeline()) {
-                log.info("flow {}: the source moved from timeline {} to {} (a promoted standby); resuming from failover"
-                        + " slot {}", flow, recorded.timeline(), identity.timeline(), slot);
-            }
-            slot = registered.identity().slot();
-            Lsn slotStart = ensureSlot();
-            Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot));
-            Lsn offsetLsn = offset == null || offset.get(ChangeBatcher.LSN_KEY) == null ? null
-                    : Lsn.parse(offset.get(ChangeBatcher.LSN_KEY).toString());
-            resumeFrom = offsetLsn == null ? slotStart : Lsn.max(offsetLsn, slotStart);
-            confirmed = slotStart;
-            ackedAtLastCommit = resumeFrom;
-            positionEmitted = resumeFrom;
+            register(identity, recorded, acceptTimeline);
+            SlotManager.Checked checked = slots.ensure(sql, replication, slot, null);
+            slot = checked.slot();
+            Lsn slotStart = checked.start();
+            String stored = storedPosition(slot);
+            position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
             decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid));
-            batcher = new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                    BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), resumeFrom, true);
+            batcher = newBatcher(position.read());
             List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
             if (!stale.isEmpty()) {
                 log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -187,7 +186,7 @@ public class ApplyTask extends SourceTask {
             initTables(slotStart);
             openStream();
             log.info("flow {}: apply task streaming publication {} from slot {} at {} ({} tables)", flow,
-                    config.publication(), slot, resumeFrom, tables.size());
+                    config.publication(), slot, position.read(), tables.size());
         } catch (FlowIdentityMismatchException e) {
             closeQuietly();
             throw new ConnectException(e.getMessage(), e);
@@ -201,97 +200,134 @@ public class ApplyTask extends SourceTask {
         }
     }
 
-    /**
-     * Creates the main slot if it does not exist, or replaces it when the server invalidated it and
-     * {@code invalidated.slot.behavior=recreate}; returns the position a table without offsets starts from. Refuses
-     * a lost slot (by default), a slot of another plugin or database, and a missing slot the flow has already
-     * streamed from.
-     */
-    private Lsn ensureSlot() throws SQLException {
-        Optional<SourceDatabase.Slot> existing = SourceDatabase.slot(sql, slot);
-        Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slot));
-        if (existing.isPresent()) {
-            SourceDatabase.Slot s = existing.get();
-            if ("lost".equals(s.walStatus())) {
-                if (!config.recreateInvalidatedSlot()) {
-                    throw new ConnectException(FlowRefusals.invalidated(flow, config, slot));
-                }
-                return recreateSlot();
-            }
-            if (!"pgoutput".equals(s.plugin()) || !config.database().equals(s.database())) {
-                throw new ConnectException(FlowRefusals.foreignSlot(flow, config, s));
-            }
-            return s.confirmedFlush();
-        }
-        String streamed = offset != null && offset.get(ChangeBatcher.LSN_KEY) != null
-                ? "Connect holds its position " + offset.get(ChangeBatcher.LSN_KEY) : null;
-        if (streamed == null) {
-            // tables that stream(ed) from the slot; a pending, copying or errored table starts over with a copy anyway
-            List<String> started = catalog.listTables(flow).stream()
-                    .filter(t -> t.phase() == Phase.CATCHUP || t.phase() == Phase.READY)
-                    .map(t -> t.table() + " " + t.phase().sqlName()).toList();
-            if (!started.isEmpty()) {
-                streamed = "the catalog has tables past pending (" + String.join(", ", started) + ")";
-            }
-        }
-        if (streamed != null) {
-            throw new ConnectException(FlowRefusals.slotGone(flow, config, slot, streamed));
-        }
-        return createSlot();
+    private ChangeBatcher newBatcher(Lsn start) {
+        return new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
+                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true);
     }
 
-    private Lsn createSlot() throws SQLException {
-        Lsn point;
-        if (config.slotFailover()) {
-            point = SourceDatabase.createFailoverSlot(sql, slot);
+    /** The flow's position Connect stores for {@code slotName} ({@code X/Y}), or null. */
+    private String storedPosition(String slotName) {
+        Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, slotName));
+        return offset == null || offset.get(ChangeBatcher.LSN_KEY) == null ? null
+                : offset.get(ChangeBatcher.LSN_KEY).toString();
+    }
+
+    /** Opens the regular and the replication connection to the source. */
+    private void connectSource() throws SQLException {
+        sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
+        replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
+    }
+
+    /**
+     * Records the flow (first start) or checks it against {@code cdc_flow} (system identifier, slot, publication; the
+     * timeline unless a promotion is accepted, which is then recorded).
+     */
+    private void register(SourceDatabase.SystemIdentity identity, FlowIdentity recorded, boolean acceptTimeline) {
+        FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
+                identity.systemIdentifier(), identity.timeline(), slot, config.publication(), null), null,
+                acceptTimeline);
+        if (acceptTimeline && recorded != null && recorded.timeline() != null
+                && recorded.timeline() != identity.timeline()) {
+            log.info("flow {}: the source moved from timeline {} to {} (a promoted standby); resuming from failover"
+                    + " slot {}", flow, recorded.timeline(), identity.timeline(), slot);
+        }
+        slot = registered.identity().slot();
+    }
+
+    /**
+     * After the source connections broke (a Postgres restart, a network cut, a catalog outage): opens both again and
+     * runs the checks of a start before reading anything: the same cluster (system identifier) and timeline (a
+     * promotion only with a failover slot), the same slot recorded in the catalog, and the slot still usable. A slot
+     * the server invalidated is refused or recreated ({@code invalidated.slot.behavior}); a slot that is gone is
+     * refused. A refusal fails the task (a {@link ConnectException}); a connection that cannot be opened yet throws
+     * {@link SQLException} and is tried again with backoff.
+     */
+    private void reconnect() throws SQLException {
+        closeSource();
+        connectSource();
+        SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
+        FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
+        if (recorded == null || !slot.equals(recorded.slot())) {
+            throw new ConnectException("flow " + flow + " refuses to resume: the apply task streams from slot " + slot
+                    + ", but the catalog (" + config.catalog().jdbcUrl() + ") now records "
+                    + (recorded == null ? "no row for this flow in cdc_flow (it was deleted, or catalog.jdbc.url"
+                    + " reaches another catalog)" : "slot " + recorded.slot() + " (cdc_flow.source_slot)")
+                    + ". Nothing was read or changed. Point catalog.jdbc.url back at the flow's catalog and restart"
+                    + " the task.");
+        }
+        boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity, SourceDatabase.slot(sql, slot));
+        register(identity, recorded, acceptTimeline);
+        SlotManager.Checked checked = slots.ensure(sql, replication, slot,
+                "the apply task was streaming from it at " + position.read() + " until the connection broke");
+        if (checked.recreated()) {
+            slot = checked.slot();
+            restartOnNewSlot(checked.start());
         } else {
-            PGConnection pg = replication.unwrap(PGConnection.class);
-            point = Lsn.of(pg.getReplicationAPI().createReplicationSlot().logical().withSlotName(slot)
-                    .withOutputPlugin("pgoutput").make().getConsistentPoint().asLong());
+            position.serverConfirmed(checked.start());
         }
-        log.info("flow {}: created replication slot {} at {}{}", flow, slot, point,
-                config.slotFailover() ? " (failover)" : "");
-        return point;
+        openStream();
     }
 
     /**
-     * {@code invalidated.slot.behavior=recreate}: every table back to pending and the new slot's name recorded (one
-     * catalog transaction), then the lost slot dropped and the new one created. The old slot's offsets belong to
-     * its partition and are never read again; each table's copy starts with a truncate, so ClickHouse keeps no row
-     * from before. A crash after the catalog step finds the new slot recorded, missing and every table pending:
-     * the slot is created then (and the lost one, if still there, stays; it holds no WAL).
+     * The lost slot was replaced while the task ran: what was read from it is void (every table is pending, to be
+     * copied again), so the position starts over at the new slot's, under the new slot's offset partition.
      */
-    private Lsn recreateSlot() throws SQLException {
-        String lost = slot;
-        byte[] random = new byte[8];
-        new SecureRandom().nextBytes(random);
-        String fresh = config.slotPrefix() + "_" + HexFormat.of().formatHex(random);
-        List<String> pending = catalog.replaceSlot(flow, lost, fresh);
-        slot = fresh;
-        boolean dropped = SourceDatabase.dropSlot(sql, lost);
-        log.warn("flow {}: replication slot {} was invalidated by the server (wal_status lost); invalidated.slot.behavior"
-                + "=recreate: {} slot {}, new slot {}; {} tables back to pending to be copied again: {}", flow, lost,
-                dropped ? "dropped" : "could not drop (in use)", lost, fresh, pending.size(), pending);
-        List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), lost));
-        if (!stale.isEmpty()) {
-            log.info("flow {}: dropped copy slots of the lost slot: {}", flow, stale);
+    private void restartOnNewSlot(Lsn start) {
+        position = new FlowPosition(start, start);
+        batcher = newBatcher(start);
+        unsyncedToCatalog = new ArrayList<>();
+        txnCommitLsn = null;
+        skipTxn = false;
+        heldBytes.clear();
+        openTxnHeldBytes.clear();
+        heldBytesTotal = 0;
+        for (TableState state : catalog.listTables(flow)) {
+            TableRun run = tables.computeIfAbsent(state.table(), t -> new TableRun());
+            run.state = RunState.SKIPPING;
+            run.lsn = null;
+            follow(state.table(), run, state.phase(), state.phaseLsn(), start, null);
         }
-        return createSlot();
     }
 
     /**
-     * First start as far as the catalog knows (no slot recorded): refuses when a slot shaped like this flow's main
-     * slot exists on the database and Connect holds this flow's position for it: the catalog was wiped or
-     * {@code catalog.jdbc.url} changed, and starting over here would forget what was already replicated.
+     * A new reconnect attempt once the backoff allows it; false while the source is not back (the poll returns
+     * nothing).
      */
-    private void refuseSlotWithoutState() throws SQLException {
-        for (String candidate : SourceDatabase.mainSlotsLike(sql, config.slotPrefix(), config.database())) {
-            Map<String, Object> offset = context.offsetStorageReader().offset(ChangeBatcher.slotPartition(flow, candidate));
-            if (offset != null && offset.get(ChangeBatcher.LSN_KEY) != null) {
-                throw new ConnectException(FlowRefusals.slotWithoutState(flow, config, candidate,
-                        offset.get(ChangeBatcher.LSN_KEY).toString()));
-            }
+    private boolean reconnected() throws InterruptedException {
+        long now = System.nanoTime();
+        if (now < reconnectAt) {
+            Thread.sleep(Math.max(1, Math.min(100, TimeUnit.NANOSECONDS.toMillis(reconnectAt - now))));
+            return false;
         }
+        try {
+            reconnect();
+        } catch (SQLException | CatalogUnavailableException e) {
+            closeSource();
+            reconnectAttempts++;
+            log.warn("flow {}: cannot reconnect to {} (attempt {}: {}); trying again in {} ms", flow, config.jdbcUrl(),
+                    reconnectAttempts, e.getMessage(), reconnectBackoffMs);
+            reconnectAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(reconnectBackoffMs);
+            reconnectBackoffMs = Math.min(reconnectBackoffMs * 2, RECONNECT_BACKOFF_MAX_MS);
+            return false;
+        } catch (FlowIdentityMismatchException e) {
+            closeSource();
+            throw new ConnectException(e.getMessage(), e);
+        } catch (RuntimeException e) {
+            closeSource();
+            throw e;
+        }
+        log.info("flow {}: reconnected to {} after {} failed attempt(s); the source passed the resume checks;"
+                + " streaming from slot {} at {}", flow, config.jdbcUrl(), reconnectAttempts, slot, position.read());
+        reconnectAttempts = 0;
+        reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
+        return true;
+    }
+
+    /** The connections broke: everything source-side is closed and reopened (with the checks) by a later poll. */
+    private void disconnected() {
+        closeSource();
+        reconnectAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(reconnectBackoffMs);
+        reconnectBackoffMs = Math.min(reconnectBackoffMs * 2, RECONNECT_BACKOFF_MAX_MS);
     }
 
     private void initTables(Lsn slotStart) throws SQLException {
@@ -312,6 +348,9 @@ public class ApplyTask extends SourceTask {
         }
         for (String table : published) {
             TableRun run = new TableRun();
+            if (topicClash(table, run)) {
+                continue;
+            }
             tables.put(table, run);
             TableState state = states.get(table);
             metrics.table(table).batchIdKnown(state == null ? 0 : state.syncedBatchId());
@@ -379,6 +418,7 @@ public class ApplyTask extends SourceTask {
     private void stream(String table, TableRun run, Lsn cutoff, List<SourceRecord> out) {
         if (run.state == RunState.HOLDING && cutoff.equals(run.lsn)) {
             List<SourceRecord> released = batcher.release(table);
+            heldBytesGone(table);
             if (out != null) {
                 out.addAll(released);
             }
@@ -398,6 +438,7 @@ public class ApplyTask extends SourceTask {
     private void skip(String table, TableRun run) {
         if (run.state == RunState.HOLDING) {
             batcher.discard(table);
+            heldBytesGone(table);
         } else if (run.state == RunState.STREAMING) {
             batcher.forget(table);
         }
@@ -418,8 +459,8 @@ public class ApplyTask extends SourceTask {
             publicationCheckedAt = now;
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
             for (String table : SourceDatabase.publicationTables(sql, config.publication())) {
-                if (!tables.containsKey(table)) {
-                    discovered(table, resumeFrom, out);
+                if (!tables.containsKey(table) && !clashing.containsKey(table)) {
+                    discovered(table, position.read(), out);
                 }
             }
         }
@@ -434,7 +475,7 @@ public class ApplyTask extends SourceTask {
         for (TableState state : catalog.listTables(flow)) {
             TableRun run = tables.get(state.table());
             if (run != null) {
-                follow(state.table(), run, state.phase(), state.phaseLsn(), resumeFrom, out);
+                follow(state.table(), run, state.phase(), state.phaseLsn(), position.read(), out);
             }
         }
     }
@@ -444,8 +485,11 @@ public class ApplyTask extends SourceTask {
         catalog.initTable(flow, table, Phase.PENDING);
         TableState state = catalog.getTable(flow, table).orElseThrow();
         TableRun run = new TableRun();
-        tables.put(table, run);
         log.info("flow {}, table {}: new in publication {}", flow, table, config.publication());
+        if (topicClash(table, run)) {
+            return;
+        }
+        tables.put(table, run);
         follow(table, run, state.phase(), state.phaseLsn(), at, out);
     }
 
@@ -457,14 +501,7 @@ public class ApplyTask extends SourceTask {
                 if (replication == null || replication.isClosed()) {
                     replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
                 }
-                stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
-                        .withSlotName(slot)
-                        .withSlotOption("proto_version", "1")
-                        .withSlotOption("publication_names", "\"" + config.publication().replace("\"", "\"\"") + "\"")
-                        .withSlotOption("messages", "true")
-                        .withStartPosition(LogSequenceNumber.valueOf(resumeFrom.value()))
-                        .withStatusInterval(10, TimeUnit.SECONDS)
-                        .start();
+                stream = ReplicationStream.start(replication, slot, config.publication(), position.read());
                 return;
             } catch (SQLException e) {
                 // after a restart the previous task's walsender may still hold the slot for a moment
@@ -505,20 +542,26 @@ public class ApplyTask extends SourceTask {
 
     private List<SourceRecord> pollStream() throws InterruptedException {
         List<SourceRecord> out = new ArrayList<>();
+        if (stream == null && !reconnected()) {
+            return null;
+        }
         try {
-            if (stream == null) {
-                openStream();
-            }
             applyConfirm();
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
             while (!stopping) {
-                if (!batcher.inTransaction() && batcher.heldRows() > holdLimit()) {
-                    // held tables wait for their copy tasks; reading on would only grow what is held
+                if (holdFull()) {
+                    // held tables wait for their copy tasks; reading on would only grow what is held (also in the
+                    // middle of a transaction: the rest of it stays with the server until a table is handed over)
                     if (!holdLimitLogged) {
                         holdLimitLogged = true;
-                        log.warn("flow {}: {} changes held for tables being handed over (limit {}); reading pauses until"
-                                + " their copy tasks finish", flow, batcher.heldRows(), holdLimit());
+                        log.warn("flow {}: {} changes ({} bytes) held for tables being handed over (limits {} changes,"
+                                + " {} bytes); reading pauses until their copy tasks finish", flow, batcher.heldRows(),
+                                heldBytesTotal, holdLimit(), config.holdMaxBytes());
+                    }
+                    keepAlive();
+                    if (batcher.inTransaction()) {
+                        releaseHandedOver(out);
                     }
                     Thread.sleep(50);
                     break;
@@ -535,6 +578,7 @@ public class ApplyTask extends SourceTask {
                     Thread.sleep(10);
                     continue;
                 }
+                messageBytes = buffer.remaining();
                 handle(PgOutputDecoder.decode(buffer), out);
                 if (out.size() >= config.batchRows() || System.nanoTime() > deadline) {
                     break;
@@ -547,23 +591,22 @@ public class ApplyTask extends SourceTask {
                 return null;
             }
             // the open transaction is read again from the end of the last one handed to Connect
-            log.warn("flow {}: {} failed ({}); reconnecting from {}", flow,
-                    e instanceof SQLException ? "replication stream" : "catalog", e.getMessage(), resumeFrom);
+            log.warn("flow {}: {} failed ({}); reconnecting (with the resume checks) and reading again from {}", flow,
+                    e instanceof SQLException ? "the source connection" : "the catalog", e.getMessage(), position.read());
             batcher.abort();
             txnCommitLsn = null;
-            closeStream();
-            if (!out.isEmpty()) {
-                return out;
-            }
-            throw new RetriableException("flow " + flow + ": streaming failed: " + e.getMessage(), e);
+            skipTxn = false;
+            abortHeldBytes();
+            disconnected();
+            // records of transactions that committed before the failure are tracked already: they go out
+            return out.isEmpty() ? null : out;
         }
         syncToCatalog();
         Lsn safe = batcher.safePosition();
         long now = System.nanoTime();
-        if (safe.isAfter(positionEmitted) && now - positionEmittedAt >= POSITION_INTERVAL_NANOS) {
+        if (position.emitDue(safe, now, POSITION_INTERVAL_NANOS)) {
             out.add(batcher.positionRecord(safe));
-            positionEmitted = safe;
-            positionEmittedAt = now;
+            position.emitted(safe, now);
         }
         return out.isEmpty() ? null : out;
     }
@@ -576,8 +619,8 @@ public class ApplyTask extends SourceTask {
         }
         idleAt = now;
         Lsn received = Lsn.of(stream.getLastReceiveLSN().asLong());
-        if (received.isAfter(resumeFrom)) {
-            resumeFrom = received;
+        if (received.isAfter(position.read())) {
+            position.readTo(received);
             batcher.idle(received);
         }
     }
@@ -585,7 +628,7 @@ public class ApplyTask extends SourceTask {
     private void handle(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
         if (message instanceof Begin begin) {
             // the server may repeat transactions before the offset's position: they are in Kafka already
-            skipTxn = begin.finalLsn().isBefore(resumeFrom);
+            skipTxn = begin.finalLsn().isBefore(position.read());
             txnCommitLsn = begin.finalLsn();
             txnXid = begin.xid();
             txnOrdinal = 0;
@@ -593,19 +636,20 @@ public class ApplyTask extends SourceTask {
                 batcher.begin(begin.finalLsn(), begin.commitTime(), Instant.now());
             }
         } else if (message instanceof Commit commit) {
+            openTxnHeldBytes.clear();
             if (!skipTxn) {
                 out.addAll(batcher.commit(commit.endLsn()));
-                resumeFrom = Lsn.max(resumeFrom, commit.endLsn());
+                position.readTo(commit.endLsn());
             }
             txnCommitLsn = null;
             skipTxn = false;
         } else if (message instanceof Relation relation) {
             decoder.accept(relation);
             String table = relation.qualifiedName();
-            if (!tables.containsKey(table)) {
+            if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                 // a table added to the publication while the flow runs: copied (it is pending for a copy task, whose
                 // snapshot covers this transaction), or, when not copied, streamed from this transaction on
-                discovered(table, txnCommitLsn != null ? txnCommitLsn : resumeFrom, out);
+                discovered(table, txnCommitLsn != null ? txnCommitLsn : position.read(), out);
             }
         } else if (message instanceof PgOutputMessage.Type type) {
             decoder.accept(type);
@@ -655,22 +699,22 @@ public class ApplyTask extends SourceTask {
      * table's later changes are held until the copy task moves it to {@code catchup(marker)}.
      */
     private void handoverMarker(LogicalMessage marker, List<SourceRecord> out) {
-        String[] parts = marker.contentText().split("\n", 3);
-        if (parts.length != 3 || !parts[0].equals(flow)) {
+        String[] parts = TableCopy.parseMarker(flow, marker.contentText());
+        if (parts == null) {
             return;
         }
-        String table = parts[1];
+        String table = parts[0];
         TableRun run = tables.get(table);
         if (run == null || run.state == RunState.STREAMING) {
             return;
         }
-        if (!catalog.markHandover(flow, table, parts[2], marker.lsn().toString())) {
+        if (!catalog.markHandover(flow, table, parts[1], marker.lsn().toString())) {
             log.info("flow {}, table {}: ignoring the handover marker of copy task {} at {} (it no longer holds the table)",
-                    flow, table, parts[2], marker.lsn());
+                    flow, table, parts[1], marker.lsn());
             return;
         }
         TableState state = catalog.getTable(flow, table).orElseThrow();
-        follow(table, run, state.phase(), state.phaseLsn(), resumeFrom, out);
+        follow(table, run, state.phase(), state.phaseLsn(), position.read(), out);
     }
 
     private void change(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
@@ -692,6 +736,71 @@ public class ApplyTask extends SourceTask {
         }
         for (Change change : changes) {
             out.addAll(batcher.add(change));
+        }
+        if (tables.get(table).state == RunState.HOLDING) {
+            heldBytes.merge(table, (long) messageBytes, Long::sum);
+            openTxnHeldBytes.merge(table, (long) messageBytes, Long::sum);
+            heldBytesTotal += messageBytes;
+        }
+    }
+
+    /** Whether held changes reached a limit: reading pauses. */
+    private boolean holdFull() {
+        return heldBytesTotal > config.holdMaxBytes() || batcher.heldRows() > holdLimit();
+    }
+
+    /** The open transaction was dropped (read again later): its held changes are gone from the batcher too. */
+    private void abortHeldBytes() {
+        openTxnHeldBytes.forEach((table, bytes) -> {
+            heldBytes.computeIfPresent(table, (t, b) -> b - bytes <= 0 ? null : b - bytes);
+            heldBytesTotal -= bytes;
+        });
+        openTxnHeldBytes.clear();
+    }
+
+    /** A table stopped holding (released, discarded): its held bytes no longer count. */
+    private void heldBytesGone(String table) {
+        Long bytes = heldBytes.remove(table);
+        if (bytes != null) {
+            heldBytesTotal -= bytes;
+        }
+        openTxnHeldBytes.remove(table);
+    }
+
+    /**
+     * While reading is paused the server hears from this task anyway: a standby status update at least every second,
+     * so that wal_sender_timeout does not end the connection.
+     */
+    private void keepAlive() throws SQLException {
+        long now = System.nanoTime();
+        if (now - statusSentAt >= TimeUnit.SECONDS.toNanos(1)) {
+            statusSentAt = now;
+            stream.forceUpdateStatus();
+        }
+    }
+
+    /**
+     * Paused in the middle of a transaction: the catalog is read for held tables whose copy task has handed them over
+     * ({@code catchup} at the held marker), and their held changes are sent, so that reading can go on. Other phase
+     * changes wait for the end of the transaction.
+     */
+    private void releaseHandedOver(List<SourceRecord> out) {
+        long now = System.nanoTime();
+        if (now - releaseCheckedAt < TimeUnit.MILLISECONDS.toNanos(REFRESH_BUSY_MS)) {
+            return;
+        }
+        releaseCheckedAt = now;
+        for (Map.Entry<String, TableRun> entry : tables.entrySet()) {
+            TableRun run = entry.getValue();
+            if (run.state != RunState.HOLDING) {
+                continue;
+            }
+            TableState state = catalog.getTable(flow, entry.getKey()).orElse(null);
+            if (state != null && (state.phase() == Phase.CATCHUP || state.phase() == Phase.READY)
+                    && state.phaseLsn() != null && Lsn.parse(state.phaseLsn()).equals(run.lsn)) {
+                run.phase = state.phase();
+                stream(entry.getKey(), run, run.lsn, out);
+            }
         }
     }
 
@@ -719,6 +828,31 @@ public class ApplyTask extends SourceTask {
             log.error("flow {}, table {}: {}; the table is marked errored and its changes are skipped, other tables"
                     + " carry on", flow, table, error);
         }
+    }
+
+    /**
+     * A table whose topic Kafka would take for another table's of the flow ({@code .} and {@code _} the same) is
+     * marked errored for good, with the reason, and its changes are skipped; the table found first keeps its topic
+     * and every other table carries on. {@code validate()} reports the same clash before the flow starts.
+     */
+    private boolean topicClash(String table, TableRun run) {
+        String topic = config.topic(table);
+        for (String other : tables.keySet()) {
+            if (!other.equals(table) && TopicNames.clashKey(config.topic(other)).equals(TopicNames.clashKey(topic))) {
+                String error = "its topic " + topic + " clashes with topic " + config.topic(other) + " of table " + other
+                        + " (Kafka takes '.' and '_' as the same character in topic names), so its changes are"
+                        + " skipped: rename one of the tables or leave one out of the publication, then copy it again"
+                        + " with tablecdc-reset-table --flow " + flow + " --table " + table;
+                catalog.markErrored(flow, table, null, error, Instant.now(), null);
+                run.state = RunState.SKIPPING;
+                run.phase = Phase.ERRORED;
+                run.reason = error;
+                clashing.put(table, run);
+                log.error("flow {}, table {}: {}", flow, table, error);
+                return true;
+            }
+        }
+        return false;
     }
 
     /** What the operator does with a table that stays errored: fix the cause, then have it copied again. */
@@ -755,15 +889,14 @@ public class ApplyTask extends SourceTask {
 
     /** Sends the position {@link #commit()} found stored to the server (the stream belongs to this thread). */
     private void applyConfirm() throws SQLException {
-        Lsn lsn = toConfirm.getAndSet(null);
-        if (lsn == null || !lsn.isAfter(confirmed)) {
+        Lsn lsn = position.takeToConfirm();
+        if (lsn == null) {
             return;
         }
         LogSequenceNumber pg = LogSequenceNumber.valueOf(lsn.value());
         stream.setFlushedLSN(pg);
         stream.setAppliedLSN(pg);
         stream.forceUpdateStatus();
-        confirmed = lsn;
         log.debug("flow {}: confirmed {} to slot {}", flow, lsn, slot);
     }
 
@@ -784,11 +917,7 @@ public class ApplyTask extends SourceTask {
         if (batcher == null) {
             return;
         }
-        Lsn stored = ackedAtLastCommit;
-        ackedAtLastCommit = batcher.acknowledgedPosition();
-        if (stored != null) {
-            toConfirm.accumulateAndGet(stored, (a, b) -> a == null || b.isAfter(a) ? b : a);
-        }
+        position.committed(batcher.acknowledgedPosition());
     }
 
     /** Closes the connections now, or, while a poll runs, lets that poll close them when it returns. */
@@ -802,39 +931,16 @@ public class ApplyTask extends SourceTask {
         }
     }
 
-    private void closeStream() {
-        try {
-            if (stream != null) {
-                stream.close();
-            }
-        } catch (Exception e) {
-            // the connection is being dropped anyway
-        }
+    /** Closes the stream and both source connections. */
+    private void closeSource() {
+        Resources.closeQuietly(stream, replication, sql);
         stream = null;
-        try {
-            if (replication != null) {
-                replication.close();
-            }
-        } catch (Exception e) {
-            // nothing left to do
-        }
         replication = null;
+        sql = null;
     }
 
     private void closeQuietly() {
-        closeStream();
-        try {
-            if (sql != null) {
-                sql.close();
-            }
-        } catch (Exception e) {
-            // nothing left to do
-        }
-        if (catalog != null) {
-            catalog.close();
-        }
-        if (metrics != null) {
-            metrics.close();
-        }
+        closeSource();
+        Resources.closeQuietly(catalog, metrics);
     }
 }

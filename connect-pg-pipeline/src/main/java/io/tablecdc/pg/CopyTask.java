@@ -112,12 +112,7 @@ public class CopyTask extends SourceTask {
             // gives the table back so another copy task starts it at once rather than after the lease
             copy.abandon("the task stopped");
         }
-        if (catalog != null) {
-            catalog.close();
-        }
-        if (metrics != null) {
-            metrics.close();
-        }
+        Resources.closeQuietly(catalog, metrics);
     }
 
 }

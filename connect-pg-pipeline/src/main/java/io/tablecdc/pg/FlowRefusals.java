@@ -38,11 +38,8 @@ final class FlowRefusals {
         }
         checkKind(flow, recorded);
         if (recorded.systemIdentifier() != null && !recorded.systemIdentifier().equals(seen.systemIdentifier())) {
-            throw new ConnectException("flow " + flow + " refuses to resume: the source " + source(config)
-                    + " is the cluster with system identifier " + seen.systemIdentifier() + ", but the flow was created"
-                    + " on the cluster " + recorded.systemIdentifier() + " (cdc_flow.source_system_identifier): its slot "
-                    + recorded.slot() + " and its positions exist only there. Point database.host and database.port"
-                    + " back at that cluster, or, to replicate this one, " + NEW_FLOW + ".");
+            throw new ConnectException(otherCluster(flow, config, recorded.systemIdentifier(), seen.systemIdentifier(),
+                    recorded.slot()));
         }
         checkPublication(flow, config, recorded);
         if (recorded.timeline() == null || recorded.timeline() == seen.timeline()) {
@@ -69,6 +66,15 @@ final class FlowRefusals {
                 + " (cdc_flow.source_timeline): the server was promoted or restored from a backup, and " + why + ". "
                 + capitalize(NEW_FLOW) + "; to survive a promotion next time, use slot.failover=true on PostgreSQL 17"
                 + " or later.");
+    }
+
+    /** The source is another cluster (system identifier) than the one the flow was created on. */
+    static String otherCluster(String flow, PgPipelineConfig config, String recorded, String seen, String slot) {
+        return "flow " + flow + " refuses to resume: the source " + source(config) + " is the cluster with system"
+                + " identifier " + seen + ", but the flow was created on the cluster " + recorded
+                + " (cdc_flow.source_system_identifier): its slot " + slot + " and its positions exist only there."
+                + " Point database.host and database.port back at that cluster, or, to replicate this one, " + NEW_FLOW
+                + ".";
     }
 
     static void checkKind(String flow, FlowIdentity recorded) {

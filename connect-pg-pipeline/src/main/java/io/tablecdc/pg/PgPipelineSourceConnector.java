@@ -25,6 +25,7 @@ import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogConnectionCheck;
 import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.pg.config.PgPipelineConfig;
+import io.tablecdc.pg.config.TopicNames;
 import io.tablecdc.pg.wire.Lsn;
 
 /**
@@ -158,9 +159,18 @@ public class PgPipelineSourceConnector extends SourceConnector {
             if (!SourceDatabase.publicationExists(c, config.publication())) {
                 addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "publication " + config.publication()
                         + " does not exist in database " + config.database() + " (CREATE PUBLICATION … FOR TABLE …)");
-            } else if (SourceDatabase.publicationTables(c, config.publication()).isEmpty()) {
-                addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "publication " + config.publication()
-                        + " has no tables (ALTER PUBLICATION … ADD TABLE …)");
+            } else {
+                List<String> tables = SourceDatabase.publicationTables(c, config.publication());
+                if (tables.isEmpty()) {
+                    addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "publication " + config.publication()
+                            + " has no tables (ALTER PUBLICATION … ADD TABLE …)");
+                }
+                for (Map<String, String> clash : TopicNames.collisions(config.topicPrefix(), tables)) {
+                    addError(result, values, PgPipelineConfig.PUBLICATION_CONFIG, "tables "
+                            + TopicNames.describe(clash) + " of publication " + config.publication() + " would write"
+                            + " to the same Kafka topic (Kafka takes '.' and '_' as the same character in topic"
+                            + " names): rename one of the tables, or leave one out of the publication");
+                }
             }
             int version = SourceDatabase.serverVersionNum(c);
             if (config.slotFailover() && version < 170000) {

@@ -14,7 +14,6 @@ import java.util.concurrent.TimeUnit;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.postgresql.PGConnection;
 import org.postgresql.copy.CopyOut;
-import org.postgresql.replication.LogSequenceNumber;
 import org.postgresql.replication.PGReplicationStream;
 import org.postgresql.replication.ReplicationSlotInfo;
 import org.slf4j.Logger;
@@ -154,6 +153,10 @@ final class TableCopy {
             }
             fail(e.getMessage() == null ? e.toString() : e.getMessage());
             return List.of();
+        } catch (ClusterChangedException e) {
+            // nothing was sent: the table goes back to pending, and the task fails with the refusal
+            abandon("the source is another cluster");
+            throw e;
         } catch (RuntimeException e) {
             if (abandoned) {
                 return List.of();
@@ -178,6 +181,8 @@ final class TableCopy {
         }
         control = SourceDatabase.connect(config, "tablecdc " + flow + " copy");
         replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " copy");
+        // every copy connects anew (after a restart of the source too): the same cluster as the flow's, or nothing
+        checkCluster(SourceDatabase.identify(replication));
         byte[] random = new byte[3];
         new SecureRandom().nextBytes(random);
         slotName = copySlotPrefix(config.slotPrefix(), mainSlot) + HexFormat.of().formatHex(random);
@@ -301,6 +306,28 @@ final class TableCopy {
         }
     }
 
+    /**
+     * Refuses to copy from another cluster than the one the flow was created on (the address now reaches another
+     * server): its rows would replace the table's in ClickHouse. The timeline is the apply task's to judge (it
+     * accepts a promotion with a failover slot); a copy's slot is temporary and its snapshot its own.
+     */
+    private void checkCluster(SourceDatabase.SystemIdentity identity) {
+        String recorded = catalog.getFlow(flow).map(f -> f.identity().systemIdentifier()).orElse(null);
+        if (recorded != null && !recorded.equals(identity.systemIdentifier())) {
+            throw new ClusterChangedException(FlowRefusals.otherCluster(flow, config, recorded,
+                    identity.systemIdentifier(), catalog.getFlow(flow).map(f -> f.identity().slot()).orElse(null)));
+        }
+    }
+
+    /** The source is another cluster than the flow's: the copy task fails with the refusal. */
+    static final class ClusterChangedException extends org.apache.kafka.connect.errors.ConnectException {
+        private static final long serialVersionUID = 1L;
+
+        ClusterChangedException(String message) {
+            super(message);
+        }
+    }
+
     /** Waits until every record of the copy is acknowledged and recorded, then opens the private stream. */
     private void drainCopy() throws SQLException, InterruptedException {
         if (!synced()) {
@@ -308,14 +335,7 @@ final class TableCopy {
             return;
         }
         decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(control, oid));
-        stream = replication.unwrap(PGConnection.class).getReplicationAPI().replicationStream().logical()
-                .withSlotName(slotName)
-                .withSlotOption("proto_version", "1")
-                .withSlotOption("publication_names", "\"" + config.publication().replace("\"", "\"\"") + "\"")
-                .withSlotOption("messages", "true")
-                .withStartPosition(LogSequenceNumber.valueOf(consistentPoint.value()))
-                .withStatusInterval(10, TimeUnit.SECONDS)
-                .start();
+        stream = ReplicationStream.start(replication, slotName, config.publication(), consistentPoint);
         catchupTarget = SourceDatabase.currentWal(control);
         step = Step.CATCHUP;
     }
@@ -498,35 +518,15 @@ final class TableCopy {
 
     private void closeReaders() {
         copies.clear();
-        for (Connection reader : readers) {
-            try {
-                reader.close();
-            } catch (Exception e) {
-                // the copy is over either way
-            }
-        }
+        Resources.closeQuietly(readers.toArray(new Connection[0]));
         readers.clear();
     }
 
+    /** Closes every connection of the copy; its temporary slot goes with the replication connection. */
     private void closeConnections() {
         closeReaders();
-        try {
-            if (stream != null) {
-                stream.close();
-            }
-        } catch (Exception e) {
-            // the slot is temporary: it goes with the connection
-        }
+        Resources.closeQuietly(stream, replication, control);
         stream = null;
-        for (Connection c : new Connection[] {replication, control}) {
-            try {
-                if (c != null) {
-                    c.close();
-                }
-            } catch (Exception e) {
-                // nothing left to do
-            }
-        }
         replication = null;
         control = null;
     }
@@ -545,6 +545,22 @@ final class TableCopy {
     /** The marker's content: flow, table and owner on three lines. */
     static String markerContent(String flow, String table, String owner) {
         return flow + "\n" + table + "\n" + owner;
+    }
+
+    /**
+     * The table and the owner of a marker of {@code flow}, or null for another flow's marker. The flow is known and
+     * the owner (the flow, "/copy-", digits) ends the content, so a table name holding a line break still parses.
+     */
+    static String[] parseMarker(String flow, String content) {
+        if (!content.startsWith(flow + "\n")) {
+            return null;
+        }
+        String rest = content.substring(flow.length() + 1);
+        int ownerAt = rest.lastIndexOf("\n" + flow + "/copy-");
+        if (ownerAt < 0) {
+            return null;
+        }
+        return new String[] {rest.substring(0, ownerAt), rest.substring(ownerAt + 1)};
     }
 
     /** A TRUNCATE fragment's replay id, scoped to its table: {@code <xid>/<ordinal>/table/<oid>}. */

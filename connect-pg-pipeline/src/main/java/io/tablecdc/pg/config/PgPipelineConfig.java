@@ -1,5 +1,7 @@
 package io.tablecdc.pg.config;
 
+import java.net.URLEncoder;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Locale;
 import java.util.Map;
@@ -102,6 +104,14 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " one transaction; a transaction with more rows of a table is cut into batches of this size.";
     private static final int BATCH_ROWS_DEFAULT = 10_000;
 
+    public static final String HOLD_MAX_BYTES_CONFIG = "hold.max.bytes";
+    private static final String HOLD_MAX_BYTES_DOC = "Most bytes of changes (as received from the server) the apply"
+            + " task keeps for tables being handed over, whose copy tasks are still sending their last rows. Past it"
+            + " (or past 20 x batch.rows held changes) the task stops reading the slot, also in the middle of a"
+            + " transaction, until a held table is handed over; it keeps answering the server meanwhile, so"
+            + " wal_sender_timeout does not end the connection. Other tables wait while reading is paused.";
+    private static final long HOLD_MAX_BYTES_DEFAULT = 64L * 1024 * 1024;
+
     public static final String HEARTBEAT_INTERVAL_MS_CONFIG = "heartbeat.interval.ms";
     private static final String HEARTBEAT_INTERVAL_MS_DOC = "While no change arrives, how often the task records the"
             + " server's position as the flow's offset (a record on heartbeat.topic), so that the slot is confirmed"
@@ -115,7 +125,10 @@ public final class PgPipelineConfig extends AbstractConfig {
     private static final String HEARTBEAT_TOPIC_DEFAULT = "__tablecdc_heartbeat";
 
     public static final String TOPIC_PREFIX_CONFIG = "topic.prefix";
-    private static final String TOPIC_PREFIX_DOC = "Each table goes to the topic <topic.prefix>.<schema.table>. Set"
+    private static final String TOPIC_PREFIX_DOC = "Each table goes to the topic <topic.prefix>.<schema.table>. A table"
+            + " whose name would not make a valid Kafka topic (characters other than letters, digits, '.', '_' and"
+            + " '-', or more than 249 characters in all) goes to <topic.prefix>.<its name with every other character"
+            + " as '_', cut to fit>_<first 12 hex digits of the SHA-256 of schema.table>. Set"
             + " topic.creation.default.partitions=1 and topic.creation.default.replication.factor so that Connect"
             + " creates each topic with one partition.";
 
@@ -171,6 +184,9 @@ public final class PgPipelineConfig extends AbstractConfig {
                         "Max table retries")
                 .define(BATCH_ROWS_CONFIG, Type.INT, BATCH_ROWS_DEFAULT, ConfigDef.Range.between(1, 1_000_000),
                         Importance.MEDIUM, BATCH_ROWS_DOC, REPLICATION_GROUP, ++order, Width.SHORT, "Batch rows")
+                .define(HOLD_MAX_BYTES_CONFIG, Type.LONG, HOLD_MAX_BYTES_DEFAULT,
+                        ConfigDef.Range.between(65_536L, 68_719_476_736L), Importance.LOW, HOLD_MAX_BYTES_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Held bytes limit")
                 .define(HEARTBEAT_INTERVAL_MS_CONFIG, Type.LONG, HEARTBEAT_INTERVAL_MS_DEFAULT,
                         ConfigDef.Range.between(100L, 3_600_000L), Importance.LOW, HEARTBEAT_INTERVAL_MS_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Heartbeat interval (ms)")
@@ -258,6 +274,10 @@ public final class PgPipelineConfig extends AbstractConfig {
         return getInt(BATCH_ROWS_CONFIG);
     }
 
+    public long holdMaxBytes() {
+        return getLong(HOLD_MAX_BYTES_CONFIG);
+    }
+
     public long heartbeatIntervalMs() {
         return getLong(HEARTBEAT_INTERVAL_MS_CONFIG);
     }
@@ -270,18 +290,23 @@ public final class PgPipelineConfig extends AbstractConfig {
         return getString(TOPIC_PREFIX_CONFIG).trim();
     }
 
-    /** The topic of {@code table} ({@code schema.table}): {@code <topic.prefix>.<schema.table>}. */
+    /** The topic of {@code table} ({@code schema.table}): {@code <topic.prefix>.<schema.table>}, see {@link TopicNames}. */
     public String topic(String table) {
-        return topicPrefix() + "." + table;
+        return TopicNames.topic(topicPrefix(), table);
     }
 
     public CatalogSettings catalog() {
         return CatalogConfig.settings(this);
     }
 
-    /** The JDBC URL of the source database (no credentials in it). */
+    /**
+     * The JDBC URL of the source database (no credentials in it). The database name is URL-encoded (the driver decodes
+     * it), so that a name with {@code /}, {@code ?}, {@code &}, {@code %}, spaces or non-ASCII characters reaches the
+     * server as it is.
+     */
     public String jdbcUrl() {
-        return "jdbc:postgresql://" + host() + ":" + port() + "/" + database();
+        return "jdbc:postgresql://" + host() + ":" + port() + "/"
+                + URLEncoder.encode(database(), StandardCharsets.UTF_8);
     }
 
     /**
