@@ -63,7 +63,7 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * table not copied, which becomes {@code ready} where the flow found it): it sends the table's changes of
  * transactions committed at or after {@code c}. <b>Skipping</b> ({@code pending}, {@code copying},
  * {@code errored}): a copy task owns the table's rows. <b>Holding from m</b>: the stream delivered the handover
- * marker of the table's copy task at {@code m} (see {@link TableCopy}); the changes committed after {@code m} are
+ * marker of the table's copy task at {@code m} (see {@link TableCopy}); the changes committed at or after {@code m} are
  * this task's, but they are kept (not sent) until the copy task's records are all in Kafka and the catalog says
  * {@code catchup(m)}; then they are sent in order and the table streams. The catalog is read again every
  * {@value #REFRESH_BUSY_MS} ms while a table is not streaming (otherwise every {@value #REFRESH_IDLE_MS} ms), and
@@ -639,13 +639,14 @@ public class ApplyTask extends SourceTask {
 
     /**
      * The cut-off rule: a table streaming from {@code c} keeps changes committed at or after {@code c}; a table held
-     * at marker {@code m} keeps those committed after {@code m} (no commit record sits at the marker's own LSN);
-     * a skipped table keeps none.
+     * at marker {@code m} keeps those committed at or after {@code m} as well. {@code m} is the end of the marker's
+     * WAL record, where the next record may start: a transaction whose commit record directly follows the marker
+     * has commit LSN {@code m}, comes after the marker in every stream and so is not the copy's. A skipped table
+     * keeps none.
      */
     static boolean keeps(RunState state, Lsn lsn, Lsn commitLsn) {
         return switch (state) {
-            case STREAMING -> !commitLsn.isBefore(lsn);
-            case HOLDING -> commitLsn.isAfter(lsn);
+            case STREAMING, HOLDING -> !commitLsn.isBefore(lsn);
             case SKIPPING -> false;
         };
     }

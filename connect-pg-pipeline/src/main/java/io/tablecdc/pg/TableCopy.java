@@ -54,7 +54,8 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * <h2>The cut-off</h2>
  * The marker is written into the WAL, so every slot's stream delivers it at the same place: after each
  * transaction that committed before {@code m} and before each one that commits after it. This copy sends exactly
- * the table's changes committed before {@code m}; the apply task keeps exactly those committed after it. When the
+ * the table's changes committed before {@code m}; the apply task keeps exactly those committed at or after it ({@code m}
+ * is the end of the marker's record, so a commit record written right after the marker starts at {@code m}). When the
  * apply task meets the marker it records it ({@code copying}, {@code phase_lsn = m}) and holds the table's later
  * changes; once every record of this copy is acknowledged and recorded, this copy moves the table to
  * {@code catchup(m)} and the apply task sends what it held, so the table's batches reach its topic in order. No
