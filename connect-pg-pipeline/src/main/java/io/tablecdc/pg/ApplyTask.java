@@ -702,13 +702,13 @@ public class ApplyTask extends SourceTask {
 
     private void failTable(String table, TableRun run, String error) {
         Instant now = Instant.now();
-        // copied tables are copied again after table.retry.delay.ms, up to max.table.retries times
-        int attempts = catalog.getTable(flow, table).map(TableState::copyAttempt).orElse(0);
-        Instant retryAt = config.copies(table) && attempts <= config.maxTableRetries()
+        // copied tables are copied again after table.retry.delay.ms, up to max.table.retries failures since ready
+        boolean copied = config.copies(table);
+        Instant retryAt = copied && catalog.copyFailures(flow, table) + 1 <= config.maxTableRetries()
                 ? now.plusMillis(config.tableRetryDelayMs()) : null;
         // the catalog first: if it is unreachable the transaction is read again and the table fails then
-        catalog.markErrored(flow, table, null, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
-                now, retryAt);
+        catalog.markStreamFailed(flow, table, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
+                now, retryAt, copied);
         skip(table, run);
         run.phase = Phase.ERRORED;
         run.reason = error;

@@ -81,6 +81,8 @@ final class TableCopy {
     private final String owner;
     private final String table;
     private final int attempt;
+    /** Failed attempts since the table was last ready, before this one. */
+    private final int failures;
     private final Catalog catalog;
     private final TableMetrics.Table metrics;
 
@@ -119,6 +121,7 @@ final class TableCopy {
         this.owner = owner;
         this.table = claim.table();
         this.attempt = claim.attempt();
+        this.failures = claim.failures();
         this.catalog = catalog;
         this.metrics = metrics.table(table);
     }
@@ -149,6 +152,15 @@ final class TableCopy {
                 case DRAIN_FINAL -> handOver();
                 default -> throw new IllegalStateException(step.name());
             }
+            // fencing: records go to Connect only right after the catalog confirmed (and extended) this claim's lease
+            if (!out.isEmpty() && !finished && !fence()) {
+                return List.of();
+            }
+        } catch (BatchIds.LeaseLostException e) {
+            if (!abandoned) {
+                lostLease();
+            }
+            return List.of();
         } catch (SQLException | ConversionException | IllegalArgumentException e) {
             if (abandoned) {
                 return List.of();
@@ -210,7 +222,7 @@ final class TableCopy {
         }
         schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid));
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reserved(catalog, flow, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
         if (!copyRows) {
             closeReaders();
             log.info("flow {}, table {}: not copied (table.sync.copy); catching up from {} and handing over", flow,
@@ -237,7 +249,9 @@ final class TableCopy {
             String sql = "COPY (SELECT " + columns + " FROM " + from + where + ") TO STDOUT";
             copies.add(readers.get(i).unwrap(PGConnection.class).getCopyAPI().copyOut(sql));
         }
-        catalog.recordCopyProgress(flow, table, owner, 0, rowsTotal);
+        if (!catalog.recordCopyProgress(flow, table, owner, attempt, 0, rowsTotal)) {
+            throw new BatchIds.LeaseLostException("copy progress");
+        }
         log.info("flow {}, table {}: copy attempt {} started: ~{} rows in the snapshot at {} over {} connection(s)", flow,
                 table, attempt, rowsTotal, consistentPoint, connections);
         batcher.beginSnapshot(consistentPoint, Instant.now());
@@ -275,7 +289,9 @@ final class TableCopy {
             out.addAll(batcher.commit(consistentPoint));
             closeReaders();
             rowsTotal = rowsSent;
-            catalog.recordCopyProgress(flow, table, owner, rowsSent, rowsTotal);
+            if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
+                throw new BatchIds.LeaseLostException("copy progress");
+            }
             log.info("flow {}, table {}: copied {} rows in {} s; catching up", flow, table, rowsSent,
                     TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
             step = Step.DRAIN_COPY;
@@ -289,9 +305,8 @@ final class TableCopy {
         long now = System.nanoTime();
         if (now - lastProgressAt >= PROGRESS_CATALOG_NANOS) {
             lastProgressAt = now;
-            if (!catalog.recordCopyProgress(flow, table, owner, rowsSent, rowsTotal)) {
-                lostLease();
-                return;
+            if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
+                throw new BatchIds.LeaseLostException("copy progress");
             }
         }
         if (now - lastLogAt >= PROGRESS_LOG_NANOS) {
@@ -392,8 +407,8 @@ final class TableCopy {
             Thread.sleep(20);
             return;
         }
-        catalog.recordCopyProgress(flow, table, owner, rowsSent, Math.max(rowsTotal, rowsSent));
-        if (catalog.markCatchup(flow, table, owner, marker.toString())) {
+        if (catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
+                && catalog.markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
             metrics.errorEpisodeEnded("copy");
             log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s)", flow,
                     table, marker, rowsSent, attempt, TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
@@ -417,7 +432,9 @@ final class TableCopy {
         Instant now = Instant.now();
         while (!unsynced.isEmpty()) {
             ChangeBatcher.Synced s = unsynced.get(0);
-            catalog.recordSync(flow, s.table(), s.batch(), now);
+            if (!catalog.recordCopySync(flow, s.table(), owner, attempt, s.batch(), now)) {
+                throw new BatchIds.LeaseLostException("synced batch " + s.batch().batchId());
+            }
             metrics.batchSynced(s.batch().batchId(), s.batch().rows());
             unsynced.remove(0);
         }
@@ -436,7 +453,20 @@ final class TableCopy {
             return true;
         }
         lastRenewAt = now;
-        if (catalog.renewCopyLease(flow, table, owner, CopyTask.LEASE)) {
+        if (catalog.renewCopyLease(flow, table, owner, attempt, CopyTask.LEASE)) {
+            return true;
+        }
+        lostLease();
+        return false;
+    }
+
+    /**
+     * Renews the lease before records are handed to Connect: false (and the copy stopped, nothing sent) when this
+     * claim no longer holds the table, because its lease expired while this task stalled or another task claimed it.
+     */
+    private boolean fence() {
+        if (catalog.renewCopyLease(flow, table, owner, attempt, CopyTask.LEASE)) {
+            lastRenewAt = System.nanoTime();
             return true;
         }
         lostLease();
@@ -453,20 +483,22 @@ final class TableCopy {
 
     private void fail(String reason) {
         Instant now = Instant.now();
-        boolean retry = attempt <= config.maxTableRetries();
+        // the retry budget counts failed attempts since the table was last ready (interrupted ones do not count)
+        int failed = failures + 1;
+        boolean retry = failed <= config.maxTableRetries();
         Instant next = retry ? now.plusMillis(config.tableRetryDelayMs()) : null;
         String error = "copy attempt " + attempt + " failed: " + reason
                 + (retry ? "" : "; " + ApplyTask.resetHint(config, flow, table));
         metrics.errorEpisodeStarted("copy");
         try {
-            catalog.markErrored(flow, table, owner, error, now, next);
+            catalog.markCopyFailed(flow, table, owner, attempt, error, now, next);
         } catch (RuntimeException e) {
             log.warn("flow {}, table {}: cannot record the copy failure ({}); the lease will expire instead", flow, table,
                     e.getMessage());
         }
         if (retry) {
-            log.error("flow {}, table {}: {}; retried in {} ms (attempt {} of {})", flow, table, error,
-                    config.tableRetryDelayMs(), attempt + 1, config.maxTableRetries() + 1);
+            log.error("flow {}, table {}: {}; retried in {} ms (failure {} of at most {})", flow, table, error,
+                    config.tableRetryDelayMs(), failed, config.maxTableRetries() + 1);
         } else {
             log.error("flow {}, table {}: {}; no retries left (max.table.retries={}): the table stays errored until it"
                     + " is reset (see docs/operations.md); other tables carry on", flow, table, error,

@@ -94,7 +94,9 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public static final String MAX_TABLE_RETRIES_CONFIG = "max.table.retries";
     private static final String MAX_TABLE_RETRIES_DOC = "Copy attempts of one table after its first failure; after"
-            + " the last one the table stays errored with its reason (other tables carry on).";
+            + " the last one the table stays errored with its reason (other tables carry on). Only failed attempts"
+            + " count (a copy interrupted by a task stop, a rebalance or a lost lease does not), and the count starts"
+            + " again when the table reaches ready.";
     private static final int MAX_TABLE_RETRIES_DEFAULT = 5;
 
     public static final String BATCH_ROWS_CONFIG = "batch.rows";
@@ -234,6 +236,20 @@ public final class PgPipelineConfig extends AbstractConfig {
             case ONLY -> copyList().contains(table);
             case EXCEPT -> !copyList().contains(table);
         };
+    }
+
+    /** The only tables copied ({@code only:…}), or null when the flow copies by another rule. */
+    public Set<String> copyOnly() {
+        return switch (copyMode) {
+            case ONLY -> copyList();
+            case NONE -> Set.of();
+            default -> null;
+        };
+    }
+
+    /** The tables never copied ({@code except:…}); empty otherwise. */
+    public Set<String> copyExcept() {
+        return copyMode == CopyMode.EXCEPT ? copyList() : Set.of();
     }
 
     private Set<String> copyList() {
