@@ -221,6 +221,51 @@ class PgHandoverIT {
         }
     }
 
+    /**
+     * Copying existing rows is the default, and works with Connect's default of one task: a flow configured with
+     * neither {@code table.sync.copy} nor {@code tasks.max} copies every table (its one task applies and copies in
+     * turn) while a writer changes them, hands each over and streams; ClickHouse equals Postgres.
+     */
+    @Test
+    void aFlowWithOneTaskCopiesEveryTableByDefault() throws Exception {
+        String flow = "onetask-flow";
+        String sink = "onetask-sink";
+        pg.sql("CREATE SCHEMA one",
+                "CREATE TABLE one.a (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE TABLE one.b (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO one.a SELECT g, 'a' || g FROM generate_series(1, 3000) g",
+                "INSERT INTO one.b SELECT g, 'b' || g FROM generate_series(1, 2000) g",
+                "CREATE PUBLICATION one_pub FOR TABLE one.a, one.b");
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("onetask", "one_pub");
+        config.remove("table.sync.copy");
+        config.remove("tasks.max");
+        config.put("name", flow);
+        assertEquals(java.util.List.of(), ConnectRestClient.validationErrors(rest.validate(SourceConfigs.PG_PIPELINE,
+                config)));
+        rest.putConfig(sink, sinkConfig("onetask"));
+        try {
+            rest.putConfig(flow, config);
+            rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+            for (int i = 1; i <= 20; i++) {
+                pg.transaction("UPDATE one.a SET v = 'u" + i + "' WHERE id = " + (i * 97),
+                        "DELETE FROM one.b WHERE id = " + (i * 53),
+                        "INSERT INTO one.a VALUES (" + (10_000 + i) + ", 'n" + i + "')");
+            }
+            for (String table : java.util.List.of("one.a", "one.b")) {
+                Map<String, String> row = pg.awaitTable(flow, table, r -> "ready".equals(r.get("phase")),
+                        Duration.ofSeconds(120));
+                assertEquals("1", row.get("copy_attempt"), table + " copied once: " + row);
+            }
+            pg.sql("UPDATE one.b SET v = 'after' WHERE id = 1");
+            pg.awaitEqual(Map.of("one.a", new String[] {ROWS, CH_ROWS}, "one.b", new String[] {ROWS, CH_ROWS}),
+                    Duration.ofSeconds(90));
+        } finally {
+            rest.delete(flow);
+            rest.delete(sink);
+        }
+    }
+
     private static String lsn(BigInteger value) {
         long v = value.longValueExact();
         return Long.toHexString(v >>> 32).toUpperCase() + "/" + Long.toHexString(v & 0xFFFFFFFFL).toUpperCase();

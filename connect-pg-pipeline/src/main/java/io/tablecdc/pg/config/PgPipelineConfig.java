@@ -77,9 +77,10 @@ public final class PgPipelineConfig extends AbstractConfig {
     private static final String TABLE_SYNC_COPY_DOC = "Which tables are copied before they stream: all, none,"
             + " only:<schema.table>,… or except:<schema.table>,…. A copied table is loaded by a copy task from a snapshot"
             + " of its own slot, caught up, and handed over to the apply task; a table not copied streams from the"
-            + " position where the flow found it, without its existing rows. Copying needs tasks.max of at least 2"
-            + " (task 0 applies, the others copy).";
-    private static final String TABLE_SYNC_COPY_DEFAULT = "none";
+            + " position where the flow found it, without its existing rows (none: stream only). With tasks.max=1 the"
+            + " one task applies and copies in turn; with tasks.max=N, task 0 applies and N-1 copy tasks copy tables in"
+            + " parallel, on every worker of the cluster.";
+    private static final String TABLE_SYNC_COPY_DEFAULT = "all";
 
     public static final String COPY_CONNECTIONS_CONFIG = "copy.connections.per.table";
     private static final String COPY_CONNECTIONS_DOC = "Connections one copy task reads a table with, all in the"
