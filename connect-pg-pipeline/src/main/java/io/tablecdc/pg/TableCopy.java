@@ -108,6 +108,8 @@ final class TableCopy {
     private int ordinal;
     private final List<ChangeBatcher.Synced> unsynced = new ArrayList<>();
     private long rowsSent;
+    /** Copies started over because the table was rewritten after their snapshot (not failures). */
+    private int restarts;
     private long rowsTotal;
     private final long startedAt = System.nanoTime();
     private long lastLogAt = System.nanoTime();
@@ -219,6 +221,19 @@ final class TableCopy {
         if (relation == null) {
             throw new IllegalArgumentException("table " + table + " is not in publication " + config.publication()
                     + " any more");
+        }
+        if (copyRows) {
+            for (Connection reader : readers) {
+                if (!SourceDatabase.lockUnrewritten(reader, relation)) {
+                    // a TRUNCATE or table rewrite committed after the snapshot: it would read an empty table
+                    restarts++;
+                    log.info("flow {}, table {}: the table was truncated or rewritten after the copy's snapshot at {}; the"
+                            + " copy starts over from a new snapshot (restart {})", flow, table, consistentPoint, restarts);
+                    closeConnections();
+                    step = Step.START;
+                    return;
+                }
+            }
         }
         schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid));
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
