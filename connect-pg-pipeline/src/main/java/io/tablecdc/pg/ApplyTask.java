@@ -154,6 +154,10 @@ public class ApplyTask extends SourceTask {
             slot = recorded == null ? null : recorded.slot();
             boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
                     slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
+            if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
+                // before the new timeline is recorded: a crash in between runs it again
+                FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
+            }
             if (slot == null) {
                 refuseSlotWithoutState();
                 byte[] random = new byte[8];
