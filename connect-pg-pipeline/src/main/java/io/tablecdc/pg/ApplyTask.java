@@ -438,7 +438,14 @@ public class ApplyTask extends SourceTask {
         for (TableState state : catalog.listTables(flow)) {
             TableRun run = tables.get(state.table());
             if (run != null) {
-                follow(state.table(), run, state.phase(), state.phaseLsn(), resumeFrom, out);
+                Phase phase = state.phase();
+                if (phase == Phase.ERRORED && !config.copies(state.table()) && state.nextRetryAt() != null
+                        && !state.nextRetryAt().isAfter(Instant.now()) && catalog.setPending(flow, state.table())) {
+                    // a table not copied and reset (tablecdc-reset-table): no copy task claims it; it streams again
+                    // from here, as a table not copied does where the flow finds it
+                    phase = Phase.PENDING;
+                }
+                follow(state.table(), run, phase, state.phaseLsn(), resumeFrom, out);
             }
         }
     }

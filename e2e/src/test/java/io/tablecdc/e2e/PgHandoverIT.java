@@ -266,6 +266,50 @@ class PgHandoverIT {
         }
     }
 
+    /**
+     * A table {@code table.sync.copy} excludes is never claimed by a copy task, also after an operator reset
+     * ({@code tablecdc-reset-table} makes it errored with a retry time): the apply task streams it again from where
+     * the flow is, and its copy attempts stay 0.
+     */
+    @Test
+    void aResetTableThatIsNotCopiedStreamsAgainWithoutACopyTask() throws Exception {
+        String flow = "reset-flow";
+        String sink = "reset-sink";
+        pg.sql("CREATE SCHEMA rs",
+                "CREATE TABLE rs.a (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE TABLE rs.b (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO rs.a SELECT g, 'a' || g FROM generate_series(1, 100) g",
+                "CREATE PUBLICATION rs_pub FOR TABLE rs.a, rs.b");
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("reset", "rs_pub");
+        config.put("table.sync.copy", "except:rs.b");
+        rest.putConfig(sink, sinkConfig("reset"));
+        try {
+            rest.putConfig(flow, config);
+            rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+            pg.awaitTable(flow, "rs.a", r -> "ready".equals(r.get("phase")), Duration.ofSeconds(120));
+            pg.awaitTable(flow, "rs.b", r -> "ready".equals(r.get("phase")), Duration.ofSeconds(60));
+            pg.sql("INSERT INTO rs.b VALUES (1, 'before the reset')");
+            pg.awaitEqual(Map.of("rs.b", new String[] {ROWS, CH_ROWS}), Duration.ofSeconds(60));
+            try (Connection c = pg.catalog(); Statement s = c.createStatement()) {
+                // what tablecdc-reset-table writes
+                s.execute("UPDATE cdc_table_replication_state SET phase = 'errored', phase_lsn = NULL,"
+                        + " last_error = 'reset by an operator', last_error_at = now(), next_retry_at = now()"
+                        + " WHERE flow_name = '" + flow + "' AND source_table_identifier = 'rs.b'");
+            }
+            Map<String, String> again = pg.awaitTable(flow, "rs.b", r -> "ready".equals(r.get("phase")),
+                    Duration.ofSeconds(60));
+            assertEquals("0", again.get("copy_attempt"), "never claimed by a copy task: " + again);
+            pg.sql("INSERT INTO rs.b VALUES (2, 'after the reset')");
+            pg.awaitEqual(Map.of("rs.a", new String[] {ROWS, CH_ROWS}, "rs.b", new String[] {ROWS, CH_ROWS}),
+                    Duration.ofSeconds(60));
+            assertEquals("0", pg.table(flow, "rs.b").get("copy_attempt"));
+        } finally {
+            rest.delete(flow);
+            rest.delete(sink);
+        }
+    }
+
     private static String lsn(BigInteger value) {
         long v = value.longValueExact();
         return Long.toHexString(v >>> 32).toUpperCase() + "/" + Long.toHexString(v & 0xFFFFFFFFL).toUpperCase();
