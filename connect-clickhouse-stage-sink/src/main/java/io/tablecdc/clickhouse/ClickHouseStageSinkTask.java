@@ -206,11 +206,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         TableNormalizer normalizer = normalizerOf(key);
         long batch;
-        java.math.BigInteger version;
+        long version;
         RecordHeaders.Op op;
         if (tablecdc) {
             batch = RecordHeaders.longValue(record.headers(), RecordHeaders.BATCH);
-            version = RecordHeaders.versionValue(record.headers());
+            version = RecordHeaders.longValue(record.headers(), RecordHeaders.VERSION);
             String opText = RecordHeaders.text(record.headers(), RecordHeaders.OP);
             op = opText == null ? RecordHeaders.Op.CREATE : RecordHeaders.Op.of(opText);
             if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
@@ -228,7 +228,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } else {
             // records of other producers: upserts, batches cut by size and time, versions from offsets
             batch = stager.open() ? stager.batchId() : -1;
-            version = java.math.BigInteger.valueOf(record.kafkaOffset());
+            version = record.kafkaOffset();
             op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
         }
         if (!stager.open() && (pendingUploads.containsKey(key) || normalizer.pendingBatches() >= config.normalizeBufferBatches())) {
