@@ -59,7 +59,7 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * table not copied, which becomes {@code ready} where the flow found it): it sends the table's changes of
  * transactions committed at or after {@code c}. <b>Skipping</b> ({@code pending}, {@code copying},
  * {@code errored}): a copy task owns the table's rows. <b>Holding from m</b>: the stream delivered the handover
- * marker of the table's copy task at {@code m} (see {@link TableCopy}); the changes committed after {@code m} are
+ * marker of the table's copy task at {@code m} (see {@link TableCopy}); the changes committed at or after {@code m} are
  * this task's, but they are kept (not sent) until the copy task's records are all in Kafka and the catalog says
  * {@code catchup(m)}; then they are sent in order and the table streams. The catalog is read again every
  * {@value #REFRESH_BUSY_MS} ms while a table is not streaming (otherwise every {@value #REFRESH_IDLE_MS} ms), and
@@ -167,6 +167,10 @@ public class ApplyTask extends SourceTask {
             slot = recorded == null ? null : recorded.slot();
             boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
                     slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
+            if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
+                // before the new timeline is recorded: a crash in between runs it again
+                FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
+            }
             if (slot == null) {
                 slots.refuseSlotWithoutState(sql);
                 slot = slots.newName();
@@ -475,7 +479,14 @@ public class ApplyTask extends SourceTask {
         for (TableState state : catalog.listTables(flow)) {
             TableRun run = tables.get(state.table());
             if (run != null) {
-                follow(state.table(), run, state.phase(), state.phaseLsn(), position.read(), out);
+                Phase phase = state.phase();
+                if (phase == Phase.ERRORED && !config.copies(state.table()) && state.nextRetryAt() != null
+                        && !state.nextRetryAt().isAfter(Instant.now()) && catalog.setPending(flow, state.table())) {
+                    // a table not copied and reset (tablecdc-reset-table): no copy task claims it; it streams again
+                    // from here, as a table not copied does where the flow finds it
+                    phase = Phase.PENDING;
+                }
+                follow(state.table(), run, phase, state.phaseLsn(), position.read(), out);
             }
         }
     }
@@ -683,13 +694,14 @@ public class ApplyTask extends SourceTask {
 
     /**
      * The cut-off rule: a table streaming from {@code c} keeps changes committed at or after {@code c}; a table held
-     * at marker {@code m} keeps those committed after {@code m} (no commit record sits at the marker's own LSN);
-     * a skipped table keeps none.
+     * at marker {@code m} keeps those committed at or after {@code m} as well. {@code m} is the end of the marker's
+     * WAL record, where the next record may start: a transaction whose commit record directly follows the marker
+     * has commit LSN {@code m}, comes after the marker in every stream and so is not the copy's. A skipped table
+     * keeps none.
      */
     static boolean keeps(RunState state, Lsn lsn, Lsn commitLsn) {
         return switch (state) {
-            case STREAMING -> !commitLsn.isBefore(lsn);
-            case HOLDING -> commitLsn.isAfter(lsn);
+            case STREAMING, HOLDING -> !commitLsn.isBefore(lsn);
             case SKIPPING -> false;
         };
     }
@@ -810,13 +822,13 @@ public class ApplyTask extends SourceTask {
 
     private void failTable(String table, TableRun run, String error) {
         Instant now = Instant.now();
-        // copied tables are copied again after table.retry.delay.ms, up to max.table.retries times
-        int attempts = catalog.getTable(flow, table).map(TableState::copyAttempt).orElse(0);
-        Instant retryAt = config.copies(table) && attempts <= config.maxTableRetries()
+        // copied tables are copied again after table.retry.delay.ms, up to max.table.retries failures since ready
+        boolean copied = config.copies(table);
+        Instant retryAt = copied && catalog.copyFailures(flow, table) + 1 <= config.maxTableRetries()
                 ? now.plusMillis(config.tableRetryDelayMs()) : null;
         // the catalog first: if it is unreachable the transaction is read again and the table fails then
-        catalog.markErrored(flow, table, null, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
-                now, retryAt);
+        catalog.markStreamFailed(flow, table, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
+                now, retryAt, copied);
         skip(table, run);
         run.phase = Phase.ERRORED;
         run.reason = error;

@@ -43,6 +43,42 @@ interface BatchIds {
         };
     }
 
+    /**
+     * Ids a copy task reserves for its table while its claim ({@code owner}, {@code attempt}) holds: a reservation
+     * the catalog refuses (the lease expired or another task claimed the table) throws {@link LeaseLostException}.
+     */
+    static BatchIds reservedWhileHolding(Catalog catalog, String flow, String owner, int attempt, int block) {
+        return new BatchIds() {
+            private final Map<String, long[]> blocks = new HashMap<>();
+
+            @Override
+            public long next(String table) {
+                long[] b = blocks.get(table);
+                if (b == null || b[0] > b[1]) {
+                    long first = catalog.reserveCopyBatchIds(flow, table, owner, attempt, block)
+                            .orElseThrow(() -> new LeaseLostException("batch id reservation"));
+                    b = new long[] {first, first + block - 1};
+                    blocks.put(table, b);
+                }
+                return b[0]++;
+            }
+
+            @Override
+            public void forget(String table) {
+                blocks.remove(table);
+            }
+        };
+    }
+
+    /** A copy task's write the catalog refused: its claim no longer holds. */
+    final class LeaseLostException extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        LeaseLostException(String write) {
+            super(write + " refused: the copy no longer holds the table's lease");
+        }
+    }
+
     /** Ids counting on from {@code last(table)}, looked up at a table's first use and after {@link #forget}. */
     static BatchIds countingFrom(ToLongFunction<String> last) {
         return new BatchIds() {

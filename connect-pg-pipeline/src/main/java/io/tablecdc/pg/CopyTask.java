@@ -72,7 +72,7 @@ public class CopyTask extends SourceTask {
             }
             Optional<CopyClaim> claim;
             try {
-                claim = catalog.claimCopy(flow, owner, LEASE);
+                claim = catalog.claimCopy(flow, owner, LEASE, config.copyOnly(), config.copyExcept());
             } catch (RuntimeException e) {
                 log.warn("flow {}: copy task {} cannot claim a table ({}); retrying", flow, owner, e.getMessage());
                 nextClaimAt = now + 5 * CLAIM_INTERVAL_MS;

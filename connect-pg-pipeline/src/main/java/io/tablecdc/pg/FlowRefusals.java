@@ -102,7 +102,7 @@ final class FlowRefusals {
         return "flow " + flow + " refuses to resume: its replication slot " + slot + " on " + source(config)
                 + " was invalidated by the server (pg_replication_slots.wal_status = 'lost'): the WAL it still needed"
                 + " was removed, so changes the flow had not read are gone. To recover, set"
-                + " invalidated.slot.behavior=recreate (with table.sync.copy=all and tasks.max of at least 2): the flow"
+                + " invalidated.slot.behavior=recreate (with table.sync.copy=all): the flow"
                 + " drops the lost slot, creates a new one and copies every table again, emptying its ClickHouse"
                 + " table first; or " + NEW_FLOW + ". To keep it from happening again, raise max_slot_wal_keep_size"
                 + " on the source (ALTER SYSTEM SET max_slot_wal_keep_size = '50GB'; SELECT pg_reload_conf(); -1 is"

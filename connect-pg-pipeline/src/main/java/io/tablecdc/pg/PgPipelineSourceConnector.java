@@ -40,7 +40,6 @@ import io.tablecdc.pg.wire.Lsn;
 public class PgPipelineSourceConnector extends SourceConnector {
     private static final Logger log = LoggerFactory.getLogger(PgPipelineSourceConnector.class);
     private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
-    private static final String TASKS_MAX = "tasks.max";
 
     private Map<String, String> props;
 
@@ -80,7 +79,7 @@ public class PgPipelineSourceConnector extends SourceConnector {
 
     /**
      * Task 0 applies; tasks 1..maxTasks-1 copy (only when {@code table.sync.copy} copies something: without copies
-     * one task is enough).
+     * one task is enough). A flow that copies with {@code tasks.max=1} gets one task that applies and copies in turn.
      */
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
@@ -90,7 +89,8 @@ public class PgPipelineSourceConnector extends SourceConnector {
         for (int i = 0; i < tasks; i++) {
             Map<String, String> task = new HashMap<>(props);
             task.put(PgPipelineSourceTask.FLOW_PROP, flow(props));
-            task.put(PgPipelineSourceTask.ROLE_PROP, i == 0 ? PgPipelineSourceTask.ROLE_APPLY : PgPipelineSourceTask.ROLE_COPY);
+            task.put(PgPipelineSourceTask.ROLE_PROP, i > 0 ? PgPipelineSourceTask.ROLE_COPY
+                    : copies && tasks == 1 ? PgPipelineSourceTask.ROLE_APPLY_AND_COPY : PgPipelineSourceTask.ROLE_APPLY);
             task.put(PgPipelineSourceTask.TASK_INDEX_PROP, Integer.toString(i));
             configs.add(task);
         }
@@ -124,11 +124,6 @@ public class PgPipelineSourceConnector extends SourceConnector {
         } catch (ConfigException e) {
             addError(result, values, PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, e.getMessage());
             return result;
-        }
-        String tasksMax = connectorConfigs.get(TASKS_MAX);
-        if (config.copyMode() != PgPipelineConfig.CopyMode.NONE && tasksMax != null && tasksMax.trim().equals("1")) {
-            addError(result, values, TASKS_MAX, TASKS_MAX + " is 1, but " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
-                    + " copies tables: copying needs at least 2 tasks (task 0 applies the stream, the others copy)");
         }
         if (config.recreateInvalidatedSlot() && config.copyMode() != PgPipelineConfig.CopyMode.ALL) {
             addError(result, values, PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG,

@@ -24,6 +24,8 @@ public class PgPipelineSourceTask extends SourceTask {
     static final String TASK_INDEX_PROP = "tablecdc.task.index";
     static final String ROLE_APPLY = "apply";
     static final String ROLE_COPY = "copy";
+    /** Both in one task: a flow that copies with {@code tasks.max=1}. */
+    static final String ROLE_APPLY_AND_COPY = "apply+copy";
 
     private SourceTask role;
 
@@ -34,7 +36,9 @@ public class PgPipelineSourceTask extends SourceTask {
 
     @Override
     public void start(Map<String, String> props) {
-        role = ROLE_COPY.equals(props.get(ROLE_PROP)) ? new CopyTask() : new ApplyTask();
+        String name = props.get(ROLE_PROP);
+        role = ROLE_COPY.equals(name) ? new CopyTask() : ROLE_APPLY_AND_COPY.equals(name) ? new ApplyAndCopyTask()
+                : new ApplyTask();
         role.initialize(context);
         role.start(props);
     }

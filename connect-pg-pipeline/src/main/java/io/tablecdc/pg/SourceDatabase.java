@@ -233,6 +233,35 @@ final class SourceDatabase {
         }
     }
 
+    /**
+     * Run in a copy's snapshot transaction right after {@code SET TRANSACTION SNAPSHOT}: takes {@code ACCESS SHARE}
+     * on the table (it waits for a TRUNCATE or rewriting ALTER TABLE in progress, and keeps any later one out until
+     * the copy's transaction ends), then tells whether the table still has the storage the snapshot knows. False when
+     * a TRUNCATE or a table rewrite committed after the snapshot was taken: the snapshot would read the new, empty
+     * storage (its rows carry a later transaction id, or there are none) while the stream carries no rows for them,
+     * so the copy must start over from a new snapshot.
+     */
+    static boolean lockUnrewritten(Connection c, Relation relation) throws SQLException {
+        try (Statement s = c.createStatement()) {
+            // identifiers quoted; LOCK takes no parameters
+            s.execute("LOCK TABLE ONLY " + quote(relation.namespace()) + "." + quote(relation.name())
+                    + " IN ACCESS SHARE MODE");
+        }
+        // relfilenode as the snapshot sees pg_class, against the relation's current storage (the system cache, up
+        // to date once the lock is held)
+        try (PreparedStatement ps = c.prepareStatement("SELECT COALESCE(cl.relfilenode = pg_relation_filenode(cl.oid),"
+                + " false) FROM pg_class cl WHERE cl.oid = CAST(? AS oid)")) {
+            ps.setLong(1, relation.oid());
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() && rs.getBoolean(1);
+            }
+        }
+    }
+
+    private static String quote(String identifier) {
+        return "\"" + identifier.replace("\"", "\"\"") + "\"";
+    }
+
     /** The planner's row estimate for the relation (-1 when it was never analyzed) and its size in pages. */
     record Size(long estimatedRows, long pages) {
     }

@@ -53,7 +53,8 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * <h2>The cut-off</h2>
  * The marker is written into the WAL, so every slot's stream delivers it at the same place: after each
  * transaction that committed before {@code m} and before each one that commits after it. This copy sends exactly
- * the table's changes committed before {@code m}; the apply task keeps exactly those committed after it. When the
+ * the table's changes committed before {@code m}; the apply task keeps exactly those committed at or after it ({@code m}
+ * is the end of the marker's record, so a commit record written right after the marker starts at {@code m}). When the
  * apply task meets the marker it records it ({@code copying}, {@code phase_lsn = m}) and holds the table's later
  * changes; once every record of this copy is acknowledged and recorded, this copy moves the table to
  * {@code catchup(m)} and the apply task sends what it held, so the table's batches reach its topic in order. No
@@ -79,6 +80,8 @@ final class TableCopy {
     private final String owner;
     private final String table;
     private final int attempt;
+    /** Failed attempts since the table was last ready, before this one. */
+    private final int failures;
     private final Catalog catalog;
     private final TableMetrics.Table metrics;
 
@@ -104,6 +107,8 @@ final class TableCopy {
     private int ordinal;
     private final List<ChangeBatcher.Synced> unsynced = new ArrayList<>();
     private long rowsSent;
+    /** Copies started over because the table was rewritten after their snapshot (not failures). */
+    private int restarts;
     private long rowsTotal;
     private final long startedAt = System.nanoTime();
     private long lastLogAt = System.nanoTime();
@@ -117,6 +122,7 @@ final class TableCopy {
         this.owner = owner;
         this.table = claim.table();
         this.attempt = claim.attempt();
+        this.failures = claim.failures();
         this.catalog = catalog;
         this.metrics = metrics.table(table);
     }
@@ -147,6 +153,15 @@ final class TableCopy {
                 case DRAIN_FINAL -> handOver();
                 default -> throw new IllegalStateException(step.name());
             }
+            // fencing: records go to Connect only right after the catalog confirmed (and extended) this claim's lease
+            if (!out.isEmpty() && !finished && !fence()) {
+                return List.of();
+            }
+        } catch (BatchIds.LeaseLostException e) {
+            if (!abandoned) {
+                lostLease();
+            }
+            return List.of();
         } catch (SQLException | ConversionException | IllegalArgumentException e) {
             if (abandoned) {
                 return List.of();
@@ -212,9 +227,22 @@ final class TableCopy {
             throw new IllegalArgumentException("table " + table + " is not in publication " + config.publication()
                     + " any more");
         }
+        if (copyRows) {
+            for (Connection reader : readers) {
+                if (!SourceDatabase.lockUnrewritten(reader, relation)) {
+                    // a TRUNCATE or table rewrite committed after the snapshot: it would read an empty table
+                    restarts++;
+                    log.info("flow {}, table {}: the table was truncated or rewritten after the copy's snapshot at {}; the"
+                            + " copy starts over from a new snapshot (restart {})", flow, table, consistentPoint, restarts);
+                    closeConnections();
+                    step = Step.START;
+                    return;
+                }
+            }
+        }
         schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid));
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reserved(catalog, flow, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
         if (!copyRows) {
             closeReaders();
             log.info("flow {}, table {}: not copied (table.sync.copy); catching up from {} and handing over", flow,
@@ -241,7 +269,9 @@ final class TableCopy {
             String sql = "COPY (SELECT " + columns + " FROM " + from + where + ") TO STDOUT";
             copies.add(readers.get(i).unwrap(PGConnection.class).getCopyAPI().copyOut(sql));
         }
-        catalog.recordCopyProgress(flow, table, owner, 0, rowsTotal);
+        if (!catalog.recordCopyProgress(flow, table, owner, attempt, 0, rowsTotal)) {
+            throw new BatchIds.LeaseLostException("copy progress");
+        }
         log.info("flow {}, table {}: copy attempt {} started: ~{} rows in the snapshot at {} over {} connection(s)", flow,
                 table, attempt, rowsTotal, consistentPoint, connections);
         batcher.beginSnapshot(consistentPoint, Instant.now());
@@ -279,7 +309,9 @@ final class TableCopy {
             out.addAll(batcher.commit(consistentPoint));
             closeReaders();
             rowsTotal = rowsSent;
-            catalog.recordCopyProgress(flow, table, owner, rowsSent, rowsTotal);
+            if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
+                throw new BatchIds.LeaseLostException("copy progress");
+            }
             log.info("flow {}, table {}: copied {} rows in {} s; catching up", flow, table, rowsSent,
                     TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
             step = Step.DRAIN_COPY;
@@ -293,9 +325,8 @@ final class TableCopy {
         long now = System.nanoTime();
         if (now - lastProgressAt >= PROGRESS_CATALOG_NANOS) {
             lastProgressAt = now;
-            if (!catalog.recordCopyProgress(flow, table, owner, rowsSent, rowsTotal)) {
-                lostLease();
-                return;
+            if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
+                throw new BatchIds.LeaseLostException("copy progress");
             }
         }
         if (now - lastLogAt >= PROGRESS_LOG_NANOS) {
@@ -411,8 +442,8 @@ final class TableCopy {
             Thread.sleep(20);
             return;
         }
-        catalog.recordCopyProgress(flow, table, owner, rowsSent, Math.max(rowsTotal, rowsSent));
-        if (catalog.markCatchup(flow, table, owner, marker.toString())) {
+        if (catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
+                && catalog.markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
             metrics.errorEpisodeEnded("copy");
             log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s)", flow,
                     table, marker, rowsSent, attempt, TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
@@ -436,7 +467,9 @@ final class TableCopy {
         Instant now = Instant.now();
         while (!unsynced.isEmpty()) {
             ChangeBatcher.Synced s = unsynced.get(0);
-            catalog.recordSync(flow, s.table(), s.batch(), now);
+            if (!catalog.recordCopySync(flow, s.table(), owner, attempt, s.batch(), now)) {
+                throw new BatchIds.LeaseLostException("synced batch " + s.batch().batchId());
+            }
             metrics.batchSynced(s.batch().batchId(), s.batch().rows());
             unsynced.remove(0);
         }
@@ -455,7 +488,20 @@ final class TableCopy {
             return true;
         }
         lastRenewAt = now;
-        if (catalog.renewCopyLease(flow, table, owner, CopyTask.LEASE)) {
+        if (catalog.renewCopyLease(flow, table, owner, attempt, CopyTask.LEASE)) {
+            return true;
+        }
+        lostLease();
+        return false;
+    }
+
+    /**
+     * Renews the lease before records are handed to Connect: false (and the copy stopped, nothing sent) when this
+     * claim no longer holds the table, because its lease expired while this task stalled or another task claimed it.
+     */
+    private boolean fence() {
+        if (catalog.renewCopyLease(flow, table, owner, attempt, CopyTask.LEASE)) {
+            lastRenewAt = System.nanoTime();
             return true;
         }
         lostLease();
@@ -472,20 +518,22 @@ final class TableCopy {
 
     private void fail(String reason) {
         Instant now = Instant.now();
-        boolean retry = attempt <= config.maxTableRetries();
+        // the retry budget counts failed attempts since the table was last ready (interrupted ones do not count)
+        int failed = failures + 1;
+        boolean retry = failed <= config.maxTableRetries();
         Instant next = retry ? now.plusMillis(config.tableRetryDelayMs()) : null;
         String error = "copy attempt " + attempt + " failed: " + reason
                 + (retry ? "" : "; " + ApplyTask.resetHint(config, flow, table));
         metrics.errorEpisodeStarted("copy");
         try {
-            catalog.markErrored(flow, table, owner, error, now, next);
+            catalog.markCopyFailed(flow, table, owner, attempt, error, now, next);
         } catch (RuntimeException e) {
             log.warn("flow {}, table {}: cannot record the copy failure ({}); the lease will expire instead", flow, table,
                     e.getMessage());
         }
         if (retry) {
-            log.error("flow {}, table {}: {}; retried in {} ms (attempt {} of {})", flow, table, error,
-                    config.tableRetryDelayMs(), attempt + 1, config.maxTableRetries() + 1);
+            log.error("flow {}, table {}: {}; retried in {} ms (failure {} of at most {})", flow, table, error,
+                    config.tableRetryDelayMs(), failed, config.maxTableRetries() + 1);
         } else {
             log.error("flow {}, table {}: {}; no retries left (max.table.retries={}): the table stays errored until it"
                     + " is reset (see docs/operations.md); other tables carry on", flow, table, error,

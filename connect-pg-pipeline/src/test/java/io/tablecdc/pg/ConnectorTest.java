@@ -77,8 +77,14 @@ class ConnectorTest {
         java.lang.reflect.Field field = PgPipelineSourceConnector.class.getDeclaredField("props");
         field.setAccessible(true);
         field.set(connector, props);
+        // copying is the default: with tasks.max=1 one task applies and copies in turn
+        List<Map<String, String>> tasks = connector.taskConfigs(1);
+        assertEquals(List.of("apply+copy"), tasks.stream().map(t -> t.get(PgPipelineSourceTask.ROLE_PROP)).toList());
+        assertEquals(List.of("apply", "copy"), connector.taskConfigs(2).stream()
+                .map(t -> t.get(PgPipelineSourceTask.ROLE_PROP)).toList());
         // without copies one task is enough, whatever tasks.max says
-        List<Map<String, String>> tasks = connector.taskConfigs(3);
+        props.put("table.sync.copy", "none");
+        tasks = connector.taskConfigs(3);
         assertEquals(1, tasks.size());
         assertEquals("apply", tasks.get(0).get(PgPipelineSourceTask.ROLE_PROP));
         props.put("table.sync.copy", "except:shop.audit");

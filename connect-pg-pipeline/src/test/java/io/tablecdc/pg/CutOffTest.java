@@ -19,11 +19,16 @@ class CutOffTest {
         assertTrue(ApplyTask.keeps(RunState.STREAMING, CUT, Lsn.parse("0/5001")), "above: the apply task's");
     }
 
+    /**
+     * The marker's LSN is the end of its WAL record: a commit record written directly after it starts there, so a
+     * transaction committed right after the marker has commit LSN equal to the marker's. The copy stops at the marker
+     * and never sends it: the apply task must.
+     */
     @Test
-    void aHeldTableKeepsOnlyChangesCommittedAfterTheMarker() {
-        assertFalse(ApplyTask.keeps(RunState.HOLDING, CUT, Lsn.parse("0/4FFF")));
-        assertFalse(ApplyTask.keeps(RunState.HOLDING, CUT, CUT));
-        assertTrue(ApplyTask.keeps(RunState.HOLDING, CUT, Lsn.parse("0/5001")));
+    void aHeldTableKeepsChangesCommittedAtOrAfterTheMarker() {
+        assertFalse(ApplyTask.keeps(RunState.HOLDING, CUT, Lsn.parse("0/4FFF")), "below: the copy sent it");
+        assertTrue(ApplyTask.keeps(RunState.HOLDING, CUT, CUT), "equal: committed right after the marker");
+        assertTrue(ApplyTask.keeps(RunState.HOLDING, CUT, Lsn.parse("0/5001")), "above: the apply task's");
     }
 
     @Test

@@ -196,7 +196,9 @@ class PgFailoverIT {
             sql(primaryPort, DATABASE, "CREATE SCHEMA fo",
                     "CREATE TABLE fo.t (id int PRIMARY KEY, v int NOT NULL)",
                     "INSERT INTO fo.t SELECT g, 0 FROM generate_series(1, 1000) g",
-                    "CREATE PUBLICATION fo_pub FOR TABLE fo.t");
+                    "CREATE TABLE fo.u (id int PRIMARY KEY, v int NOT NULL)",
+                    "INSERT INTO fo.u SELECT g, 0 FROM generate_series(1, 1000) g",
+                    "CREATE PUBLICATION fo_pub FOR TABLE fo.t, fo.u");
 
             baseBackup(primaryPort, primaryData, standbyData);
             StringBuilder conf = new StringBuilder("\n# standby of the failover test\n");
@@ -227,6 +229,7 @@ class PgFailoverIT {
             PgChecks onStandby = new PgChecks(stack, () -> DriverManager.getConnection(url(standbyPort, DATABASE),
                     "postgres", ""), catalogUrl, clickhouse);
             Map<String, String[]> tables = Map.of("fo.t", new String[] {"id::text || '|' || v::text",
+                "concat(toString(id), '|', toString(v))"}, "fo.u", new String[] {"id::text || '|' || v::text",
                 "concat(toString(id), '|', toString(v))"});
             Map<String, String> source = new HashMap<>();
             source.put("connector.class", SOURCE);
@@ -258,6 +261,7 @@ class PgFailoverIT {
             rest.putConfig(flow, source);
             rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
             onPrimary.awaitTable(flow, "fo.t", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            onPrimary.awaitTable(flow, "fo.u", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
             onPrimary.sql("UPDATE fo.t SET v = 1 WHERE id <= 500", "INSERT INTO fo.t SELECT g, 1 FROM generate_series(1001, 1500) g");
             onPrimary.awaitEqual(tables, Duration.ofSeconds(120));
 
@@ -295,12 +299,42 @@ class PgFailoverIT {
                 }
             }, Duration.ofSeconds(60), "the standby never replayed the primary's WAL");
 
+            // a handover the standby never receives: the standby stops receiving WAL (its switch point S will be
+            // here), then fo.u changes on the primary alone and is copied again; the copy's temporary slot is not a
+            // failover slot, so it reads past S and hands fo.u over at a marker m > S
+            onStandby.sql("ALTER SYSTEM SET primary_conninfo = ''", "SELECT pg_reload_conf()");
+            awaitTrue(() -> {
+                try (Connection c = onStandby.source()) {
+                    return "0".equals(query(c, "SELECT CAST(count(*) AS text) FROM pg_stat_wal_receiver"));
+                }
+            }, Duration.ofSeconds(60), "the standby kept receiving WAL");
+            String received;
+            try (Connection c = onStandby.source()) {
+                received = query(c, "SELECT CAST(pg_last_wal_receive_lsn() AS text)");
+            }
+            onPrimary.sql("INSERT INTO fo.u SELECT g, 9 FROM generate_series(1001, 3000) g", "DELETE FROM fo.u WHERE id <= 100");
+            try (Connection c = onPrimary.catalog()) {
+                // what tablecdc-reset-table does: the table is copied again at once
+                query(c, "UPDATE cdc_table_replication_state SET phase = 'errored', phase_lsn = NULL,"
+                        + " next_retry_at = now(), last_error = 'copied again by the test' WHERE flow_name = ?"
+                        + " AND source_table_identifier = 'fo.u' RETURNING phase", flow);
+            }
+            Map<String, String> handedOver = onPrimary.awaitTable(flow, "fo.u", row -> "catchup".equals(row.get("phase")),
+                    Duration.ofSeconds(120));
+            try (Connection c = onPrimary.source()) {
+                assertEquals("true", query(c, "SELECT CAST(CAST(? AS pg_lsn) > CAST(? AS pg_lsn) AS text)",
+                        handedOver.get("phase_lsn"), received), "the handover " + handedOver + " lies past " + received);
+            }
+            String attemptBefore = handedOver.get("copy_attempt");
+
             rest.stop(flow);
             rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
             primary.close();
             primaryClosed = true;
             onStandby.sql("SELECT pg_promote(true, 60)");
             onStandby.sql("INSERT INTO fo.t SELECT g, 3 FROM generate_series(1701, 1800) g", "UPDATE fo.t SET v = 4 WHERE id <= 10");
+            // changes of fo.u on the new timeline, committed between S and m: the old handover would drop them
+            onStandby.sql("INSERT INTO fo.u SELECT g, 5 FROM generate_series(5001, 5100) g", "UPDATE fo.u SET v = 6 WHERE id <= 200");
 
             Map<String, String> moved = new HashMap<>(source);
             moved.put("database.port", Integer.toString(standbyPort));
@@ -308,6 +342,9 @@ class PgFailoverIT {
             rest.resume(flow);
             rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
             onStandby.awaitEqual(tables, Duration.ofSeconds(180));
+            Map<String, String> recopied = onStandby.table(flow, "fo.u");
+            assertTrue(Integer.parseInt(recopied.get("copy_attempt")) > Integer.parseInt(attemptBefore),
+                    "fo.u was copied again on the new timeline: " + recopied);
             try (Connection c = onStandby.catalog()) {
                 assertEquals("2", query(c, "SELECT CAST(source_timeline AS text) FROM cdc_flow WHERE flow_name = ?", flow),
                         "the flow now records the new timeline");

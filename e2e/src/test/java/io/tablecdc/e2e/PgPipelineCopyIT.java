@@ -177,8 +177,8 @@ class PgPipelineCopyIT {
         assertEquals(List.of(), ConnectRestClient.validationErrors(rest.validate(SOURCE, source)));
         Map<String, String> oneTask = new HashMap<>(source);
         oneTask.put("tasks.max", "1");
-        String refused = String.join("; ", ConnectRestClient.validationErrors(rest.validate(SOURCE, oneTask)));
-        assertTrue(refused.contains("copying needs at least 2 tasks"), refused);
+        // one task applies and copies in turn
+        assertEquals(List.of(), ConnectRestClient.validationErrors(rest.validate(SOURCE, oneTask)));
 
         rest.putConfig(sink, sinkConfig("pgcopy"));
         long started = System.nanoTime();

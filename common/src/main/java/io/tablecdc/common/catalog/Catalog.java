@@ -224,7 +224,12 @@ public final class Catalog implements AutoCloseable {
     public boolean recordSync(String flow, String table, SyncedBatch batch, Instant at) {
         Objects.requireNonNull(batch, "batch");
         Objects.requireNonNull(at, "at");
-        return onTable("recordSync", flow, table, c -> {
+        return onTable("recordSync", flow, table, c -> recordSync(c, flow, table, batch, at));
+    }
+
+    private static boolean recordSync(Connection c, String flow, String table, SyncedBatch batch, Instant at)
+            throws SQLException {
+        {
             String advanced = "EXCLUDED.synced_batch_id > s.synced_batch_id";
             // the sink may normalize a batch before its source records the sync: then nothing is pending
             String pending = advanced + " AND EXCLUDED.synced_batch_id > s.normalized_batch_id";
@@ -256,7 +261,7 @@ public final class Catalog implements AutoCloseable {
                 ps.setTimestamp(8, hasRows ? ts(batch.firstRowCommitTime()) : null);
                 return ps.executeUpdate() == 1;
             }
-        });
+        }
     }
 
     /**
@@ -502,32 +507,7 @@ public final class Catalog implements AutoCloseable {
      * @return the claimed table, or empty if none is claimable now
      */
     public Optional<CopyClaim> claimCopy(String flow, String owner, Duration lease) {
-        Objects.requireNonNull(owner, "owner");
-        requirePositive(lease);
-        return onFlow("claimCopy", flow, c -> {
-            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " AS s SET phase = 'copying',"
-                    + " phase_lsn = NULL, copy_lease_owner = ?,"
-                    + " copy_lease_until = now() + make_interval(secs => ?),"
-                    + " copy_attempt = s.copy_attempt + 1, next_retry_at = NULL"
-                    + " WHERE (s.flow_name, s.source_table_identifier) = ("
-                    + "   SELECT c.flow_name, c.source_table_identifier FROM " + STATE + " c"
-                    + "   WHERE c.flow_name = ? AND (c.phase = 'pending'"
-                    + "     OR (c.phase = 'copying' AND c.copy_lease_until < now())"
-                    + "     OR (c.phase = 'errored' AND c.next_retry_at <= now()))"
-                    + "   ORDER BY c.phase <> 'pending', c.copy_attempt, c.source_table_identifier"
-                    + "   LIMIT 1 FOR UPDATE SKIP LOCKED)"
-                    + " RETURNING s.source_table_identifier, s.copy_attempt, s.copy_lease_until")) {
-                ps.setString(1, owner);
-                ps.setDouble(2, seconds(lease));
-                ps.setString(3, flow);
-                try (ResultSet rs = ps.executeQuery()) {
-                    if (!rs.next()) {
-                        return Optional.<CopyClaim>empty();
-                    }
-                    return Optional.of(new CopyClaim(rs.getString(1), rs.getInt(2), instant(rs.getTimestamp(3))));
-                }
-            }
-        });
+        return claimCopy(flow, owner, lease, null, List.of());
     }
 
     /**
@@ -565,7 +545,11 @@ public final class Catalog implements AutoCloseable {
         if (count < 1) {
             throw new IllegalArgumentException("count must be positive: " + count);
         }
-        return onTable("reserveBatchIds", flow, table, c -> {
+        return onTable("reserveBatchIds", flow, table, c -> reserveBatchIds(c, flow, table, count));
+    }
+
+    private static long reserveBatchIds(Connection c, String flow, String table, int count) throws SQLException {
+        {
             try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " AS s SET reserved_batch_id ="
                     + " GREATEST(s.reserved_batch_id, s.synced_batch_id, s.normalized_batch_id,"
                     + "   (SELECT COALESCE(max(st.batch_id), 0) FROM " + STAGE + " st"
@@ -583,7 +567,7 @@ public final class Catalog implements AutoCloseable {
                     return rs.getLong(1) - count + 1;
                 }
             }
-        });
+        }
     }
 
     /**
@@ -704,7 +688,7 @@ public final class Catalog implements AutoCloseable {
         requireLsn(lsn);
         return onTable("markReady", flow, table, c -> {
             try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'ready',"
-                    + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL"
+                    + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL, copy_failures = 0"
                     + " WHERE flow_name = ? AND source_table_identifier = ?"
                     + " AND (phase = 'pending' OR (phase = 'catchup' AND phase_lsn = ?))")) {
                 ps.setString(1, lsn);
@@ -726,7 +710,7 @@ public final class Catalog implements AutoCloseable {
     public List<String> markCaughtUpReady(String flow, String durableLsn) {
         requireLsn(durableLsn);
         return onFlow("markCaughtUpReady", flow, c -> {
-            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'ready'"
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'ready', copy_failures = 0"
                     + " WHERE flow_name = ? AND phase = 'catchup' AND phase_lsn::pg_lsn <= ?::pg_lsn"
                     + " RETURNING source_table_identifier")) {
                 ps.setString(1, flow);
@@ -1025,7 +1009,7 @@ public final class Catalog implements AutoCloseable {
             List<String> tables = new ArrayList<>();
             try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'pending',"
                     + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
-                    + " next_retry_at = NULL, last_error = NULL"
+                    + " copy_failures = 0, next_retry_at = NULL, last_error = NULL"
                     + " WHERE flow_name = ? RETURNING source_table_identifier")) {
                 ps.setString(1, flow);
                 try (ResultSet rs = ps.executeQuery()) {
@@ -1526,5 +1510,259 @@ public final class Catalog implements AutoCloseable {
                 return tables;
             }
         });
+    }
+
+    // ---------------------------------------------------------------- Postgres copies: filtered claims, fenced
+    // writes (lease owner, claim number and an unexpired lease checked where the write happens), retry budget
+
+    /** The check every fenced write of a copy task makes on the table's row. */
+    private static final String HOLDS_COPY = " phase = 'copying' AND copy_lease_owner = ? AND copy_attempt = ?"
+            + " AND copy_lease_until > now()";
+
+    /**
+     * {@link #claimCopy(String, String, Duration)} restricted to the tables a flow copies: with {@code only} non-null,
+     * only those tables; never a table of {@code except}. A table outside them is never claimed, whatever its phase.
+     * The claim reports the table's failed attempts since it was last ready ({@code copy_failures}); its
+     * {@code attempt} (the table's claim count) together with {@code owner} identifies this claim in every fenced
+     * write.
+     *
+     * @return the claimed table, or empty if none is claimable now
+     */
+    public Optional<CopyClaim> claimCopy(String flow, String owner, Duration lease, Collection<String> only,
+                                         Collection<String> except) {
+        Objects.requireNonNull(owner, "owner");
+        requirePositive(lease);
+        return onFlow("claimCopy", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " AS s SET phase = 'copying',"
+                    + " phase_lsn = NULL, copy_lease_owner = ?,"
+                    + " copy_lease_until = now() + make_interval(secs => ?),"
+                    + " copy_attempt = s.copy_attempt + 1, next_retry_at = NULL"
+                    + " WHERE (s.flow_name, s.source_table_identifier) = ("
+                    + "   SELECT c.flow_name, c.source_table_identifier FROM " + STATE + " c"
+                    + "   WHERE c.flow_name = ? AND (c.phase = 'pending'"
+                    + "     OR (c.phase = 'copying' AND c.copy_lease_until < now())"
+                    + "     OR (c.phase = 'errored' AND c.next_retry_at <= now()))"
+                    + "   AND (CAST(? AS text[]) IS NULL OR c.source_table_identifier = ANY (CAST(? AS text[])))"
+                    + "   AND NOT (c.source_table_identifier = ANY (CAST(? AS text[])))"
+                    + "   ORDER BY c.phase <> 'pending', c.copy_attempt, c.source_table_identifier"
+                    + "   LIMIT 1 FOR UPDATE SKIP LOCKED)"
+                    + " RETURNING s.source_table_identifier, s.copy_attempt, s.copy_lease_until, s.copy_failures")) {
+                Array onlyArray = only == null ? null : c.createArrayOf("text", only.toArray());
+                Array exceptArray = c.createArrayOf("text", (except == null ? List.of() : except).toArray());
+                ps.setString(1, owner);
+                ps.setDouble(2, seconds(lease));
+                ps.setString(3, flow);
+                ps.setArray(4, onlyArray);
+                ps.setArray(5, onlyArray);
+                ps.setArray(6, exceptArray);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (!rs.next()) {
+                        return Optional.<CopyClaim>empty();
+                    }
+                    return Optional.of(new CopyClaim(rs.getString(1), rs.getInt(2), instant(rs.getTimestamp(3)),
+                            rs.getInt(4)));
+                }
+            }
+        });
+    }
+
+    /**
+     * Extends the lease of one claim ({@code owner}, {@code attempt}) to {@code lease} from now, only while it still
+     * holds: the table is {@code copying} under this claim and the lease has not expired. A copy task calls it
+     * before it hands records to Connect. May be repeated.
+     *
+     * @return false if the claim no longer holds (its copy must stop without sending anything more)
+     */
+    public boolean renewCopyLease(String flow, String table, String owner, int attempt, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        requirePositive(lease);
+        return onTable("renewCopyLease", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET copy_lease_until = now() + make_interval(secs => ?)"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND" + HOLDS_COPY)) {
+                ps.setDouble(1, seconds(lease));
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, owner);
+                ps.setInt(5, attempt);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * {@link #reserveBatchIds} for a copy task: only while its claim holds (checked on the locked row in the same
+     * transaction as the reservation).
+     *
+     * @return the first reserved id, or empty if the claim no longer holds (nothing is reserved)
+     */
+    public Optional<Long> reserveCopyBatchIds(String flow, String table, String owner, int attempt, int count) {
+        if (count < 1) {
+            throw new IllegalArgumentException("count must be positive: " + count);
+        }
+        return inTransaction("reserveCopyBatchIds", flow, c -> holdsCopy(c, flow, table, owner, attempt)
+                ? Optional.of(reserveBatchIds(c, flow, table, count)) : Optional.<Long>empty());
+    }
+
+    /**
+     * {@link #recordSync} for a copy task: only while its claim holds (checked on the locked row in the same
+     * transaction as the write).
+     *
+     * @return false if the claim no longer holds (nothing is recorded)
+     */
+    public boolean recordCopySync(String flow, String table, String owner, int attempt, SyncedBatch batch, Instant at) {
+        Objects.requireNonNull(batch, "batch");
+        Objects.requireNonNull(at, "at");
+        return inTransaction("recordCopySync", flow, c -> {
+            if (!holdsCopy(c, flow, table, owner, attempt)) {
+                return false;
+            }
+            recordSync(c, flow, table, batch, at);
+            return true;
+        });
+    }
+
+    /**
+     * {@link #recordCopyProgress(String, String, String, long, long)} fenced by the claim and an unexpired lease.
+     *
+     * @return false if the claim no longer holds
+     */
+    public boolean recordCopyProgress(String flow, String table, String owner, int attempt, long done, long total) {
+        Objects.requireNonNull(owner, "owner");
+        return inTransaction("recordCopyProgress", flow, c -> {
+            if (!holdsCopy(c, flow, table, owner, attempt)) {
+                return false;
+            }
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET copy_rows_done = ?,"
+                    + " copy_rows_total = ? WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setLong(1, done);
+                ps.setLong(2, Math.max(done, total));
+                ps.setString(3, flow);
+                ps.setString(4, table);
+                ps.executeUpdate();
+            }
+            return true;
+        });
+    }
+
+    /**
+     * {@link #markCatchup} fenced by the claim and an unexpired lease. May be called again after a crash: true again
+     * when the table already is in {@code catchup} at {@code lsn}.
+     *
+     * @return false if the claim no longer holds and the table is not already in catchup at lsn
+     */
+    public boolean markCopyCatchup(String flow, String table, String owner, int attempt, String lsn) {
+        Objects.requireNonNull(owner, "owner");
+        requireLsn(lsn);
+        return onTable("markCopyCatchup", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'catchup',"
+                    + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND" + HOLDS_COPY)) {
+                ps.setString(1, lsn);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, owner);
+                ps.setInt(5, attempt);
+                return ps.executeUpdate() == 1 || inPhase(c, flow, table, Phase.CATCHUP, lsn);
+            }
+        });
+    }
+
+    /**
+     * A copy attempt failed: like {@link #markErrored} with an owner (only while this claim holds the table), and
+     * one more failure counted against the table's retry budget ({@code copy_failures}). An interrupted attempt
+     * (released, or its lease taken over) is never counted.
+     *
+     * @return true if the row changed now
+     */
+    public boolean markCopyFailed(String flow, String table, String owner, int attempt, String error, Instant at,
+                                  Instant nextRetryAt) {
+        Objects.requireNonNull(owner, "owner");
+        Objects.requireNonNull(error, "error");
+        Objects.requireNonNull(at, "at");
+        return onTable("markCopyFailed", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'errored',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL,"
+                    + " last_error = ?, last_error_at = ?, next_retry_at = ?, copy_failures = copy_failures + 1,"
+                    + " error_count = error_count + CASE WHEN last_error_at IS NULL OR last_error_at < ?"
+                    + "   THEN 1 ELSE 0 END"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
+                    + " AND copy_lease_owner = ? AND copy_attempt = ?")) {
+                Timestamp atTs = ts(at);
+                ps.setString(1, truncate(error, MAX_ERROR_CHARS));
+                ps.setTimestamp(2, atTs);
+                ps.setTimestamp(3, ts(nextRetryAt));
+                ps.setTimestamp(4, atTs);
+                ps.setString(5, flow);
+                ps.setString(6, table);
+                ps.setString(7, owner);
+                ps.setInt(8, attempt);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * A change of a table the stream cannot convert: {@link #markErrored} without an owner (any phase), counting one
+     * failure against the table's retry budget when {@code counted} (a copied table, copied again).
+     *
+     * @return true if the row changed now
+     */
+    public boolean markStreamFailed(String flow, String table, String error, Instant at, Instant nextRetryAt,
+                                    boolean counted) {
+        Objects.requireNonNull(error, "error");
+        Objects.requireNonNull(at, "at");
+        return onTable("markStreamFailed", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'errored',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL,"
+                    + " last_error = ?, last_error_at = ?, next_retry_at = ?,"
+                    + " copy_failures = copy_failures + CASE WHEN ? THEN 1 ELSE 0 END,"
+                    + " error_count = error_count + CASE WHEN last_error_at IS NULL OR last_error_at < ?"
+                    + "   THEN 1 ELSE 0 END"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND (last_error_at IS NULL OR last_error_at <= ?)")) {
+                Timestamp atTs = ts(at);
+                ps.setString(1, truncate(error, MAX_ERROR_CHARS));
+                ps.setTimestamp(2, atTs);
+                ps.setTimestamp(3, ts(nextRetryAt));
+                ps.setBoolean(4, counted);
+                ps.setTimestamp(5, atTs);
+                ps.setString(6, flow);
+                ps.setString(7, table);
+                ps.setTimestamp(8, atTs);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /** Failed copy attempts of the table since it was last ready (0 when it has no row). */
+    public int copyFailures(String flow, String table) {
+        return onTable("copyFailures", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT copy_failures FROM " + STATE
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    return rs.next() ? rs.getInt(1) : 0;
+                }
+            }
+        });
+    }
+
+    /** Locks the table's row and tells whether the claim ({@code owner}, {@code attempt}) holds it with a live lease. */
+    private static boolean holdsCopy(Connection c, String flow, String table, String owner, int attempt)
+            throws SQLException {
+        requireName("fenced copy write", "table", table);
+        Objects.requireNonNull(owner, "owner");
+        try (PreparedStatement ps = c.prepareStatement("SELECT 1 FROM " + STATE + " WHERE flow_name = ?"
+                + " AND source_table_identifier = ? AND" + HOLDS_COPY + " FOR UPDATE")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            ps.setString(3, owner);
+            ps.setInt(4, attempt);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next();
+            }
+        }
     }
 }

@@ -72,6 +72,7 @@ public final class ResetTableCommand {
         try (Connection c = DriverManager.getConnection(options.url, props);
              PreparedStatement ps = c.prepareStatement("UPDATE cdc_table_replication_state AS s SET phase = 'errored',"
                      + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
+                     + " copy_failures = 0,"
                      + " error_count = 0, last_error = 'reset by an operator: copied again from scratch',"
                      + " last_error_at = now(), next_retry_at = now() + make_interval(secs => ?)"
                      + " FROM (SELECT phase FROM cdc_table_replication_state WHERE flow_name = ?"

@@ -667,4 +667,124 @@ class CatalogTest {
             assertTrue(newer.getMessage().contains("version " + io.tablecdc.catalog.CatalogMigrations.knownVersion() + ")"), newer.getMessage());
         }
     }
+
+    // ---------------------------------------------------------------- Postgres copies: filter, fencing, retry budget
+
+    /** A table {@code table.sync.copy} excludes is never claimed by a copy task, whatever its phase. */
+    @Test
+    void aCopyClaimSkipsTablesTheFlowDoesNotCopy() {
+        String f = "claim-filter";
+        for (String tb : List.of("s.a", "s.b", "s.c")) {
+            catalog.initTable(f, tb, Phase.PENDING);
+        }
+        assertEquals(Optional.empty(), catalog.claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.z"), List.of()),
+                "only:s.z copies none of them");
+        assertEquals("s.b", catalog.claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.b"), List.of())
+                .orElseThrow().table());
+        assertEquals(Optional.empty(), catalog.claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.b"), List.of()));
+        assertEquals("s.c", catalog.claimCopy(f, "task", Duration.ofMinutes(1), null, List.of("s.a"))
+                .orElseThrow().table(), "except:s.a");
+        assertEquals(Optional.empty(), catalog.claimCopy(f, "task", Duration.ofMinutes(1), null, List.of("s.a")));
+        assertEquals(Phase.PENDING, table(f, "s.a").phase(), "excluded: left for the apply task");
+        assertEquals(0, table(f, "s.a").copyAttempt());
+    }
+
+    /**
+     * Every write of a copy task is fenced by its claim (owner and claim number) and an unexpired lease: a task whose
+     * lease expired can neither reserve batch ids nor record batches, progress or its handover, even before another
+     * task claims the table, and not after the new owner's claim either.
+     */
+    @Test
+    void aCopyTaskWhoseLeaseExpiredCannotWriteAnything() throws Exception {
+        String f = "fence";
+        String tb = "public.t";
+        catalog.initTable(f, tb, Phase.PENDING);
+        CopyClaim first = catalog.claimCopy(f, "task-1", Duration.ofMillis(300), null, List.of()).orElseThrow();
+        assertTrue(catalog.reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100).isPresent());
+        assertTrue(catalog.recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/10", 1, 5, t(1), t(0)),
+                t(1)));
+        assertTrue(catalog.recordCopyProgress(f, tb, "task-1", first.attempt(), 5, 10));
+        assertTrue(catalog.renewCopyLease(f, tb, "task-1", first.attempt(), Duration.ofMillis(300)));
+
+        Thread.sleep(400);
+        // expired, not claimed again yet: the stalled owner stops all the same
+        assertEquals(Optional.empty(), catalog.reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100));
+        assertFalse(catalog.recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/20", 2, 5, t(2), t(1)),
+                t(2)));
+        assertFalse(catalog.recordCopyProgress(f, tb, "task-1", first.attempt(), 10, 10));
+        assertFalse(catalog.renewCopyLease(f, tb, "task-1", first.attempt(), Duration.ofMinutes(5)));
+        assertFalse(catalog.markCopyCatchup(f, tb, "task-1", first.attempt(), "0/30"));
+        TableState stale = table(f, tb);
+        assertEquals(1, stale.syncedBatchId());
+        assertEquals(100, reserved(f, tb));
+
+        CopyClaim second = catalog.claimCopy(f, "task-2", Duration.ofMinutes(5), null, List.of()).orElseThrow();
+        assertEquals(2, second.attempt());
+        long firstOfSecond = catalog.reserveCopyBatchIds(f, tb, "task-2", second.attempt(), 100).orElseThrow();
+        assertEquals(101, firstOfSecond);
+        // the former owner, and a claim number that is not the current one, are refused as well
+        assertEquals(Optional.empty(), catalog.reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100));
+        assertEquals(Optional.empty(), catalog.reserveCopyBatchIds(f, tb, "task-2", first.attempt(), 100));
+        assertFalse(catalog.recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/20", 2, 5, t(2), t(1)),
+                t(2)));
+        assertFalse(catalog.markCopyFailed(f, tb, "task-1", first.attempt(), "late", t(3), null));
+        assertEquals(1, table(f, tb).syncedBatchId());
+        assertEquals(200, reserved(f, tb));
+        assertTrue(catalog.recordCopySync(f, tb, "task-2", second.attempt(), new SyncedBatch("0/40", 101, 1, t(4), t(3)),
+                t(4)));
+        assertTrue(catalog.markCopyCatchup(f, tb, "task-2", second.attempt(), "0/50"));
+        assertTrue(catalog.markCopyCatchup(f, tb, "task-2", second.attempt(), "0/50"), "repeat after a crash");
+        assertEquals(Phase.CATCHUP, table(f, tb).phase());
+    }
+
+    private static long reserved(String flow, String table) throws SQLException {
+        try (Connection c = raw.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT reserved_batch_id"
+                + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    /**
+     * The retry budget counts failed attempts only: a copy released by a stopping task or whose lease was taken over
+     * does not spend it, and a table that reaches ready starts with a full budget again.
+     */
+    @Test
+    void onlyFailedCopiesSpendTheRetryBudgetAndReadyResetsIt() throws Exception {
+        String f = "budget";
+        String tb = "public.t";
+        catalog.initTable(f, tb, Phase.PENDING);
+        CopyClaim c1 = catalog.claimCopy(f, "task-1", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        assertEquals(0, c1.failures());
+        assertTrue(catalog.releaseCopy(f, tb, "task-1"), "the task stopped (rebalance)");
+        CopyClaim c2 = catalog.claimCopy(f, "task-2", Duration.ofMillis(200), null, List.of()).orElseThrow();
+        assertEquals(0, c2.failures(), "a released attempt is not a failure");
+        Thread.sleep(300);
+        CopyClaim c3 = catalog.claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        assertEquals(0, c3.failures(), "a lost lease is not a failure");
+        assertEquals(3, c3.attempt(), "every claim has its own number");
+        assertTrue(catalog.markCopyFailed(f, tb, "task-3", c3.attempt(), "bad value", t(1), Instant.now().minusSeconds(1)));
+        CopyClaim c4 = catalog.claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        assertEquals(1, c4.failures());
+        assertEquals(1, catalog.copyFailures(f, tb));
+        assertTrue(catalog.markStreamFailed(f, tb, "unconvertible change", t(2), Instant.now().minusSeconds(1), true));
+        assertEquals(2, catalog.copyFailures(f, tb));
+        CopyClaim c5 = catalog.claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        assertEquals(2, c5.failures());
+        assertTrue(catalog.markCopyCatchup(f, tb, "task-3", c5.attempt(), "0/10"));
+        assertEquals(2, catalog.copyFailures(f, tb), "not ready yet");
+        assertEquals(List.of(tb), catalog.markCaughtUpReady(f, "0/10"));
+        assertEquals(0, catalog.copyFailures(f, tb), "ready: a full budget again");
+        assertTrue(catalog.markStreamFailed(f, tb, "not copied", t(3), null, false));
+        assertEquals(0, catalog.copyFailures(f, tb), "a failure that is not retried by a copy is not counted");
+        assertTrue(catalog.markStreamFailed(f, tb, "copied again", t(4), null, true));
+        assertEquals(1, catalog.copyFailures(f, tb));
+        catalog.setPending(f, tb);
+        assertTrue(catalog.markReady(f, tb, "0/20"));
+        assertEquals(0, catalog.copyFailures(f, tb), "ready straight from pending resets it too");
+    }
 }

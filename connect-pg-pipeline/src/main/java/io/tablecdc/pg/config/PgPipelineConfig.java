@@ -79,9 +79,10 @@ public final class PgPipelineConfig extends AbstractConfig {
     private static final String TABLE_SYNC_COPY_DOC = "Which tables are copied before they stream: all, none,"
             + " only:<schema.table>,… or except:<schema.table>,…. A copied table is loaded by a copy task from a snapshot"
             + " of its own slot, caught up, and handed over to the apply task; a table not copied streams from the"
-            + " position where the flow found it, without its existing rows. Copying needs tasks.max of at least 2"
-            + " (task 0 applies, the others copy).";
-    private static final String TABLE_SYNC_COPY_DEFAULT = "none";
+            + " position where the flow found it, without its existing rows (none: stream only). With tasks.max=1 the"
+            + " one task applies and copies in turn; with tasks.max=N, task 0 applies and N-1 copy tasks copy tables in"
+            + " parallel, on every worker of the cluster.";
+    private static final String TABLE_SYNC_COPY_DEFAULT = "all";
 
     public static final String COPY_CONNECTIONS_CONFIG = "copy.connections.per.table";
     private static final String COPY_CONNECTIONS_DOC = "Connections one copy task reads a table with, all in the"
@@ -96,7 +97,9 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public static final String MAX_TABLE_RETRIES_CONFIG = "max.table.retries";
     private static final String MAX_TABLE_RETRIES_DOC = "Copy attempts of one table after its first failure; after"
-            + " the last one the table stays errored with its reason (other tables carry on).";
+            + " the last one the table stays errored with its reason (other tables carry on). Only failed attempts"
+            + " count (a copy interrupted by a task stop, a rebalance or a lost lease does not), and the count starts"
+            + " again when the table reaches ready.";
     private static final int MAX_TABLE_RETRIES_DEFAULT = 5;
 
     public static final String BATCH_ROWS_CONFIG = "batch.rows";
@@ -250,6 +253,20 @@ public final class PgPipelineConfig extends AbstractConfig {
             case ONLY -> copyList().contains(table);
             case EXCEPT -> !copyList().contains(table);
         };
+    }
+
+    /** The only tables copied ({@code only:…}), or null when the flow copies by another rule. */
+    public Set<String> copyOnly() {
+        return switch (copyMode) {
+            case ONLY -> copyList();
+            case NONE -> Set.of();
+            default -> null;
+        };
+    }
+
+    /** The tables never copied ({@code except:…}); empty otherwise. */
+    public Set<String> copyExcept() {
+        return copyMode == CopyMode.EXCEPT ? copyList() : Set.of();
     }
 
     private Set<String> copyList() {

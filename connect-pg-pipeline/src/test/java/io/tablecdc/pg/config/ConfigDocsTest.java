@@ -46,17 +46,22 @@ class ConfigDocsTest {
     void copyModesSayWhichTablesAreCopied() {
         Map<String, String> props = minimal();
         PgPipelineConfig config = new PgPipelineConfig(props);
-        assertEquals(PgPipelineConfig.CopyMode.NONE, config.copyMode());
-        assertFalse(config.copies("public.orders"));
+        // copying every table is the default, streaming only is one setting away
+        assertEquals(PgPipelineConfig.CopyMode.ALL, config.copyMode());
+        assertTrue(config.copies("public.orders"));
+        assertEquals(null, config.copyOnly());
+        assertEquals(java.util.Set.of(), config.copyExcept());
         assertEquals("pg.public.orders", config.topic("public.orders"));
-        props.put("table.sync.copy", "all");
-        assertTrue(new PgPipelineConfig(props).copies("public.orders"));
+        props.put("table.sync.copy", "none");
+        assertFalse(new PgPipelineConfig(props).copies("public.orders"));
+        assertEquals(java.util.Set.of(), new PgPipelineConfig(props).copyOnly(), "none: a claim matches no table");
         props.put("table.sync.copy", "only:public.orders, public.Items");
         config = new PgPipelineConfig(props);
         assertEquals(PgPipelineConfig.CopyMode.ONLY, config.copyMode());
         assertTrue(config.copies("public.orders"));
         assertTrue(config.copies("public.Items"));
         assertFalse(config.copies("public.items"));
+        assertEquals(java.util.Set.of("public.orders", "public.Items"), config.copyOnly());
         props.put("table.sync.copy", "except:public.orders");
         config = new PgPipelineConfig(props);
         assertFalse(config.copies("public.orders"));

@@ -1,0 +1,73 @@
+package io.tablecdc.pg;
+
+import java.util.List;
+import java.util.Map;
+
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.connect.source.SourceRecord;
+import org.apache.kafka.connect.source.SourceTask;
+
+import io.tablecdc.common.Version;
+
+/**
+ * The single task of a flow that copies tables with {@code tasks.max=1}: the {@linkplain ApplyTask apply task} and
+ * one {@linkplain CopyTask copy task} in one Connect task, polled in turn. Copying works with Connect's default task
+ * count this way; more copy tasks (and copies on other workers) come from {@code tasks.max} of 2 or more, where task
+ * 0 only applies.
+ */
+final class ApplyAndCopyTask extends SourceTask {
+    private final ApplyTask apply = new ApplyTask();
+    private final CopyTask copy = new CopyTask();
+    private boolean copyNext;
+
+    @Override
+    public String version() {
+        return Version.get();
+    }
+
+    @Override
+    public void start(Map<String, String> props) {
+        apply.initialize(context);
+        copy.initialize(context);
+        apply.start(props);
+        try {
+            copy.start(props);
+        } catch (RuntimeException e) {
+            apply.stop();
+            throw e;
+        }
+    }
+
+    /** One role per call, in turn; the other's turn comes at once when this one has nothing. */
+    @Override
+    public List<SourceRecord> poll() throws InterruptedException {
+        copyNext = !copyNext;
+        List<SourceRecord> records = copyNext ? copy.poll() : apply.poll();
+        if (records == null || records.isEmpty()) {
+            records = copyNext ? apply.poll() : copy.poll();
+        }
+        return records;
+    }
+
+    @Override
+    public void commit() throws InterruptedException {
+        apply.commit();
+        copy.commit();
+    }
+
+    /** Each role ignores the records it did not send. */
+    @Override
+    public void commitRecord(SourceRecord record, RecordMetadata metadata) throws InterruptedException {
+        apply.commitRecord(record, metadata);
+        copy.commitRecord(record, metadata);
+    }
+
+    @Override
+    public void stop() {
+        try {
+            copy.stop();
+        } finally {
+            apply.stop();
+        }
+    }
+}
