@@ -45,19 +45,11 @@ import io.tablecdc.common.metrics.TableMetrics;
  * page, then (once Kafka acknowledged every record of the batch) the catalog mirror.
  *
  * <h2>Batch ids never repeat</h2>
- * A batch id is used as soon as one of its records is handed to Connect, and the catalog learns it only once every
- * record of the batch is acknowledged. Two rules make reuse impossible after a crash:
- * <ol>
- * <li>A new batch starts only after every record of the previous one is acknowledged and the previous batch is
- * recorded in the catalog (a batch cut short by an error is recorded too, with the old cursor). So at most one id
- * beyond the catalog's {@code synced_batch_id} can have records in Kafka.</li>
- * <li>At start the poller takes {@code max(offset batch, catalog synced_batch_id) + 1} as used: the id that may
- * have been in flight when the task stopped is skipped, and the next batch is one higher.</li>
- * </ol>
- * Reserving each id in the catalog before emitting would also work but costs a catalog write per batch and a column
- * the catalog does not have; skipping one id per task start costs a gap in the ids, which the sink accepts (it loads
- * whatever batches are staged, in order). Reusing an id would be worse than a gap: the sink treats a batch id at or
- * below its normalized id as already loaded and would drop the rows.
+ * Every batch takes its id from the catalog before its first record is handed to Connect
+ * ({@link Catalog#reserveBatchIds}): the catalog hands out ids above every id reserved, synced, normalized or staged for
+ * the table, so an id is never used twice, whichever task asks and however tasks die (for example after Kafka took a
+ * batch and the sink loaded it, but before the catalog mirror and Connect's offset flush). An id reserved by a task
+ * that died before sending it is a gap, which the sink accepts (it loads whatever batches are staged, in order).
  *
  * <h2>Offsets</h2>
  * Source partition {@code {"table": "project.dataset.table"}}, offset {@code {"cursor": RFC 3339, "batch": id}}.
@@ -92,6 +84,10 @@ final class TablePoller {
 
     private Instant cursor;
     private long lastBatchId;
+    /** The table's synced batch id in the catalog as this task knows it (what a cursor-only record repeats). */
+    private long syncedBatchId;
+    /** The batch id of the Connect offset at start: the first reserved id is above it (a table added back). */
+    private long offsetBatchId;
     private TableSchema schema;
     private long nextDueAtMs;
     /** Until when a failed start or catalog mirror waits before it is tried again. */
@@ -144,6 +140,7 @@ final class TablePoller {
         OffsetValue stored = OffsetValue.of(offset);
         this.cursor = stored.cursor();
         this.lastBatchId = stored.batch();
+        this.offsetBatchId = stored.batch();
         this.metrics = metrics;
     }
 
@@ -197,8 +194,9 @@ final class TablePoller {
     private void start() {
         catalog.initTable(flow, table.fullName());
         TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
-        // the id after the last known one may have been in flight when the task stopped: skip it
-        lastBatchId = Math.max(lastBatchId, state.syncedBatchId()) + 1;
+        // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
+        lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
+        syncedBatchId = state.syncedBatchId();
         boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
         // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
         errorInCatalog = failedLast;
@@ -207,9 +205,20 @@ final class TablePoller {
         started = true;
         metrics.syncedUpTo(cursor);
         metrics.batchIdKnown(state.syncedBatchId());
-        log.info("flow {}, table {}: starting from cursor {} (batch ids continue after {})", flow, table.fullName(),
+        log.info("flow {}, table {}: starting from cursor {} (batch ids are reserved in the catalog, last synced {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
-                lastBatchId);
+                syncedBatchId);
+    }
+
+    /** The id of a new batch, reserved in the catalog before any of its records is sent. */
+    private long nextBatchId() {
+        // the first reservation of a task also steps over the batch id of its Connect offset, which is above the
+        // catalog's ids when the table's catalog row was pruned and the table added back
+        int count = (int) Math.min(Integer.MAX_VALUE - 1, Math.max(1, offsetBatchId - syncedBatchId + 1));
+        long first = catalog.reserveBatchIds(flow, table.fullName(), count);
+        offsetBatchId = 0;
+        lastBatchId = first + count - 1;
+        return lastBatchId;
     }
 
     // ------------------------------------------------------------------------------------------ steps 1-4
@@ -294,7 +303,7 @@ final class TablePoller {
             Window w = window.get();
             SourceClient.Pages pages = runWindow(w);
             if (!pages.page().isEmpty() || pages.hasNext()) {
-                return new Batch(++lastBatchId, cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
+                return new Batch(nextBatchId(), cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
                         : RecordHeaders.Op.UPDATE, pages, null);
             }
             // nothing to replicate up to here: an idle table is not lagging
@@ -350,7 +359,7 @@ final class TablePoller {
                 return null;
             }
             SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of());
-            return new Batch(++lastBatchId, null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow);
+            return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow);
         }
         Instant max = client.maxWatermark(table);
         if (max == null) {
@@ -367,11 +376,11 @@ final class TablePoller {
                 Map.of(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(max))));
         log.info("flow {}, table {}: initial snapshot of {} rows up to {}", flow, table.fullName(), pages.totalRows(),
                 Cursor.format(max));
-        return new Batch(++lastBatchId, null, RecordHeaders.Op.SNAPSHOT, pages, max);
+        return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, max);
     }
 
     private void mirrorCursorOnly() {
-        catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), lastBatchId), clock.instant());
+        catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
         metrics.syncedUpTo(cursor);
     }
 
@@ -544,9 +553,13 @@ final class TablePoller {
         }
         String cursorText = newCursor == null ? "" : Cursor.format(newCursor);
         Instant firstRow = batch.firstRowReceivedAt;
-        catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, batch.id, batch.rows,
+        // a batch of which no record was sent leaves nothing for the sink to load: only its cursor is recorded, so
+        // that synced - normalized counts batches the sink can actually normalize
+        long recordedId = batch.rows > 0 ? batch.id : syncedBatchId;
+        catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
                 batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
                 clock.instant());
+        syncedBatchId = Math.max(syncedBatchId, recordedId);
         metrics.batchSynced(batch.id, batch.rows);
         if (!batch.failed) {
             cursor = newCursor;
