@@ -171,7 +171,12 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
                 continue;
             }
             try {
-                TableSchema.of(table, columns, config.mode() == BigQueryQueryCdcConfig.Mode.QUERY);
+                TableSchema schema = TableSchema.of(table, columns, config.mode() == BigQueryQueryCdcConfig.Mode.QUERY);
+                String lagProblem = config.mode() == BigQueryQueryCdcConfig.Mode.QUERY
+                        ? schema.lagProblem(config.safetyLagMs(), config.watermarkTimeZone()) : null;
+                if (lagProblem != null) {
+                    addError(result, values, BigQueryQueryCdcConfig.SAFETY_LAG_MS_CONFIG, lagProblem);
+                }
             } catch (TableSchema.SchemaException e) {
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, e.getMessage());
             }
