@@ -143,6 +143,11 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
                     + "; a table's topic must have one partition to keep its changes in order");
         }
+        for (TableSpec table : parsed.tables()) {
+            if (!table.hasKey()) {
+                addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, BigQueryQueryCdcConfig.keylessProblem(table));
+            }
+        }
         checkTables(parsed, result, values);
         return result;
     }

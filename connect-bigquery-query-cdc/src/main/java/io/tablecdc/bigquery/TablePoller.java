@@ -99,6 +99,8 @@ final class TablePoller {
     private boolean aheadReported;
     private boolean aheadInCatalog;
     private long aheadCheckDueMs;
+    /** The last batch was cut short after some of its records were sent: its window is read again at once. */
+    private boolean retryOwed;
     private boolean started;
     /** The catalog row carries an error from before this task started. */
     private boolean errorInCatalog;
@@ -254,7 +256,9 @@ final class TablePoller {
             idle(nextDueAtMs - now);
             return List.of();
         }
-        if (backPressured(now)) {
+        // the retry of a batch cut short is never held back: the sink stages the part it got only once the next
+        // batch's first record arrives, so waiting for it to be normalized first would wait forever
+        if (!retryOwed && backPressured(now)) {
             return List.of();
         }
         // the permit comes first: asking BigQuery for its clock is a query job too, and counts against the limit
@@ -292,7 +296,7 @@ final class TablePoller {
         if (state.unnormalizedBatches() >= buffer) {
             metrics.paused(PAUSED_REASON);
             if (catalog.setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
-                log.info("flow {}, table {}: {} batches synced but not normalized (normalize.buffer.batches={}); pausing this table",
+                log.info("flow {}, table {}: {} batches synced but not normalized (max.unnormalized.batches={}); pausing this table",
                         flow, table.fullName(), state.unnormalizedBatches(), buffer);
             }
             paused = true;
@@ -317,6 +321,9 @@ final class TablePoller {
         if (schema == null || !schema.sameColumns(columns)) {
             if (schema != null) {
                 log.info("flow {}, table {}: columns changed to {}", flow, table.fullName(), columns);
+            }
+            if (!table.hasKey()) {
+                throw new TableSchema.SchemaException(BigQueryQueryCdcConfig.keylessProblem(table));
             }
             TableSchema next = TableSchema.of(table, columns, config.mode() == Mode.QUERY);
             String lagProblem = config.mode() == Mode.QUERY ? next.lagProblem(config.safetyLagMs(), config.watermarkTimeZone()) : null;
@@ -702,6 +709,7 @@ final class TablePoller {
                 clock.instant());
         syncedBatchId = Math.max(syncedBatchId, recordedId);
         metrics.batchSynced(batch.id, batch.rows);
+        retryOwed = batch.failed && batch.rows > 0;
         if (!batch.failed) {
             cursor = newCursor;
             metrics.syncedUpTo(newCursor);

@@ -118,11 +118,18 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             + " one worker (BigQuery allows about 100 concurrent queries per project).";
     private static final int PULL_PARALLELISM_DEFAULT = 10;
 
+    public static final String MAX_UNNORMALIZED_BATCHES_CONFIG = "max.unnormalized.batches";
+    private static final String MAX_UNNORMALIZED_BATCHES_DOC = "How many batches a table may have synced but not yet"
+            + " normalized (the catalog's synced_batch_id - normalized_batch_id); at that limit the table pauses"
+            + " (paused_reason normalize_buffer_full) until the sink catches up. 1 sends the next batch only once the"
+            + " previous one is in ClickHouse. 0 for max(24 h / sync.interval.ms, 2). Not the sink's"
+            + " normalize.buffer.batches, which counts staged batches inside the sink.";
+    private static final int MAX_UNNORMALIZED_BATCHES_DEFAULT = 0;
+
+    /** The former name of {@link #MAX_UNNORMALIZED_BATCHES_CONFIG}, still read. */
     public static final String NORMALIZE_BUFFER_BATCHES_CONFIG = "normalize.buffer.batches";
-    private static final String NORMALIZE_BUFFER_BATCHES_DOC = "How many batches a table may have synced but not normalized;"
-            + " at that limit the table pauses (paused_reason normalize_buffer_full) until the sink catches up. 0 for"
-            + " max(24 h / sync.interval.ms, 2).";
-    private static final int NORMALIZE_BUFFER_BATCHES_DEFAULT = 0;
+    private static final String NORMALIZE_BUFFER_BATCHES_DOC = "Deprecated: the former name of max.unnormalized.batches"
+            + " (same meaning), read when max.unnormalized.batches is not set.";
 
     public static final ConfigDef CONFIG_DEF = configDef();
 
@@ -134,6 +141,12 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         if (mode() == Mode.CHANGES && safetyLagMs() <= 600_000L) {
             throw new ConfigException(SAFETY_LAG_MS_CONFIG, safetyLagMs(),
                     "replication.mode=CHANGES needs more than 600000 (BigQuery's CHANGES() must end at least 10 minutes before now)");
+        }
+        Integer unnormalized = getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
+        Integer former = getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
+        if (unnormalized != null && former != null && !unnormalized.equals(former)) {
+            throw new ConfigException(NORMALIZE_BUFFER_BATCHES_CONFIG, former, "normalize.buffer.batches is the former name of"
+                    + " max.unnormalized.batches (" + unnormalized + "); set only max.unnormalized.batches");
         }
         if (!getString(CREDENTIALS_FILE_CONFIG).isEmpty() && getPassword(CREDENTIALS_JSON_CONFIG) != null) {
             throw new ConfigException(CREDENTIALS_JSON_CONFIG, "(secret)",
@@ -185,9 +198,20 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
                         POLLING_GROUP, ++order, Width.SHORT, "Max query window (ms)")
                 .define(PULL_PARALLELISM_CONFIG, Type.INT, PULL_PARALLELISM_DEFAULT, ConfigDef.Range.between(1, 100),
                         Importance.MEDIUM, PULL_PARALLELISM_DOC, POLLING_GROUP, ++order, Width.SHORT, "Pull parallelism")
-                .define(NORMALIZE_BUFFER_BATCHES_CONFIG, Type.INT, NORMALIZE_BUFFER_BATCHES_DEFAULT,
-                        ConfigDef.Range.between(0, 1_000_000), Importance.MEDIUM, NORMALIZE_BUFFER_BATCHES_DOC, POLLING_GROUP,
-                        ++order, Width.SHORT, "Normalize buffer (batches)");
+                .define(MAX_UNNORMALIZED_BATCHES_CONFIG, Type.INT, null,
+                        ConfigDef.LambdaValidator.with((name, value) -> {
+                            if (value != null && ((Integer) value < 0 || (Integer) value > 1_000_000)) {
+                                throw new ConfigException(name, value, "must be between 0 and 1000000");
+                            }
+                        }, () -> "[0,...,1000000]"), Importance.MEDIUM, MAX_UNNORMALIZED_BATCHES_DOC, POLLING_GROUP,
+                        ++order, Width.SHORT, "Max unnormalized batches")
+                .define(NORMALIZE_BUFFER_BATCHES_CONFIG, Type.INT, null,
+                        ConfigDef.LambdaValidator.with((name, value) -> {
+                            if (value != null && ((Integer) value < 0 || (Integer) value > 1_000_000)) {
+                                throw new ConfigException(name, value, "must be between 0 and 1000000");
+                            }
+                        }, () -> "[0,...,1000000]"), Importance.LOW, NORMALIZE_BUFFER_BATCHES_DOC, POLLING_GROUP,
+                        ++order, Width.SHORT, "Normalize buffer (deprecated)");
         return CatalogConfig.addTo(def);
     }
 
@@ -206,6 +230,18 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             specs.add(spec);
         }
         return List.copyOf(specs);
+    }
+
+    /**
+     * Why a table without key columns is refused: a window is read again after a restart, a failed batch or a rewind
+     * (at least once), and ClickHouse keeps every copy of a row that has no key (an append-only table), so the copies
+     * would stay for good. With a key, the destination keeps one row per key and version.
+     */
+    public static String keylessProblem(TableSpec table) {
+        return "table " + table.fullName() + " has no key columns: rows read again after a restart or a failed batch would"
+                + " stay in ClickHouse as duplicates (a table without a key is append-only there); name the key in the"
+                + " entry, e.g. " + table.table() + ":" + (table.watermarkColumn().isEmpty() ? "watermark" : table.watermarkColumn())
+                + ":id";
     }
 
     // ------------------------------------------------------------------------------------------ getters
@@ -292,10 +328,16 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         return getInt(PULL_PARALLELISM_CONFIG);
     }
 
-    /** {@code normalize.buffer.batches}, or {@code max(24 h / sync.interval.ms, 2)} when 0. */
+    /**
+     * {@code max.unnormalized.batches} (else its former name {@code normalize.buffer.batches}), or
+     * {@code max(24 h / sync.interval.ms, 2)} when 0 or unset.
+     */
     public long normalizeBufferBatches() {
-        int configured = getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
-        return configured > 0 ? configured : defaultNormalizeBuffer(syncIntervalMs());
+        Integer configured = getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
+        if (configured == null) {
+            configured = getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
+        }
+        return configured != null && configured > 0 ? configured : defaultNormalizeBuffer(syncIntervalMs());
     }
 
     public static long defaultNormalizeBuffer(long syncIntervalMs) {
