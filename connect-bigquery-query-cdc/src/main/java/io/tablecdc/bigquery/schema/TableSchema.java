@@ -198,7 +198,7 @@ public final class TableSchema {
         if (watermark == null) {
             return null;
         }
-        boolean changes = !zone.getRules().isFixedOffset();
+        boolean changes = hasClockChanges(zone);
         StandardSQLTypeName type = BigQueryTypes.standardType(watermark);
         if (type == StandardSQLTypeName.DATE) {
             long need = (changes ? 25L : 24L) * 3_600_000L;
@@ -214,6 +214,14 @@ public final class TableSchema {
                     + " be above 3600000 (one hour) so that rows of the hour the clocks go back are not passed";
         }
         return null;
+    }
+
+    /**
+     * Whether the zone's clocks change (daylight saving): a transition within the last year or ahead. A region whose
+     * offset only changed long ago (Asia/Tokyo) counts as fixed.
+     */
+    static boolean hasClockChanges(ZoneId zone) {
+        return zone.getRules().nextTransition(java.time.Instant.now().minus(java.time.Duration.ofDays(366))) != null;
     }
 
     /** The reason a table cannot be replicated as configured: a configuration error, not retried. */

@@ -160,6 +160,8 @@ class BigQueryTypesTest {
                 + " are not passed", datetime.lagProblem(3_600_000L, berlin));
         assertNull(datetime.lagProblem(3_600_001L, berlin));
         assertNull(timestamp.lagProblem(0, berlin));
+        // a region whose offset last changed long ago has no clock changes to guard against
+        assertNull(datetime.lagProblem(1_000, java.time.ZoneId.of("Asia/Tokyo")));
     }
 
     @Test
