@@ -142,6 +142,13 @@ public class SourceClient {
         return row.get(CdcSql.MAX_WATERMARK).isNull() ? null : row.get(CdcSql.MAX_WATERMARK).getTimestampInstant();
     }
 
+    /** The smallest watermark of the table, or null when no row has one. */
+    public Instant minWatermark(TableSpec table, String watermark) throws InterruptedException {
+        TableResult result = bigQuery.query(configure(QueryJobConfiguration.newBuilder(CdcSql.minWatermark(table, watermark))).build());
+        FieldValueList row = result.getValues().iterator().next();
+        return row.get(CdcSql.NEXT_WATERMARK).isNull() ? null : row.get(CdcSql.NEXT_WATERMARK).getTimestampInstant();
+    }
+
     /** The smallest watermark in {@code (lower, upper]}, or null when there is none. */
     public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) throws InterruptedException {
         QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table, watermark)));

@@ -52,9 +52,10 @@ import io.tablecdc.common.metrics.TableMetrics;
  * that died before sending it is a gap, which the sink accepts (it loads whatever batches are staged, in order).
  *
  * <h2>Offsets</h2>
- * Source partition {@code {"table": "project.dataset.table"}}, offset {@code {"cursor": RFC 3339, "batch": id}}.
- * Records inside a batch carry the cursor the batch started from; only the batch's last record carries the new
- * cursor, so a task stopped mid-batch reads the whole window again.
+ * Source partition {@code {"table": "project.dataset.table"}}, offset {@code {"cursor": RFC 3339, "batch": id}}, plus
+ * {@code "snapshot": RFC 3339} (the snapshot's bound) while the initial snapshot is read chunk by chunk. Records inside a
+ * batch carry the cursor the batch started from; only the batch's last record carries the new cursor, so a task
+ * stopped mid-batch reads the whole window (or snapshot chunk) again.
  *
  * <p>{@link #acknowledged()} runs on the producer's thread and only counts; the catalog is written by the task
  * thread in {@link #poll()}.
@@ -64,6 +65,7 @@ final class TablePoller {
     static final String PARTITION_KEY = "table";
     static final String CURSOR_KEY = "cursor";
     static final String BATCH_KEY = "batch";
+    static final String SNAPSHOT_KEY = "snapshot";
     static final String PAUSED_REASON = "normalize_buffer_full";
     private static final long IDLE_SLEEP_MS = 500;
     private static final long BACKPRESSURE_RECHECK_MS = 2_000;
@@ -99,6 +101,8 @@ final class TablePoller {
     private boolean aheadReported;
     private boolean aheadInCatalog;
     private long aheadCheckDueMs;
+    /** While the initial snapshot is read chunk by chunk (QUERY mode): its upper bound; null otherwise. */
+    private Instant snapshotUntil;
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
@@ -154,6 +158,7 @@ final class TablePoller {
         this.cursor = stored.cursor();
         this.lastBatchId = stored.batch();
         this.offsetBatchId = stored.batch();
+        this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
         this.metrics = metrics;
     }
 
@@ -339,7 +344,9 @@ final class TablePoller {
      * the walk asks BigQuery for the smallest watermark after the empty window and goes straight to the window that
      * holds it: a table idle for a year costs three queries, not 365.
      */
-    private Batch walk(Instant sourceNow) throws InterruptedException {
+    private Batch walk(Instant realNow) throws InterruptedException {
+        // while the snapshot is read chunk by chunk, the walk ends at its bound (U + lag is never after realNow)
+        Instant sourceNow = snapshotUntil != null ? snapshotUntil.plus(lag()) : realNow;
         Optional<Window> window = Window.first(cursor, sourceNow, lag(), maxWindow());
         while (window.isPresent()) {
             Window w = window.get();
@@ -348,8 +355,9 @@ final class TablePoller {
             }
             SourceClient.Pages pages = runWindow(w);
             if (!pages.page().isEmpty() || pages.hasNext()) {
-                return new Batch(nextBatchId(), cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
-                        : RecordHeaders.Op.UPDATE, pages, null, w.upper());
+                RecordHeaders.Op op = snapshotUntil != null ? RecordHeaders.Op.SNAPSHOT
+                        : config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE : RecordHeaders.Op.UPDATE;
+                return new Batch(nextBatchId(), cursor, op, pages, null, w.upper());
             }
             // nothing to replicate up to here: an idle table is not lagging
             metrics.syncedUpTo(w.upper());
@@ -369,6 +377,11 @@ final class TablePoller {
                 next = w.jumpTo(resume, sourceNow, lag(), maxWindow());
             }
             window = stopping ? Optional.empty() : next;
+        }
+        if (snapshotUntil != null && !stopping) {
+            // every chunk up to the snapshot's bound is read: polling goes on with ordinary windows
+            log.info("flow {}, table {}: initial snapshot read up to {}", flow, table.fullName(), Cursor.format(snapshotUntil));
+            snapshotUntil = null;
         }
         return null; // every window was empty: the cursor stays (QUERY) or is at the last window's end (change history)
     }
@@ -450,11 +463,24 @@ final class TablePoller {
             log.info("flow {}, table {}: initial.load=skip, polling from {}", flow, table.fullName(), Cursor.format(upper));
             return null;
         }
-        SourceClient.Pages pages = client.query(CdcSql.snapshot(table, schema.columns(), watermarkSql()),
-                Map.of(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(upper))));
-        log.info("flow {}, table {}: initial snapshot of {} rows up to {}", flow, table.fullName(), pages.totalRows(),
-                Cursor.format(upper));
-        return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, upper, upper);
+        // the snapshot is read in chunks, each a batch committed on its own: first the rows without a watermark, then
+        // windows of max.query.window.ms from the smallest watermark up to the bound, so a task stopped during a long
+        // snapshot continues from the last chunk Kafka acknowledged
+        Instant min = client.minWatermark(table, watermarkSql());
+        if (min == null || min.isAfter(upper)) {
+            min = upper;
+        }
+        snapshotUntil = upper;
+        log.info("flow {}, table {}: initial snapshot up to {} in chunks of max.query.window.ms from {}", flow,
+                table.fullName(), Cursor.format(upper), Cursor.format(min));
+        SourceClient.Pages pages = client.query(CdcSql.snapshotWithoutWatermark(table, schema.columns()), Map.of());
+        if (pages.page().isEmpty() && !pages.hasNext()) {
+            // no row without a watermark: the chunks of the walk come next, in this same poll
+            cursor = min.minusNanos(1_000);
+            mirrorCursorOnly();
+            return walk(sourceNow);
+        }
+        return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, min.minusNanos(1_000), null);
     }
 
     /** How far a watermark may be ahead of BigQuery's clock before the table reports it. */
@@ -581,7 +607,7 @@ final class TablePoller {
     }
 
     private Instant endCursor(Batch batch) {
-        if (batch.op == RecordHeaders.Op.SNAPSHOT) {
+        if (batch.op == RecordHeaders.Op.SNAPSHOT && batch.snapshotCursor != null) {
             return batch.snapshotCursor;
         }
         if (config.mode() != Mode.QUERY && batch.upper != null) {
@@ -676,7 +702,8 @@ final class TablePoller {
         if (last) {
             headers.addString(RecordHeaders.BATCH_LAST, "true");
         }
-        Map<String, Object> offset = Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id);
+        Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
+                : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,
                 null, headers);
     }
@@ -712,6 +739,10 @@ final class TablePoller {
         retryOwed = batch.failed && batch.rows > 0;
         if (!batch.failed) {
             cursor = newCursor;
+            if (snapshotUntil != null && cursor != null && !cursor.isBefore(snapshotUntil)) {
+                log.info("flow {}, table {}: initial snapshot read up to {}", flow, table.fullName(), Cursor.format(snapshotUntil));
+                snapshotUntil = null;
+            }
             metrics.syncedUpTo(newCursor);
         }
         closing = null;
@@ -755,6 +786,11 @@ final class TablePoller {
         if (recovered | errorInCatalog) {
             catalog.clearError(flow, table.fullName(), ERROR_PREFIX);
             errorInCatalog = false;
+            if (aheadReported) {
+                // the poll's error replaced the report of a watermark ahead in the catalog: check again at once
+                aheadReported = false;
+                aheadCheckDueMs = 0;
+            }
         }
     }
 

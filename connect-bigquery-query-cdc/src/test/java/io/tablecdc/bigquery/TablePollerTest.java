@@ -125,6 +125,177 @@ class TablePollerTest {
         }
     }
 
+    /**
+     * A hand-written fake of one BigQuery table in QUERY mode: rows (id, watermark) answered by the window, snapshot,
+     * MIN, MAX and next-watermark queries as BigQuery would, from their parameters.
+     */
+    static final class FakeTable extends SourceClient {
+        static final FieldList FIELDS = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP));
+        static final FieldList RESULT = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP),
+                Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
+        final java.util.TreeMap<Long, Instant> rows = new java.util.TreeMap<>();
+        final List<String> queries = new ArrayList<>();
+        Instant now = NOW;
+
+        FakeTable() {
+            super(null, "", 0, 100);
+        }
+
+        @Override
+        public Instant sourceNow() {
+            return now;
+        }
+
+        @Override
+        public FieldList columns(TableSpec table) {
+            return FIELDS;
+        }
+
+        @Override
+        public Instant maxWatermark(TableSpec table, String watermark) {
+            queries.add("MAX");
+            return rows.values().stream().filter(java.util.Objects::nonNull).max(Instant::compareTo).orElse(null);
+        }
+
+        @Override
+        public Instant minWatermark(TableSpec table, String watermark) {
+            queries.add("MIN");
+            return rows.values().stream().filter(java.util.Objects::nonNull).min(Instant::compareTo).orElse(null);
+        }
+
+        @Override
+        public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) {
+            return rows.values().stream().filter(t -> t != null && t.isAfter(lower) && !t.isAfter(upper))
+                    .min(Instant::compareTo).orElse(null);
+        }
+
+        @Override
+        public Pages query(String sql, Map<String, QueryParameterValue> params) {
+            Instant lower = params.containsKey(CdcSql.LOWER) ? instant(params.get(CdcSql.LOWER)) : null;
+            Instant upper = params.containsKey(CdcSql.UPPER) ? instant(params.get(CdcSql.UPPER)) : null;
+            queries.add(lower == null && upper == null ? "NULLS" : "WINDOW " + lower + " " + upper);
+            List<FieldValueList> result = new ArrayList<>();
+            rows.forEach((id, ts) -> {
+                boolean match = lower == null && upper == null ? ts == null
+                        : ts != null && ts.isAfter(lower) && !ts.isAfter(upper);
+                if (match) {
+                    String seconds = ts == null ? null : java.math.BigDecimal.valueOf(Cursor.micros(ts)).movePointLeft(6).toPlainString();
+                    result.add(FieldValueList.of(List.of(FieldValue.of(FieldValue.Attribute.PRIMITIVE, Long.toString(id)),
+                            FieldValue.of(FieldValue.Attribute.PRIMITIVE, seconds),
+                            FieldValue.of(FieldValue.Attribute.PRIMITIVE, seconds)), RESULT));
+                }
+            });
+            return new Pages(Schema.of(RESULT), result);
+        }
+
+        private static Instant instant(QueryParameterValue value) {
+            return java.time.OffsetDateTime.parse(value.getValue(),
+                    java.time.format.DateTimeFormatter.ofPattern("uuuu-MM-dd HH:mm:ss.SSSSSSxxx")).toInstant();
+        }
+    }
+
+    /** A clock the test moves. */
+    static final class MovableClock extends Clock {
+        Instant now = NOW;
+
+        @Override
+        public java.time.ZoneId getZone() {
+            return ZoneOffset.UTC;
+        }
+
+        @Override
+        public Clock withZone(java.time.ZoneId zone) {
+            return this;
+        }
+
+        @Override
+        public Instant instant() {
+            return now;
+        }
+    }
+
+    /** Polls until {@code batches} batches with records went out (acknowledging each record), at most 50 polls. */
+    private static List<List<SourceRecord>> pollBatches(TablePoller poller, MovableClock clock, int batches) throws Exception {
+        List<List<SourceRecord>> out = new ArrayList<>();
+        for (int i = 0; i < 50 && out.size() < batches; i++) {
+            clock.now = clock.now.plusSeconds(2);
+            List<SourceRecord> records = poller.poll();
+            if (!records.isEmpty()) {
+                out.add(records);
+                records.forEach(r -> poller.acknowledged());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Issue 16: the initial snapshot is read in chunks of max.query.window.ms, each a batch of snapshot records with
+     * its own offset; a task started again from the offset of the second chunk continues with the third, without
+     * reading the table again from the start, and ordinary windows follow the snapshot's bound.
+     */
+    @Test
+    void theSnapshotIsReadInChunksEachCommittedAndResumable() throws Exception {
+        FakeTable table = new FakeTable();
+        table.rows.put(1L, NOW.minus(Duration.ofHours(5)));
+        table.rows.put(2L, NOW.minus(Duration.ofMinutes(210)));
+        table.rows.put(3L, NOW.minus(Duration.ofMinutes(150)));
+        table.rows.put(4L, NOW.minusSeconds(30)); // inside the safety lag of 60 s, beyond the snapshot's bound
+        BigQueryQueryCdcConfig config = configWithKey("QUERY", "60000", "3600000");
+        MovableClock clock = new MovableClock();
+        TableSpec spec = config.tables().get(0);
+        TablePoller poller = new TablePoller("chunks", spec, config, table, () -> catalog, new Semaphore(1), clock, null,
+                TableMetrics.forSource(() -> null, "chunks").table(spec.fullName()));
+        List<List<SourceRecord>> chunks = pollBatches(poller, clock, 3);
+        assertEquals(3, chunks.size(), "three one-hour chunks hold rows: " + table.queries);
+        for (int i = 0; i < 3; i++) {
+            List<SourceRecord> chunk = chunks.get(i);
+            assertEquals(1, chunk.size());
+            assertEquals((long) i + 1, ((org.apache.kafka.connect.data.Struct) chunk.get(0).value()).get("id"));
+            assertEquals("r", header(chunk.get(0), RecordHeaders.OP));
+            assertEquals(Cursor.format(NOW.minusSeconds(60)), chunk.get(0).sourceOffset().get("snapshot"), "the bound: the clock - lag");
+        }
+        assertEquals(1, table.queries.stream().filter("MAX"::equals).count());
+        Map<String, ?> afterSecond = chunks.get(1).get(0).sourceOffset();
+        assertEquals(Cursor.format(NOW.minus(Duration.ofMinutes(210))), afterSecond.get("cursor"));
+
+        // a task started again from the second chunk's offset reads the third chunk, not the table from the start
+        FakeTable again = new FakeTable();
+        again.rows.putAll(table.rows);
+        MovableClock clock2 = new MovableClock();
+        @SuppressWarnings("unchecked")
+        Map<String, Object> offset = (Map<String, Object>) afterSecond;
+        TablePoller restarted = new TablePoller("chunks", spec, config, again, () -> catalog, new Semaphore(1), clock2, offset,
+                TableMetrics.forSource(() -> null, "chunks").table(spec.fullName()));
+        List<List<SourceRecord>> rest = pollBatches(restarted, clock2, 1);
+        assertEquals(3L, ((org.apache.kafka.connect.data.Struct) rest.get(0).get(0).value()).get("id"));
+        assertEquals("r", header(rest.get(0).get(0), RecordHeaders.OP));
+        // (its one MAX query is the hourly check for watermarks ahead of the clock, not a new snapshot)
+        assertEquals(0, again.queries.stream().filter(q -> q.equals("MIN") || q.equals("NULLS")).count(), again.queries.toString());
+        // once the clock passed row 4 by the lag, it comes as an ordinary window
+        clock2.now = NOW.plusSeconds(60);
+        again.now = NOW.plusSeconds(60);
+        List<List<SourceRecord>> after = pollBatches(restarted, clock2, 1);
+        assertEquals(4L, ((org.apache.kafka.connect.data.Struct) after.get(0).get(0).value()).get("id"));
+        assertEquals("u", header(after.get(0).get(0), RecordHeaders.OP));
+        assertTrue(!after.get(0).get(0).sourceOffset().containsKey("snapshot"));
+    }
+
+    private static BigQueryQueryCdcConfig configWithKey(String mode, String lagMs, String maxWindowMs) {
+        Map<String, String> props = new HashMap<>();
+        props.put("bigquery.project", "p");
+        props.put("bigquery.dataset", "d");
+        props.put("tables", "t:ts:id");
+        props.put("topic.prefix", "x");
+        props.put("replication.mode", mode);
+        props.put("safety.lag.ms", lagMs);
+        props.put("sync.interval.ms", "1000");
+        props.put("max.query.window.ms", maxWindowMs);
+        props.put("catalog.jdbc.url", settings.jdbcUrl());
+        props.put("catalog.user", "postgres");
+        props.put("catalog.password", "pw");
+        return new BigQueryQueryCdcConfig(props);
+    }
+
     private static BigQueryQueryCdcConfig config(String mode, String lagMs, String maxWindowMs) {
         Map<String, String> props = new HashMap<>();
         props.put("bigquery.project", "p");

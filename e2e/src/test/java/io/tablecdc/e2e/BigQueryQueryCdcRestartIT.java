@@ -130,6 +130,92 @@ class BigQueryQueryCdcRestartIT {
         }
     }
 
+    /**
+     * Issue 16: the initial snapshot is read in chunks (windows of max.query.window.ms), each committed on its own.
+     * The worker dies after Connect flushed the offset of the second chunk (its catalog record is held by a trigger):
+     * the next task continues with the third chunk instead of reading the table again from the start.
+     */
+    @Test
+    void aSnapshotStoppedMidWayContinuesFromItsLastChunk() throws Exception {
+        String flow = "bqr-chunks";
+        TableId table = createTable("chunks");
+        Instant day0 = Instant.now().minus(Duration.ofDays(4)).truncatedTo(ChronoUnit.SECONDS);
+        List<Map<String, Object>> rows = new ArrayList<>();
+        for (long id = 1; id <= 9; id++) {
+            // three rows a day, three days: one chunk of a day each
+            Instant ts = day0.plus(Duration.ofDays((id - 1) / 3)).plusSeconds(id);
+            Map<String, Object> row = new LinkedHashMap<>();
+            row.put("id", id);
+            row.put("val", "v" + id);
+            row.put("ts", ts.toString());
+            rows.add(row);
+        }
+        CdcChecks.insert(bigQuery, table, rows);
+        Instant secondChunkEnd = day0.plus(Duration.ofDays(1)).plusSeconds(6);
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
+                "bqr-chunks-" + System.nanoTime(), stack.pluginPath());
+        workerProps.put("session.timeout.ms", "6000");
+        workerProps.put("heartbeat.interval.ms", "1500");
+        workerProps.put("scheduled.rebalance.max.delay.ms", "2000");
+        ConnectWorker worker = ConnectWorker.startProcess(workerProps, StackPaths.workDir("bqr-chunks-0"), WAIT);
+        try {
+            Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, "bqr-chunks");
+            sink.put("topics.regex", "bqrchunks\\..*");
+            sink.put("stage.local.dir", StackPaths.workDir("bqr-chunks-local").toString());
+            sink.put("normalize.backoff.initial.ms", "300");
+            sink.put("normalize.backoff.max.ms", "1000");
+            sink.put("consumer.override.metadata.max.age.ms", "1000");
+            worker.rest().putConfig(flow + "-sink", sink);
+            worker.rest().awaitRunning(flow + "-sink", 1, WAIT);
+            awaitCatalogTables();
+            // the second chunk's catalog record is refused: the task stops there, its offset flushed by Connect
+            catalog("CREATE OR REPLACE FUNCTION bqr_hold_sync() RETURNS trigger LANGUAGE plpgsql AS"
+                    + " $$ BEGIN RAISE EXCEPTION 'the test holds the sync record'; END $$");
+            catalog("CREATE TRIGGER bqr_hold_chunks BEFORE UPDATE ON cdc_table_replication_state FOR EACH ROW"
+                    + " WHEN (NEW.flow_name = '" + flow + "' AND NEW.synced_batch_id > OLD.synced_batch_id"
+                    + " AND OLD.synced_batch_id > 0) EXECUTE FUNCTION bqr_hold_sync()");
+            worker.rest().putConfig(flow, SourceConfigs.queryCdc(stack, catalogUrl, DATASET, "chunks:ts:id", 1, "bqrchunks"));
+            worker.rest().awaitRunning(flow, 1, WAIT);
+            CdcChecks.State first = checks.awaitState(flow, name(table), s -> s.syncedBatchId() > 0, WAIT);
+            assertEquals(3, first.syncedRows(), "the first chunk: one day, three rows; " + first);
+            awaitOffsetCursor(worker, flow, secondChunkEnd);
+            worker.kill();
+
+            catalog("DROP TRIGGER bqr_hold_chunks ON cdc_table_replication_state");
+            worker = ConnectWorker.startProcess(workerProps, StackPaths.workDir("bqr-chunks-1"), WAIT);
+            worker.rest().awaitRunning(flow, 1, WAIT);
+            checks.awaitRows("SELECT count() AS n FROM " + chTable(table) + " FINAL", r -> r.get(0).getLong("n") == 9, WAIT);
+            CdcChecks.State done = checks.awaitState(flow, name(table),
+                    s -> s.cursor().equals(day0.plus(Duration.ofDays(2)).plusSeconds(9).toString().replace("Z", ".000000000Z")), WAIT);
+            // chunks 1 and 3 were recorded; the restarted task never read rows 1-6 again
+            assertEquals(6, done.syncedRows(), "rows recorded by the two tasks: " + done);
+            worker.rest().delete(flow);
+            worker.rest().delete(flow + "-sink");
+        } finally {
+            try {
+                catalog("DROP TRIGGER IF EXISTS bqr_hold_chunks ON cdc_table_replication_state");
+            } finally {
+                worker.close();
+            }
+        }
+    }
+
+    private static void awaitOffsetCursor(ConnectWorker worker, String flow, Instant cursor) throws Exception {
+        String expected = cursor.toString().replace("Z", ".000000000Z");
+        long deadline = System.nanoTime() + WAIT.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            for (var entry : worker.rest().offsets(flow).path("offsets")) {
+                last = entry.path("offset").toString();
+                if (expected.equals(entry.path("offset").path("cursor").asText())) {
+                    return;
+                }
+            }
+            Thread.sleep(300);
+        }
+        throw new AssertionError("the offset never reached " + expected + "; last " + last);
+    }
+
     // ------------------------------------------------------------------------------------------ helpers
 
     private static boolean checksNoStages(String flow) {

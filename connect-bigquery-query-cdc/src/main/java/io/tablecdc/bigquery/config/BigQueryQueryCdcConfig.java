@@ -89,9 +89,10 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
     private static final String MODE_DEFAULT = Mode.QUERY.name();
 
     public static final String INITIAL_LOAD_CONFIG = "initial.load";
-    private static final String INITIAL_LOAD_DOC = "What a table without a cursor does first. snapshot: read every row with"
-            + " a watermark up to the table's largest (and rows without a watermark) as one batch of snapshot records,"
-            + " then poll from that largest value. skip: start polling from the table's largest watermark.";
+    private static final String INITIAL_LOAD_DOC = "What a table without a cursor does first. snapshot: read the rows"
+            + " without a watermark, then every row with a watermark up to min(the table's largest, BigQuery's clock -"
+            + " safety.lag.ms), in chunks of max.query.window.ms, each a batch of snapshot records committed on its own,"
+            + " then poll from there. skip: start polling from that same bound.";
     private static final String INITIAL_LOAD_DEFAULT = InitialLoad.SNAPSHOT.name().toLowerCase(Locale.ROOT);
 
     public static final String TOPIC_PREFIX_CONFIG = "topic.prefix";

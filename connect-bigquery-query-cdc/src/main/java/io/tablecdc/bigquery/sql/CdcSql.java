@@ -99,6 +99,16 @@ public final class CdcSql {
                 + " WHERE " + watermark + " > @" + LOWER + " AND " + watermark + " <= @" + UPPER;
     }
 
+    /** The smallest watermark of the table (null when it has no rows with one). */
+    public static String minWatermark(TableSpec table, String watermark) {
+        return "SELECT MIN(" + watermark + ") AS " + NEXT_WATERMARK + " FROM " + table(table);
+    }
+
+    /** The first chunk of the initial snapshot: the rows without a watermark (no window ever matches them). */
+    public static String snapshotWithoutWatermark(TableSpec table, List<String> columns) {
+        return "SELECT " + columns(columns) + " FROM " + table(table) + " WHERE " + quote(table.watermarkColumn()) + " IS NULL";
+    }
+
     /** The initial snapshot: every row with a watermark up to {@code @upper}, and the rows without one. */
     public static String snapshot(TableSpec table, List<String> columns, String watermark) {
         return "SELECT " + columns(columns) + ", " + watermark + " AS " + WATERMARK + " FROM " + table(table)
