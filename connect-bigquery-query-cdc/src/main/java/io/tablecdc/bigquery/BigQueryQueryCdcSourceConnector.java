@@ -144,6 +144,11 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
                     + "; a table's topic must have one partition to keep its changes in order");
         }
+        for (TableSpec table : parsed.tables()) {
+            if (!table.hasKey()) {
+                addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, BigQueryQueryCdcConfig.keylessProblem(table));
+            }
+        }
         CatalogConnectionCheck.check(parsed.catalog(), result, values);
         checkTables(parsed, result, values);
         return result;
@@ -178,7 +183,12 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
                 continue;
             }
             try {
-                TableSchema.of(table, columns, config.mode() == BigQueryQueryCdcConfig.Mode.QUERY);
+                TableSchema schema = TableSchema.of(table, columns, config.mode() == BigQueryQueryCdcConfig.Mode.QUERY);
+                String lagProblem = config.mode() == BigQueryQueryCdcConfig.Mode.QUERY
+                        ? schema.lagProblem(config.safetyLagMs(), config.watermarkTimeZone()) : null;
+                if (lagProblem != null) {
+                    addError(result, values, BigQueryQueryCdcConfig.SAFETY_LAG_MS_CONFIG, lagProblem);
+                }
             } catch (TableSchema.SchemaException e) {
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, e.getMessage());
             }

@@ -23,7 +23,6 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
     /** The flow (the connector's name), set by the connector. */
     static final String FLOW_PROP = "tablecdc.flow";
 
-    private Catalog catalog;
     private TablePoller poller;
     private TableMetrics metrics;
 
@@ -40,12 +39,12 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         TableSpec table = config.tables().stream().filter(t -> t.fullName().equals(tableName)).findFirst()
                 .orElseThrow(() -> new ConnectException("task of flow " + flow + " was given table " + tableName
                         + ", which is not in tables"));
-        catalog = Catalog.open(config.catalog(), "source " + flow + " " + tableName);
         SourceClient client = SourceClient.create(config, Duration.ofSeconds(60));
         Map<String, Object> offset = context.offsetStorageReader().offset(TablePoller.partition(table));
         // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
         metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
-        poller = new TablePoller(flow, table, config, client, catalog,
+        // the catalog is opened by the poller's first poll, so that an outage at start is retried with backoff
+        poller = new TablePoller(flow, table, config, client, () -> Catalog.open(config.catalog(), "source " + flow + " " + tableName),
                 PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset, metrics.table(table.fullName()));
     }
 
@@ -66,8 +65,8 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         if (poller != null) {
             poller.stop();
         }
-        if (catalog != null) {
-            catalog.close();
+        if (poller != null) {
+            poller.close();
         }
         if (metrics != null) {
             metrics.close();

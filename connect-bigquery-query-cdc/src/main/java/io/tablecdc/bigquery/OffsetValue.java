@@ -4,14 +4,20 @@ import java.time.Instant;
 import java.util.Map;
 
 /**
- * A table's source offset {@code {"cursor": "<RFC 3339>", "batch": <id>}}, read with type checks.
+ * A table's source offset {@code {"cursor": "<RFC 3339>", "batch": <id>}}, plus {@code "snapshot": "<RFC 3339>"} while
+ * the initial snapshot is read chunk by chunk, read with type checks.
  *
- * @param cursor the cursor, or null when the table has none yet ({@code ""})
- * @param batch  the last batch id used, 0 for none
+ * @param cursor   the cursor, or null when the table has none yet ({@code ""})
+ * @param batch    the last batch id used, 0 for none
+ * @param snapshot the upper bound of the initial snapshot still being read, or null
  */
-record OffsetValue(Instant cursor, long batch) {
+record OffsetValue(Instant cursor, long batch, Instant snapshot) {
 
-    static final OffsetValue NONE = new OffsetValue(null, 0);
+    static final OffsetValue NONE = new OffsetValue(null, 0, null);
+
+    OffsetValue(Instant cursor, long batch) {
+        this(cursor, batch, null);
+    }
 
     /**
      * Reads a stored or proposed offset; null is no offset.
@@ -23,9 +29,10 @@ record OffsetValue(Instant cursor, long batch) {
             return NONE;
         }
         for (String key : offset.keySet()) {
-            if (!TablePoller.CURSOR_KEY.equals(key) && !TablePoller.BATCH_KEY.equals(key)) {
+            if (!TablePoller.CURSOR_KEY.equals(key) && !TablePoller.BATCH_KEY.equals(key) && !TablePoller.SNAPSHOT_KEY.equals(key)) {
                 throw new IllegalArgumentException("unknown offset field '" + key + "': an offset is {\"cursor\": \"<RFC 3339 UTC"
-                        + " timestamp>\", \"batch\": <last batch id>}");
+                        + " timestamp>\", \"batch\": <last batch id>} (and \"snapshot\": \"<RFC 3339 UTC timestamp>\" while"
+                        + " the initial snapshot is read)");
             }
         }
         Object cursor = offset.get(TablePoller.CURSOR_KEY);
@@ -46,7 +53,16 @@ record OffsetValue(Instant cursor, long batch) {
         if (id < 0) {
             throw new IllegalArgumentException("offset field 'batch' cannot be negative: " + id);
         }
-        return new OffsetValue(instant, id);
+        Object snapshot = offset.get(TablePoller.SNAPSHOT_KEY);
+        Instant snapshotUntil = null;
+        if (snapshot != null) {
+            if (!(snapshot instanceof String snapshotText)) {
+                throw new IllegalArgumentException("offset field 'snapshot' must be a string such as \"2024-03-01T10:00:00.123456000Z\","
+                        + " not " + describe(snapshot));
+            }
+            snapshotUntil = Cursor.parse(snapshotText);
+        }
+        return new OffsetValue(instant, id, snapshotUntil);
     }
 
     private static String describe(Object value) {

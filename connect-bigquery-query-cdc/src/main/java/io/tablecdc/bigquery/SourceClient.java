@@ -40,9 +40,10 @@ import io.tablecdc.bigquery.sql.CdcSql;
 
 /**
  * The BigQuery calls of the source: the source clock, table schemas, and parameterised queries read page by page.
- * Thread-safe (the Google client is).
+ * Thread-safe (the Google client is). Not final only so that unit tests can stand in a hand-written fake for what no
+ * emulator does (APPENDS and CHANGES results, counting clock queries).
  */
-public final class SourceClient {
+public class SourceClient {
     private static final String SCOPE = "https://www.googleapis.com/auth/bigquery";
 
     private final BigQuery bigQuery;
@@ -134,16 +135,23 @@ public final class SourceClient {
         return schema == null ? FieldList.of() : schema.getFields();
     }
 
-    /** The largest watermark of the table, or null when no row has one. */
-    public Instant maxWatermark(TableSpec table) throws InterruptedException {
-        TableResult result = bigQuery.query(configure(QueryJobConfiguration.newBuilder(CdcSql.maxWatermark(table))).build());
+    /** The largest watermark ({@link CdcSql#watermarkExpression}) of the table, or null when no row has one. */
+    public Instant maxWatermark(TableSpec table, String watermark) throws InterruptedException {
+        TableResult result = bigQuery.query(configure(QueryJobConfiguration.newBuilder(CdcSql.maxWatermark(table, watermark))).build());
         FieldValueList row = result.getValues().iterator().next();
         return row.get(CdcSql.MAX_WATERMARK).isNull() ? null : row.get(CdcSql.MAX_WATERMARK).getTimestampInstant();
     }
 
+    /** The smallest watermark of the table, or null when no row has one. */
+    public Instant minWatermark(TableSpec table, String watermark) throws InterruptedException {
+        TableResult result = bigQuery.query(configure(QueryJobConfiguration.newBuilder(CdcSql.minWatermark(table, watermark))).build());
+        FieldValueList row = result.getValues().iterator().next();
+        return row.get(CdcSql.NEXT_WATERMARK).isNull() ? null : row.get(CdcSql.NEXT_WATERMARK).getTimestampInstant();
+    }
+
     /** The smallest watermark in {@code (lower, upper]}, or null when there is none. */
-    public Instant nextWatermark(TableSpec table, Instant lower, Instant upper) throws InterruptedException {
-        QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table)));
+    public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) throws InterruptedException {
+        QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table, watermark)));
         builder.addNamedParameter(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(lower)));
         builder.addNamedParameter(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(upper)));
         FieldValueList row = bigQuery.query(builder.build()).getValues().iterator().next();
@@ -189,6 +197,15 @@ public final class SourceClient {
         private List<FieldValueList> page;
         private String token;
         private final long totalRows;
+
+        /** One page of rows and nothing after it (for a fake client in tests). */
+        Pages(Schema schema, List<FieldValueList> rows) {
+            this.schema = schema;
+            this.results = null;
+            this.totalRows = rows.size();
+            this.page = rows;
+            this.token = null;
+        }
 
         Pages(TableResult first, TableId results) {
             this.schema = first.getSchema();

@@ -45,24 +45,17 @@ import io.tablecdc.common.metrics.TableMetrics;
  * page, then (once Kafka acknowledged every record of the batch) the catalog mirror.
  *
  * <h2>Batch ids never repeat</h2>
- * A batch id is used as soon as one of its records is handed to Connect, and the catalog learns it only once every
- * record of the batch is acknowledged. Two rules make reuse impossible after a crash:
- * <ol>
- * <li>A new batch starts only after every record of the previous one is acknowledged and the previous batch is
- * recorded in the catalog (a batch cut short by an error is recorded too, with the old cursor). So at most one id
- * beyond the catalog's {@code synced_batch_id} can have records in Kafka.</li>
- * <li>At start the poller takes {@code max(offset batch, catalog synced_batch_id) + 1} as used: the id that may
- * have been in flight when the task stopped is skipped, and the next batch is one higher.</li>
- * </ol>
- * Reserving each id in the catalog before emitting would also work but costs a catalog write per batch and a column
- * the catalog does not have; skipping one id per task start costs a gap in the ids, which the sink accepts (it loads
- * whatever batches are staged, in order). Reusing an id would be worse than a gap: the sink treats a batch id at or
- * below its normalized id as already loaded and would drop the rows.
+ * Every batch takes its id from the catalog before its first record is handed to Connect
+ * ({@link Catalog#reserveBatchIds}): the catalog hands out ids above every id reserved, synced, normalized or staged for
+ * the table, so an id is never used twice, whichever task asks and however tasks die (for example after Kafka took a
+ * batch and the sink loaded it, but before the catalog mirror and Connect's offset flush). An id reserved by a task
+ * that died before sending it is a gap, which the sink accepts (it loads whatever batches are staged, in order).
  *
  * <h2>Offsets</h2>
- * Source partition {@code {"table": "project.dataset.table"}}, offset {@code {"cursor": RFC 3339, "batch": id}}.
- * Records inside a batch carry the cursor the batch started from; only the batch's last record carries the new
- * cursor, so a task stopped mid-batch reads the whole window again.
+ * Source partition {@code {"table": "project.dataset.table"}}, offset {@code {"cursor": RFC 3339, "batch": id}}, plus
+ * {@code "snapshot": RFC 3339} (the snapshot's bound) while the initial snapshot is read chunk by chunk. Records inside a
+ * batch carry the cursor the batch started from; only the batch's last record carries the new cursor, so a task
+ * stopped mid-batch reads the whole window (or snapshot chunk) again.
  *
  * <p>{@link #acknowledged()} runs on the producer's thread and only counts; the catalog is written by the task
  * thread in {@link #poll()}.
@@ -72,6 +65,7 @@ final class TablePoller {
     static final String PARTITION_KEY = "table";
     static final String CURSOR_KEY = "cursor";
     static final String BATCH_KEY = "batch";
+    static final String SNAPSHOT_KEY = "snapshot";
     static final String PAUSED_REASON = "normalize_buffer_full";
     private static final long IDLE_SLEEP_MS = 500;
     private static final long BACKPRESSURE_RECHECK_MS = 2_000;
@@ -80,7 +74,9 @@ final class TablePoller {
     private final TableSpec table;
     private final BigQueryQueryCdcConfig config;
     private final SourceClient client;
-    private final Catalog catalog;
+    /** Opens the catalog: at the first poll, and again after a failed open (an outage at task start is retried). */
+    private final java.util.function.Supplier<Catalog> catalogOpener;
+    private Catalog catalog;
     private final Semaphore permits;
     private final Clock clock;
     private final String topic;
@@ -92,11 +88,23 @@ final class TablePoller {
 
     private Instant cursor;
     private long lastBatchId;
+    /** The table's synced batch id in the catalog as this task knows it (what a cursor-only record repeats). */
+    private long syncedBatchId;
+    /** The batch id of the Connect offset at start: the first reserved id is above it (a table added back). */
+    private long offsetBatchId;
     private TableSchema schema;
     private long nextDueAtMs;
     /** Until when a failed start or catalog mirror waits before it is tried again. */
     private long retryAtMs;
     private boolean paused;
+    /** A watermark ahead of the source clock is reported on the table ({@link #checkAhead}). */
+    private boolean aheadReported;
+    private boolean aheadInCatalog;
+    private long aheadCheckDueMs;
+    /** While the initial snapshot is read chunk by chunk (QUERY mode): its upper bound; null otherwise. */
+    private Instant snapshotUntil;
+    /** The last batch was cut short after some of its records were sent: its window is read again at once. */
+    private boolean retryOwed;
     private boolean started;
     /** The catalog row carries an error from before this task started. */
     private boolean errorInCatalog;
@@ -118,9 +126,13 @@ final class TablePoller {
         Long oldestCommitMicros;
         boolean failed;
         Instant endCursor;
+        /** The largest watermark the batch's query reads (inclusive); a row beyond it never moves the cursor. */
+        final Instant upper;
 
-        Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant snapshotCursor) {
+        Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant snapshotCursor,
+              Instant upper) {
             this.id = id;
+            this.upper = upper;
             this.startCursor = startCursor;
             this.op = op;
             this.pages = pages;
@@ -128,13 +140,14 @@ final class TablePoller {
         }
     }
 
-    TablePoller(String flow, TableSpec table, BigQueryQueryCdcConfig config, SourceClient client, Catalog catalog,
-                Semaphore permits, Clock clock, Map<String, Object> offset, TableMetrics.Table metrics) {
+    TablePoller(String flow, TableSpec table, BigQueryQueryCdcConfig config, SourceClient client,
+                java.util.function.Supplier<Catalog> catalogOpener, Semaphore permits, Clock clock, Map<String, Object> offset,
+                TableMetrics.Table metrics) {
         this.flow = flow;
         this.table = table;
         this.config = config;
         this.client = client;
-        this.catalog = catalog;
+        this.catalogOpener = catalogOpener;
         this.permits = permits;
         this.clock = clock;
         this.topic = config.topic(table);
@@ -144,6 +157,8 @@ final class TablePoller {
         OffsetValue stored = OffsetValue.of(offset);
         this.cursor = stored.cursor();
         this.lastBatchId = stored.batch();
+        this.offsetBatchId = stored.batch();
+        this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
         this.metrics = metrics;
     }
 
@@ -160,6 +175,13 @@ final class TablePoller {
         stopping = true;
     }
 
+    /** Closes the catalog, if it was opened. */
+    void close() {
+        if (catalog != null) {
+            catalog.close();
+        }
+    }
+
     /** The next step; returns the records to send (none when there is nothing to do now). */
     List<SourceRecord> poll() throws InterruptedException {
         try {
@@ -167,6 +189,10 @@ final class TablePoller {
                 // after a failed start or catalog write: wait out the backoff before trying again
                 idle(retryAtMs - clock.millis());
                 return List.of();
+            }
+            if (catalog == null) {
+                // an outage of the catalog at task start is retried with backoff, like any other failure
+                catalog = catalogOpener.get();
             }
             if (!started) {
                 start();
@@ -181,7 +207,9 @@ final class TablePoller {
         } catch (TableSchema.SchemaException e) {
             // the task fails; the catalog (and so tablecdc-status) says why until a restarted task polls again
             try {
-                catalog.recordError(flow, table.fullName(), ERROR_PREFIX + e.getMessage(), clock.instant(), null);
+                if (catalog != null) {
+                    catalog.recordError(flow, table.fullName(), ERROR_PREFIX + e.getMessage(), clock.instant(), null);
+                }
             } catch (RuntimeException catalogDown) {
                 log.debug("flow {}, table {}: recording the error in the catalog failed: {}", flow, table.fullName(), catalogDown.toString());
             }
@@ -197,19 +225,32 @@ final class TablePoller {
     private void start() {
         catalog.initTable(flow, table.fullName());
         TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
-        // the id after the last known one may have been in flight when the task stopped: skip it
-        lastBatchId = Math.max(lastBatchId, state.syncedBatchId()) + 1;
+        // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
+        lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
+        syncedBatchId = state.syncedBatchId();
         boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
         // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
         errorInCatalog = failedLast;
+        aheadInCatalog = state.lastError() != null && state.lastError().startsWith(AHEAD_PREFIX);
         nextDueAtMs = state.lastAttemptAt() == null || failedLast ? 0
                 : state.lastAttemptAt().toEpochMilli() + config.syncIntervalMs();
         started = true;
         metrics.syncedUpTo(cursor);
         metrics.batchIdKnown(state.syncedBatchId());
-        log.info("flow {}, table {}: starting from cursor {} (batch ids continue after {})", flow, table.fullName(),
+        log.info("flow {}, table {}: starting from cursor {} (batch ids are reserved in the catalog, last synced {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
-                lastBatchId);
+                syncedBatchId);
+    }
+
+    /** The id of a new batch, reserved in the catalog before any of its records is sent. */
+    private long nextBatchId() {
+        // the first reservation of a task also steps over the batch id of its Connect offset, which is above the
+        // catalog's ids when the table's catalog row was pruned and the table added back
+        int count = (int) Math.min(Integer.MAX_VALUE - 1, Math.max(1, offsetBatchId - syncedBatchId + 1));
+        long first = catalog.reserveBatchIds(flow, table.fullName(), count);
+        offsetBatchId = 0;
+        lastBatchId = first + count - 1;
+        return lastBatchId;
     }
 
     // ------------------------------------------------------------------------------------------ steps 1-4
@@ -220,22 +261,28 @@ final class TablePoller {
             idle(nextDueAtMs - now);
             return List.of();
         }
-        if (backPressured(now)) {
+        // the retry of a batch cut short is never held back: the sink stages the part it got only once the next
+        // batch's first record arrives, so waiting for it to be normalized first would wait forever
+        if (!retryOwed && backPressured(now)) {
             return List.of();
         }
-        Instant sourceNow = client.sourceNow();
-        if (cursor != null && Window.first(cursor, sourceNow, lag(), maxWindow()).isEmpty()) {
-            // nothing can be read yet; no attempt is recorded
-            nextDueAtMs = now + config.syncIntervalMs();
-            return List.of();
-        }
+        // the permit comes first: asking BigQuery for its clock is a query job too, and counts against the limit
         if (!permits.tryAcquire(IDLE_SLEEP_MS, TimeUnit.MILLISECONDS)) {
             return List.of();
         }
         try {
+            Instant sourceNow = client.sourceNow();
+            if (cursor != null && Window.first(cursor, sourceNow, lag(), maxWindow()).isEmpty()) {
+                // nothing can be read yet; no attempt is recorded
+                nextDueAtMs = now + config.syncIntervalMs();
+                return List.of();
+            }
             catalog.recordAttempt(flow, table.fullName(), clock.instant());
             nextDueAtMs = now + config.syncIntervalMs();
             refreshSchema();
+            if (cursor != null && config.mode() == Mode.QUERY && now >= aheadCheckDueMs) {
+                checkAhead(client.maxWatermark(table, watermarkSql()), sourceNow);
+            }
             Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
             succeeded();
             if (batch == null) {
@@ -254,7 +301,7 @@ final class TablePoller {
         if (state.unnormalizedBatches() >= buffer) {
             metrics.paused(PAUSED_REASON);
             if (catalog.setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
-                log.info("flow {}, table {}: {} batches synced but not normalized (normalize.buffer.batches={}); pausing this table",
+                log.info("flow {}, table {}: {} batches synced but not normalized (max.unnormalized.batches={}); pausing this table",
                         flow, table.fullName(), state.unnormalizedBatches(), buffer);
             }
             paused = true;
@@ -273,13 +320,22 @@ final class TablePoller {
     private void refreshSchema() {
         FieldList columns = client.columns(table);
         if (columns == null) {
-            throw new TableSchema.SchemaException("table " + table.fullName() + " does not exist");
+            // retried with backoff (a job that drops and recreates the table); validate() reports a missing table
+            throw new IllegalStateException("table " + table.fullName() + " does not exist");
         }
         if (schema == null || !schema.sameColumns(columns)) {
             if (schema != null) {
                 log.info("flow {}, table {}: columns changed to {}", flow, table.fullName(), columns);
             }
-            schema = TableSchema.of(table, columns, config.mode() == Mode.QUERY);
+            if (!table.hasKey()) {
+                throw new TableSchema.SchemaException(BigQueryQueryCdcConfig.keylessProblem(table));
+            }
+            TableSchema next = TableSchema.of(table, columns, config.mode() == Mode.QUERY);
+            String lagProblem = config.mode() == Mode.QUERY ? next.lagProblem(config.safetyLagMs(), config.watermarkTimeZone()) : null;
+            if (lagProblem != null) {
+                throw new TableSchema.SchemaException(lagProblem);
+            }
+            schema = next;
         }
     }
 
@@ -288,22 +344,33 @@ final class TablePoller {
      * the walk asks BigQuery for the smallest watermark after the empty window and goes straight to the window that
      * holds it: a table idle for a year costs three queries, not 365.
      */
-    private Batch walk(Instant sourceNow) throws InterruptedException {
+    private Batch walk(Instant realNow) throws InterruptedException {
+        // while the snapshot is read chunk by chunk, the walk ends at its bound (U + lag is never after realNow)
+        Instant sourceNow = snapshotUntil != null ? snapshotUntil.plus(lag()) : realNow;
         Optional<Window> window = Window.first(cursor, sourceNow, lag(), maxWindow());
         while (window.isPresent()) {
             Window w = window.get();
+            if (config.mode() != Mode.QUERY) {
+                requireTimeTravel(w, sourceNow);
+            }
             SourceClient.Pages pages = runWindow(w);
             if (!pages.page().isEmpty() || pages.hasNext()) {
-                return new Batch(++lastBatchId, cursor, config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE
-                        : RecordHeaders.Op.UPDATE, pages, null);
+                RecordHeaders.Op op = snapshotUntil != null ? RecordHeaders.Op.SNAPSHOT
+                        : config.mode() == Mode.APPENDS ? RecordHeaders.Op.CREATE : RecordHeaders.Op.UPDATE;
+                return new Batch(nextBatchId(), cursor, op, pages, null, w.upper());
             }
             // nothing to replicate up to here: an idle table is not lagging
             metrics.syncedUpTo(w.upper());
+            if (config.mode() != Mode.QUERY) {
+                // _CHANGE_TIMESTAMP is the commit time: nothing can appear in this window any more
+                cursor = w.upper();
+                mirrorCursorOnly();
+            }
             Optional<Window> next = w.next(sourceNow, lag(), maxWindow());
             if (next.isPresent() && config.mode() == Mode.QUERY) {
                 // one query finds where rows resume instead of one query per empty window
                 Instant limit = Window.limit(sourceNow, lag());
-                Instant resume = client.nextWatermark(table, w.upper(), limit);
+                Instant resume = client.nextWatermark(table, watermarkSql(), w.upper(), limit);
                 if (resume == null) {
                     metrics.syncedUpTo(limit);
                 }
@@ -311,7 +378,31 @@ final class TablePoller {
             }
             window = stopping ? Optional.empty() : next;
         }
-        return null; // every window was empty: the cursor stays
+        if (snapshotUntil != null && !stopping) {
+            // every chunk up to the snapshot's bound is read: polling goes on with ordinary windows
+            log.info("flow {}, table {}: initial snapshot read up to {}", flow, table.fullName(), Cursor.format(snapshotUntil));
+            snapshotUntil = null;
+        }
+        return null; // every window was empty: the cursor stays (QUERY) or is at the last window's end (change history)
+    }
+
+    /** How far back BigQuery's APPENDS() and CHANGES() can read (its time travel window, 7 days at most). */
+    static final Duration TIME_TRAVEL = Duration.ofDays(7);
+
+    /**
+     * APPENDS and CHANGES read the table's change history, which BigQuery keeps for its time travel window only: a
+     * window that starts before it can never be read again, so the table's task fails with the way out.
+     */
+    void requireTimeTravel(Window w, Instant sourceNow) {
+        Instant oldest = sourceNow.minus(TIME_TRAVEL);
+        if (w.lower().isBefore(oldest)) {
+            throw new TableSchema.SchemaException("table " + table.fullName() + ": the cursor " + Cursor.format(w.lower())
+                    + " is more than " + TIME_TRAVEL.toDays() + " days before BigQuery's clock (" + Cursor.format(sourceNow)
+                    + "), outside the time travel window that " + config.mode() + "() reads: the changes since then are"
+                    + " gone. Re-snapshot the table: stop the connector, reset this table's offset (PATCH"
+                    + " /connectors/" + flow + "/offsets with {\"partition\": {\"table\": \"" + table.fullName()
+                    + "\"}, \"offset\": null}), resume");
+        }
     }
 
     private SourceClient.Pages runWindow(Window window) throws InterruptedException {
@@ -332,9 +423,14 @@ final class TablePoller {
         }
     }
 
+    /** The table's watermark as a TIMESTAMP in the SQL, DATETIME and DATE placed in {@code watermark.time.zone}. */
+    private String watermarkSql() {
+        return schema.watermarkExpression(config.watermarkTimeZone());
+    }
+
     private String sql() {
         return switch (config.mode()) {
-            case QUERY -> CdcSql.window(table, schema.columns());
+            case QUERY -> CdcSql.window(table, schema.columns(), watermarkSql());
             case APPENDS -> CdcSql.appends(table, schema.columns());
             case CHANGES -> CdcSql.changes(table, schema.columns());
         };
@@ -350,28 +446,82 @@ final class TablePoller {
                 return null;
             }
             SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of());
-            return new Batch(++lastBatchId, null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow);
+            return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow, null);
         }
-        Instant max = client.maxWatermark(table);
+        Instant max = client.maxWatermark(table, watermarkSql());
         if (max == null) {
             log.debug("flow {}, table {}: no rows with a watermark yet", flow, table.fullName());
             return null;
         }
+        checkAhead(max, sourceNow);
+        // the snapshot, like every window, ends a safety lag before BigQuery's clock: a row stamped just below the
+        // table's largest watermark and committed a moment later is read by the windows after it
+        Instant upper = Window.snapshotUpper(max, sourceNow, lag());
         if (config.initialLoad() == InitialLoad.SKIP) {
-            cursor = max;
+            cursor = upper;
             mirrorCursorOnly();
-            log.info("flow {}, table {}: initial.load=skip, polling from {}", flow, table.fullName(), Cursor.format(max));
+            log.info("flow {}, table {}: initial.load=skip, polling from {}", flow, table.fullName(), Cursor.format(upper));
             return null;
         }
-        SourceClient.Pages pages = client.query(CdcSql.snapshot(table, schema.columns()),
-                Map.of(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(max))));
-        log.info("flow {}, table {}: initial snapshot of {} rows up to {}", flow, table.fullName(), pages.totalRows(),
-                Cursor.format(max));
-        return new Batch(++lastBatchId, null, RecordHeaders.Op.SNAPSHOT, pages, max);
+        // the snapshot is read in chunks, each a batch committed on its own: first the rows without a watermark, then
+        // windows of max.query.window.ms from the smallest watermark up to the bound, so a task stopped during a long
+        // snapshot continues from the last chunk Kafka acknowledged
+        Instant min = client.minWatermark(table, watermarkSql());
+        if (min == null || min.isAfter(upper)) {
+            min = upper;
+        }
+        snapshotUntil = upper;
+        log.info("flow {}, table {}: initial snapshot up to {} in chunks of max.query.window.ms from {}", flow,
+                table.fullName(), Cursor.format(upper), Cursor.format(min));
+        SourceClient.Pages pages = client.query(CdcSql.snapshotWithoutWatermark(table, schema.columns()), Map.of());
+        if (pages.page().isEmpty() && !pages.hasNext()) {
+            // no row without a watermark: the chunks of the walk come next, in this same poll
+            cursor = min.minusNanos(1_000);
+            mirrorCursorOnly();
+            return walk(sourceNow);
+        }
+        return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, min.minusNanos(1_000), null);
+    }
+
+    /** How far a watermark may be ahead of BigQuery's clock before the table reports it. */
+    static final Duration AHEAD_TOLERANCE = Duration.ofHours(1);
+    /** How often a table's largest watermark is compared with BigQuery's clock (besides at the initial load). */
+    static final Duration AHEAD_CHECK_INTERVAL = Duration.ofHours(1);
+    /** The prefix of the table's {@code last_error} while a watermark is ahead of the source clock. */
+    static final String AHEAD_PREFIX = "watermark ahead: ";
+    /** The kind of the error episode (metrics) while a watermark is ahead of the source clock. */
+    static final String AHEAD_EPISODE = "watermark_ahead";
+
+    /**
+     * Reports on the table (the catalog's {@code last_error}, the {@code in-error} metric) while its largest watermark
+     * is more than {@link #AHEAD_TOLERANCE} ahead of BigQuery's clock, and clears the report once it is not. Such rows
+     * never move the cursor: they are read when the clock has passed them by the safety lag.
+     */
+    private void checkAhead(Instant max, Instant sourceNow) {
+        aheadCheckDueMs = clock.millis() + AHEAD_CHECK_INTERVAL.toMillis();
+        boolean ahead = max != null && max.isAfter(sourceNow.plus(AHEAD_TOLERANCE));
+        if (ahead && !aheadReported) {
+            String message = "table " + table.fullName() + ": watermark column " + table.watermarkColumn() + " holds "
+                    + Cursor.format(max) + ", more than " + AHEAD_TOLERANCE.toHours() + " h ahead of BigQuery's clock ("
+                    + Cursor.format(sourceNow) + "); such rows are read only once the clock passes them";
+            log.warn("flow {}, {}", flow, message);
+            Instant now = clock.instant();
+            catalog.recordError(flow, table.fullName(), AHEAD_PREFIX + message, now, null);
+            metrics.errorEpisodeStarted(AHEAD_EPISODE);
+            aheadReported = true;
+        } else if (!ahead && (aheadReported || aheadInCatalog)) {
+            catalog.clearError(flow, table.fullName(), AHEAD_PREFIX);
+            metrics.errorEpisodeEnded(AHEAD_EPISODE);
+            if (aheadReported) {
+                log.info("flow {}, table {}: no watermark is ahead of BigQuery's clock any more", flow, table.fullName());
+            }
+            aheadReported = false;
+            aheadInCatalog = false;
+        }
     }
 
     private void mirrorCursorOnly() {
-        catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), lastBatchId), clock.instant());
+        catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
         metrics.syncedUpTo(cursor);
     }
 
@@ -446,7 +596,7 @@ final class TablePoller {
             streaming = null;
             closing = batch;
             if (rows.isEmpty()) {
-                // every row of the window was dropped (CHANGES: halves of updates): the batch has no records
+                // no row of the window became a record: the batch has none
                 batch.endCursor = endCursor(batch);
             }
             log.debug("flow {}, table {}: batch {} of {} rows, cursor {}", flow, table.fullName(), batch.id, batch.rows,
@@ -457,56 +607,89 @@ final class TablePoller {
     }
 
     private Instant endCursor(Batch batch) {
-        if (batch.op == RecordHeaders.Op.SNAPSHOT) {
+        if (batch.op == RecordHeaders.Op.SNAPSHOT && batch.snapshotCursor != null) {
             return batch.snapshotCursor;
         }
-        return Window.advance(batch.startCursor, batch.maxSeen);
+        if (config.mode() != Mode.QUERY && batch.upper != null) {
+            // _CHANGE_TIMESTAMP is the commit time: the whole window is read, whatever its largest change
+            return batch.upper;
+        }
+        Instant seen = batch.maxSeen;
+        if (seen != null && batch.upper != null && seen.isAfter(batch.upper)) {
+            seen = batch.upper;
+        }
+        return Window.advance(batch.startCursor, seen);
     }
 
-    /** A row as a record's parts; {@code op} null for a row that is dropped (the DELETE half of an update). */
-    private record Converted(Struct key, Struct value, Long watermarkMicros, RecordHeaders.Op op) {
+    /** A row as a record's parts; {@code beforeUpdate} for the DELETE half of an update (CHANGES mode). */
+    private record Converted(Struct key, Struct value, Long watermarkMicros, RecordHeaders.Op op, boolean beforeUpdate) {
     }
 
     private Converted convert(Batch batch, FieldValueList row) {
         Struct value = schema.value(row);
         Long watermark;
         RecordHeaders.Op op = batch.op;
+        boolean beforeUpdate = false;
         if (config.mode() == Mode.QUERY || batch.op == RecordHeaders.Op.SNAPSHOT) {
-            watermark = schema.watermarkMicros(row);
+            watermark = schema.watermarkMicros(row, config.watermarkTimeZone());
         } else {
             watermark = io.tablecdc.bigquery.schema.BigQueryTypes.timestampMicros(row.get(CdcSql.CHANGE_TIMESTAMP));
             if (config.mode() == Mode.CHANGES) {
                 op = changeOp(row);
+                beforeUpdate = deleteHalfOfUpdate(row);
             }
         }
-        return new Converted(schema.key(value), value, watermark, op);
+        return new Converted(schema.key(value), value, watermark, op, beforeUpdate);
     }
 
     /**
-     * The operation of a CHANGES row: INSERT {@code c}, UPDATE {@code u}, DELETE {@code d}; null for the DELETE half of
-     * an update ({@code _CHANGE_IS_FOR_UPDATE}), which is dropped.
+     * The operation of a CHANGES row: INSERT {@code c}, UPDATE {@code u}, DELETE {@code d}. The DELETE half of an
+     * update ({@code _CHANGE_IS_FOR_UPDATE}, carrying the row as it was) is a {@code d} too: when the update changed the
+     * key, it deletes the old key's row; when it did not, the UPDATE half wins over it by version
+     * ({@link #version(Long, boolean)}).
      */
     static RecordHeaders.Op changeOp(FieldValueList row) {
         String type = row.get(CdcSql.CHANGE_TYPE).getStringValue();
-        FieldValue forUpdate = row.get(CdcSql.CHANGE_IS_FOR_UPDATE);
-        boolean isForUpdate = forUpdate != null && !forUpdate.isNull() && forUpdate.getBooleanValue();
         return switch (type) {
             case "INSERT" -> RecordHeaders.Op.CREATE;
             case "UPDATE" -> RecordHeaders.Op.UPDATE;
-            case "DELETE" -> isForUpdate ? null : RecordHeaders.Op.DELETE;
+            case "DELETE" -> RecordHeaders.Op.DELETE;
             default -> throw new IllegalArgumentException("table: unknown _CHANGE_TYPE '" + type + "'");
         };
     }
 
+    /** Whether a CHANGES row is the DELETE half of an update. */
+    static boolean deleteHalfOfUpdate(FieldValueList row) {
+        FieldValue forUpdate = row.get(CdcSql.CHANGE_IS_FOR_UPDATE);
+        return "DELETE".equals(row.get(CdcSql.CHANGE_TYPE).getStringValue())
+                && forUpdate != null && !forUpdate.isNull() && forUpdate.getBooleanValue();
+    }
+
     /**
-     * The record's version: the watermark (or change timestamp) in nanoseconds. The sink's version column is UInt64,
-     * so a row without a watermark, or with one before 1970, gets version 0: any later change of the row wins.
+     * The record's version: the watermark (or change timestamp) in nanoseconds since 1970, as the decimal text of the
+     * {@code tablecdc.version} header. Computed without overflow for every BigQuery timestamp (up to
+     * 9999-12-31T23:59:59.999999Z, about 2.5e20 ns, beyond a signed 64-bit integer). A row without a watermark, or with
+     * one before 1970, gets version 0: any later change of the row wins.
      */
-    static long version(Long watermarkMicros) {
+    static String version(Long watermarkMicros) {
+        return version(watermarkMicros, false);
+    }
+
+    /**
+     * As {@link #version(Long)}; the DELETE half of an update ({@code beforeUpdate}) gets one nanosecond less than its
+     * change's time, so that the UPDATE half of the same key, at the change's time, always wins over it, in whichever
+     * order the two arrive, while it still wins over every earlier change of the old key (those are at least a
+     * microsecond earlier).
+     */
+    static String version(Long watermarkMicros, boolean beforeUpdate) {
         if (watermarkMicros == null || watermarkMicros < 0) {
-            return 0L;
+            return "0";
         }
-        return Math.multiplyExact(watermarkMicros, 1_000L);
+        java.math.BigInteger nanos = java.math.BigInteger.valueOf(watermarkMicros).multiply(java.math.BigInteger.valueOf(1_000L));
+        if (beforeUpdate && nanos.signum() > 0) {
+            nanos = nanos.subtract(java.math.BigInteger.ONE);
+        }
+        return nanos.toString();
     }
 
     private SourceRecord record(Batch batch, Converted row, String offsetCursor, boolean last) {
@@ -514,12 +697,13 @@ final class TablePoller {
         headers.addString(RecordHeaders.FLOW, flow);
         headers.addString(RecordHeaders.TABLE, table.fullName());
         headers.addString(RecordHeaders.OP, row.op.code());
-        headers.addString(RecordHeaders.VERSION, Long.toString(version(row.watermarkMicros)));
+        headers.addString(RecordHeaders.VERSION, version(row.watermarkMicros, row.beforeUpdate));
         headers.addString(RecordHeaders.BATCH, Long.toString(batch.id));
         if (last) {
             headers.addString(RecordHeaders.BATCH_LAST, "true");
         }
-        Map<String, Object> offset = Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id);
+        Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
+                : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,
                 null, headers);
     }
@@ -544,12 +728,21 @@ final class TablePoller {
         }
         String cursorText = newCursor == null ? "" : Cursor.format(newCursor);
         Instant firstRow = batch.firstRowReceivedAt;
-        catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, batch.id, batch.rows,
+        // a batch of which no record was sent leaves nothing for the sink to load: only its cursor is recorded, so
+        // that synced - normalized counts batches the sink can actually normalize
+        long recordedId = batch.rows > 0 ? batch.id : syncedBatchId;
+        catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
                 batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
                 clock.instant());
+        syncedBatchId = Math.max(syncedBatchId, recordedId);
         metrics.batchSynced(batch.id, batch.rows);
+        retryOwed = batch.failed && batch.rows > 0;
         if (!batch.failed) {
             cursor = newCursor;
+            if (snapshotUntil != null && cursor != null && !cursor.isBefore(snapshotUntil)) {
+                log.info("flow {}, table {}: initial snapshot read up to {}", flow, table.fullName(), Cursor.format(snapshotUntil));
+                snapshotUntil = null;
+            }
             metrics.syncedUpTo(newCursor);
         }
         closing = null;
@@ -573,6 +766,9 @@ final class TablePoller {
         if (!started || closing != null) {
             retryAtMs = nextDueAtMs;
         }
+        if (catalog == null) {
+            return; // the catalog could not be opened: the log line and the metrics tell
+        }
         try {
             Instant now = clock.instant();
             catalog.recordError(flow, table.fullName(), ERROR_PREFIX + message, now, now.plusMillis(delay));
@@ -590,6 +786,11 @@ final class TablePoller {
         if (recovered | errorInCatalog) {
             catalog.clearError(flow, table.fullName(), ERROR_PREFIX);
             errorInCatalog = false;
+            if (aheadReported) {
+                // the poll's error replaced the report of a watermark ahead in the catalog: check again at once
+                aheadReported = false;
+                aheadCheckDueMs = 0;
+            }
         }
     }
 

@@ -29,6 +29,15 @@ public record Window(Instant lower, Instant upper) {
     }
 
     /**
+     * The upper bound (inclusive) of an initial snapshot, and the cursor it leaves: the table's largest watermark, but
+     * never later than {@code sourceNow - safetyLag}, like every window. Rows above it are read by the windows after it.
+     */
+    public static Instant snapshotUpper(Instant maxWatermark, Instant sourceNow, Duration safetyLag) {
+        Instant limit = limit(sourceNow, safetyLag);
+        return maxWatermark.isAfter(limit) ? limit : maxWatermark;
+    }
+
+    /**
      * The first window of a poll: {@code (cursor, min(cursor + maxWindow, sourceNow - safetyLag)]}, or empty when that
      * upper bound is not after the cursor (nothing can be read yet: skip without recording an attempt).
      */

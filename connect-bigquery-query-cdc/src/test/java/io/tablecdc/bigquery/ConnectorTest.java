@@ -21,7 +21,7 @@ class ConnectorTest {
         props.put("bigquery.project", "p");
         props.put("bigquery.dataset", "d");
         props.put("bigquery.endpoint", "http://127.0.0.1:9");
-        props.put("tables", "a:ts,b:ts,c:ts");
+        props.put("tables", "a:ts:id,b:ts:id,c:ts:id");
         props.put("topic.prefix", "cdc");
         props.put("tasks.max", "3");
         props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:9/catalog");
@@ -41,6 +41,36 @@ class ConnectorTest {
         assertEquals(List.of("tasks.max is 2 but 3 tables are configured; each table needs its own task: set tasks.max to at least 3"),
                 errors(result, "tasks.max"));
         assertEquals(List.of(), errors(result, "tables"));
+    }
+
+    /** Issue 16: a table without key columns is refused, on tables, naming it (its re-reads would stay duplicates). */
+    @Test
+    void aTableWithoutKeyColumnsIsRefused() {
+        Map<String, String> props = config();
+        props.put("tables", "a:ts:id,b:ts,c:ts:id");
+        Config result = new BigQueryQueryCdcSourceConnector().validate(props);
+        assertEquals(List.of("table p.d.b has no key columns: rows read again after a restart or a failed batch would stay"
+                + " in ClickHouse as duplicates (a table without a key is append-only there); name the key in the entry,"
+                + " e.g. b:ts:id"), errors(result, "tables"));
+    }
+
+    /** Issue 16: the source's back-pressure setting has its own name; the former one is still read, not both. */
+    @Test
+    void maxUnnormalizedBatchesAndItsFormerName() {
+        Map<String, String> props = config();
+        assertEquals(1_440L, new io.tablecdc.bigquery.config.BigQueryQueryCdcConfig(props).normalizeBufferBatches(), "24 h / 60 s");
+        props.put("normalize.buffer.batches", "1");
+        assertEquals(1L, new io.tablecdc.bigquery.config.BigQueryQueryCdcConfig(props).normalizeBufferBatches());
+        props.put("max.unnormalized.batches", "1");
+        assertEquals(1L, new io.tablecdc.bigquery.config.BigQueryQueryCdcConfig(props).normalizeBufferBatches());
+        props.put("max.unnormalized.batches", "5");
+        Config result = new BigQueryQueryCdcSourceConnector().validate(props);
+        List<String> errors = errors(result, "normalize.buffer.batches");
+        assertEquals(1, errors.size(), errors.toString());
+        assertTrue(errors.get(0).endsWith("normalize.buffer.batches is the former name of max.unnormalized.batches (5); set only"
+                + " max.unnormalized.batches"), errors.toString());
+        props.remove("normalize.buffer.batches");
+        assertEquals(5L, new io.tablecdc.bigquery.config.BigQueryQueryCdcConfig(props).normalizeBufferBatches());
     }
 
     @Test

@@ -31,10 +31,18 @@ class CursorTest {
 
     @Test
     void versionIsTheWatermarkInNanosecondsAndZeroWithoutOneOrBefore1970() {
-        assertEquals(1_709_287_200_123_456_000L, TablePoller.version(1_709_287_200_123_456L));
-        assertEquals(0L, TablePoller.version(null));
-        assertEquals(0L, TablePoller.version(-1L));
-        assertTrue(TablePoller.version(Cursor.micros(Instant.parse("2262-01-01T00:00:00Z"))) > 0, "fits a signed long until 2262");
+        assertEquals("1709287200123456000", TablePoller.version(1_709_287_200_123_456L));
+        assertEquals("0", TablePoller.version(null));
+        assertEquals("0", TablePoller.version(-1L));
+        assertEquals("0", TablePoller.version(0L));
+    }
+
+    @Test
+    void versionOfTheLargestBigQueryTimestampDoesNotOverflow() {
+        // 9999-12-31T23:59:59.999999Z is 253402300799999999 µs: in nanoseconds beyond a signed 64-bit integer
+        assertEquals("253402300799999999000",
+                TablePoller.version(Cursor.micros(Instant.parse("9999-12-31T23:59:59.999999Z"))));
+        assertEquals("9223372036854775807000", TablePoller.version(Long.MAX_VALUE));
     }
 
     @Test

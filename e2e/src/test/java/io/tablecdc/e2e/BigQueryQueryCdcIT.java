@@ -241,7 +241,7 @@ class BigQueryQueryCdcIT {
     /**
      * Two tables of one flow, the sink reading only one of them: the other one's batches are never normalized, so
      * it pauses at normalize.buffer.batches while its neighbour keeps flowing. Then a third table is dropped: its
-     * task fails with a message naming the table, and the others keep running.
+     * task retries with backoff (the table may come back), the catalog names the table, and all tasks keep running.
      */
     @Test
     void oneTablesBackPressureAndFailureLeaveItsNeighbourAlone() throws Exception {
@@ -255,17 +255,17 @@ class BigQueryQueryCdcIT {
         ConnectRestClient rest = stack.connect().rest();
         rest.putConfig("bqcdc-independent-sink", sinkConfig("bqcdci\\..*\\.(fast|doomed)"));
         Map<String, String> config = sourceConfig("fast:updated_at:id, stuck:updated_at:id, doomed:updated_at:id", "bqcdci");
-        // ids start at 2 (a task skips one id at start), so 3 = two unnormalized batches here
+        // ids are reserved in the catalog from 1: the third unnormalized batch pauses the table
         config.put("normalize.buffer.batches", "3");
         rest.putConfig(flow, config);
         rest.awaitRunning(flow, 3, Duration.ofSeconds(90));
 
         String stuckName = project + "." + DATASET + ".stuck";
         String fastName = project + "." + DATASET + ".fast";
-        // stuck: snapshot (batch 2), one more batch (3), then paused: synced 3 - normalized 0 >= 3
-        awaitCatalog(flow, stuckName, st -> st.syncedBatchId() == 2, Duration.ofSeconds(60));
+        // stuck: snapshot (batch 1), two more batches (2, 3), then paused: synced 3 - normalized 0 >= 3
+        awaitCatalog(flow, stuckName, st -> st.syncedBatchId() == 1, Duration.ofSeconds(60));
         insert(stuck, List.of(order(2, "b", "2", BASE.plus(2, ChronoUnit.MICROS))));
-        awaitCatalog(flow, stuckName, st -> st.syncedBatchId() == 3, Duration.ofSeconds(60));
+        awaitCatalog(flow, stuckName, st -> st.syncedBatchId() == 2, Duration.ofSeconds(60));
         insert(stuck, List.of(order(3, "c", "3", BASE.plus(3, ChronoUnit.MICROS))));
         CdcChecks.State paused = awaitCatalog(flow, stuckName, st -> "normalize_buffer_full".equals(st.pausedReason()), Duration.ofSeconds(60));
         Thread.sleep(3_000);
@@ -281,27 +281,20 @@ class BigQueryQueryCdcIT {
         }
         assertNull(state(flow, fastName).pausedReason());
 
-        // another table disappears: only its task fails, naming it
+        // another table disappears: its task retries with backoff and says why in the catalog; no task fails
         String doomedName = project + "." + DATASET + ".doomed";
-        awaitCatalog(flow, doomedName, st -> st.syncedBatchId() == 2, Duration.ofSeconds(60));
+        awaitCatalog(flow, doomedName, st -> st.syncedBatchId() == 1, Duration.ofSeconds(60));
         bigQuery.delete(doomed);
-        JsonNode status = rest.awaitStatus(flow, st -> {
-            for (JsonNode task : st.path("tasks")) {
-                if ("FAILED".equals(task.path("state").asText())) {
-                    return true;
-                }
-            }
-            return false;
-        }, Duration.ofSeconds(60));
+        CdcChecks.State missing = awaitCatalog(flow, doomedName,
+                st -> st.lastError() != null && st.lastError().contains("table " + doomedName + " does not exist"),
+                Duration.ofSeconds(60));
+        assertTrue(missing.errorCount() >= 1, missing.toString());
+        JsonNode status = rest.status(flow);
         List<String> states = new ArrayList<>();
-        String trace = "";
         for (JsonNode task : status.path("tasks")) {
             states.add(task.path("state").asText());
-            trace += task.path("trace").asText();
         }
-        states.sort(null);
-        assertEquals(List.of("FAILED", "RUNNING", "RUNNING"), states, status.toString());
-        assertTrue(trace.contains("table " + doomedName + " does not exist"), trace);
+        assertEquals(List.of("RUNNING", "RUNNING", "RUNNING"), states, status.toString());
         assertEquals("normalize_buffer_full", state(flow, stuckName).pausedReason(), "the paused table stays paused");
         insert(fast, List.of(order(5, "after", "1", BASE.plus(5, ChronoUnit.MICROS))));
         awaitRows("SELECT count() AS n FROM " + clickHouseTable("fast") + "_current", r -> r.get(0).getLong("n") == 5,
@@ -449,11 +442,11 @@ class BigQueryQueryCdcIT {
         errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
         assertTrue(errors.stream().anyMatch(e -> e.startsWith("tables:") && e.contains("listed twice")), errors.toString());
 
-        config.put("tables", "valid:note");
+        config.put("tables", "valid:note:id");
         errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
         assertEquals(List.of("tables: table " + project + "." + DATASET + ".valid: watermark column note is STRING;"
                 + " it must be TIMESTAMP, DATETIME or DATE"), errors);
-        config.put("tables", "valid:missing");
+        config.put("tables", "valid:missing:id");
         errors = ConnectRestClient.validationErrors(rest.validate(SOURCE, config));
         assertEquals(List.of("tables: table " + project + "." + DATASET + ".valid has no watermark column missing"), errors);
         config.put("tables", "valid:ts:nokey");

@@ -74,6 +74,14 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
     private static final String WATERMARK_COLUMN_DOC = "Watermark column of the tables whose entry names none.";
     private static final String WATERMARK_COLUMN_DEFAULT = "";
 
+    public static final String WATERMARK_TIME_ZONE_CONFIG = "watermark.time.zone";
+    private static final String WATERMARK_TIME_ZONE_DOC = "The time zone DATETIME and DATE watermarks are written in (a"
+            + " region such as Europe/Berlin, or UTC, or an offset such as +02:00): windows, cursors and versions place"
+            + " their values on BigQuery's clock in this zone, in the query and in the connector alike. TIMESTAMP"
+            + " watermarks are not affected. In a zone with daylight-saving changes a DATETIME watermark needs"
+            + " safety.lag.ms above one hour, a DATE watermark at least 25 hours.";
+    private static final String WATERMARK_TIME_ZONE_DEFAULT = "UTC";
+
     public static final String MODE_CONFIG = "replication.mode";
     private static final String MODE_DOC = "QUERY: rows whose watermark moved into the window (upserts; deletes are not"
             + " seen). APPENDS: BigQuery's APPENDS() change history (inserts only). CHANGES: BigQuery's CHANGES() change"
@@ -81,9 +89,10 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
     private static final String MODE_DEFAULT = Mode.QUERY.name();
 
     public static final String INITIAL_LOAD_CONFIG = "initial.load";
-    private static final String INITIAL_LOAD_DOC = "What a table without a cursor does first. snapshot: read every row with"
-            + " a watermark up to the table's largest (and rows without a watermark) as one batch of snapshot records,"
-            + " then poll from that largest value. skip: start polling from the table's largest watermark.";
+    private static final String INITIAL_LOAD_DOC = "What a table without a cursor does first. snapshot: read the rows"
+            + " without a watermark, then every row with a watermark up to min(the table's largest, BigQuery's clock -"
+            + " safety.lag.ms), in chunks of max.query.window.ms, each a batch of snapshot records committed on its own,"
+            + " then poll from there. skip: start polling from that same bound.";
     private static final String INITIAL_LOAD_DEFAULT = InitialLoad.SNAPSHOT.name().toLowerCase(Locale.ROOT);
 
     public static final String TOPIC_PREFIX_CONFIG = "topic.prefix";
@@ -110,11 +119,18 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             + " one worker (BigQuery allows about 100 concurrent queries per project).";
     private static final int PULL_PARALLELISM_DEFAULT = 10;
 
+    public static final String MAX_UNNORMALIZED_BATCHES_CONFIG = "max.unnormalized.batches";
+    private static final String MAX_UNNORMALIZED_BATCHES_DOC = "How many batches a table may have synced but not yet"
+            + " normalized (the catalog's synced_batch_id - normalized_batch_id); at that limit the table pauses"
+            + " (paused_reason normalize_buffer_full) until the sink catches up. 1 sends the next batch only once the"
+            + " previous one is in ClickHouse. 0 for max(24 h / sync.interval.ms, 2). Not the sink's"
+            + " normalize.buffer.batches, which counts staged batches inside the sink.";
+    private static final int MAX_UNNORMALIZED_BATCHES_DEFAULT = 0;
+
+    /** The former name of {@link #MAX_UNNORMALIZED_BATCHES_CONFIG}, still read. */
     public static final String NORMALIZE_BUFFER_BATCHES_CONFIG = "normalize.buffer.batches";
-    private static final String NORMALIZE_BUFFER_BATCHES_DOC = "How many batches a table may have synced but not normalized;"
-            + " at that limit the table pauses (paused_reason normalize_buffer_full) until the sink catches up. 0 for"
-            + " max(24 h / sync.interval.ms, 2).";
-    private static final int NORMALIZE_BUFFER_BATCHES_DEFAULT = 0;
+    private static final String NORMALIZE_BUFFER_BATCHES_DOC = "Deprecated: the former name of max.unnormalized.batches"
+            + " (same meaning), read when max.unnormalized.batches is not set.";
 
     public static final ConfigDef CONFIG_DEF = configDef();
 
@@ -126,6 +142,12 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         if (mode() == Mode.CHANGES && safetyLagMs() <= 600_000L) {
             throw new ConfigException(SAFETY_LAG_MS_CONFIG, safetyLagMs(),
                     "replication.mode=CHANGES needs more than 600000 (BigQuery's CHANGES() must end at least 10 minutes before now)");
+        }
+        Integer unnormalized = getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
+        Integer former = getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
+        if (unnormalized != null && former != null && !unnormalized.equals(former)) {
+            throw new ConfigException(NORMALIZE_BUFFER_BATCHES_CONFIG, former, "normalize.buffer.batches is the former name of"
+                    + " max.unnormalized.batches (" + unnormalized + "); set only max.unnormalized.batches");
         }
         if (!getString(CREDENTIALS_FILE_CONFIG).isEmpty() && getPassword(CREDENTIALS_JSON_CONFIG) != null) {
             throw new ConfigException(CREDENTIALS_JSON_CONFIG, "(secret)",
@@ -159,6 +181,8 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
                         TABLES_GROUP, ++order, Width.LONG, "Tables")
                 .define(WATERMARK_COLUMN_CONFIG, Type.STRING, WATERMARK_COLUMN_DEFAULT, Importance.HIGH, WATERMARK_COLUMN_DOC,
                         TABLES_GROUP, ++order, Width.MEDIUM, "Watermark column")
+                .define(WATERMARK_TIME_ZONE_CONFIG, Type.STRING, WATERMARK_TIME_ZONE_DEFAULT, new TimeZone(), Importance.MEDIUM,
+                        WATERMARK_TIME_ZONE_DOC, TABLES_GROUP, ++order, Width.SHORT, "Watermark time zone")
                 .define(MODE_CONFIG, Type.STRING, MODE_DEFAULT, ConfigDef.CaseInsensitiveValidString.in("QUERY", "APPENDS", "CHANGES"),
                         Importance.HIGH, MODE_DOC, TABLES_GROUP, ++order, Width.SHORT, "Replication mode")
                 .define(INITIAL_LOAD_CONFIG, Type.STRING, INITIAL_LOAD_DEFAULT, ConfigDef.CaseInsensitiveValidString.in("snapshot", "skip"),
@@ -175,9 +199,20 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
                         POLLING_GROUP, ++order, Width.SHORT, "Max query window (ms)")
                 .define(PULL_PARALLELISM_CONFIG, Type.INT, PULL_PARALLELISM_DEFAULT, ConfigDef.Range.between(1, 100),
                         Importance.MEDIUM, PULL_PARALLELISM_DOC, POLLING_GROUP, ++order, Width.SHORT, "Pull parallelism")
-                .define(NORMALIZE_BUFFER_BATCHES_CONFIG, Type.INT, NORMALIZE_BUFFER_BATCHES_DEFAULT,
-                        ConfigDef.Range.between(0, 1_000_000), Importance.MEDIUM, NORMALIZE_BUFFER_BATCHES_DOC, POLLING_GROUP,
-                        ++order, Width.SHORT, "Normalize buffer (batches)");
+                .define(MAX_UNNORMALIZED_BATCHES_CONFIG, Type.INT, null,
+                        ConfigDef.LambdaValidator.with((name, value) -> {
+                            if (value != null && ((Integer) value < 0 || (Integer) value > 1_000_000)) {
+                                throw new ConfigException(name, value, "must be between 0 and 1000000");
+                            }
+                        }, () -> "[0,...,1000000]"), Importance.MEDIUM, MAX_UNNORMALIZED_BATCHES_DOC, POLLING_GROUP,
+                        ++order, Width.SHORT, "Max unnormalized batches")
+                .define(NORMALIZE_BUFFER_BATCHES_CONFIG, Type.INT, null,
+                        ConfigDef.LambdaValidator.with((name, value) -> {
+                            if (value != null && ((Integer) value < 0 || (Integer) value > 1_000_000)) {
+                                throw new ConfigException(name, value, "must be between 0 and 1000000");
+                            }
+                        }, () -> "[0,...,1000000]"), Importance.LOW, NORMALIZE_BUFFER_BATCHES_DOC, POLLING_GROUP,
+                        ++order, Width.SHORT, "Normalize buffer (deprecated)");
         return CatalogConfig.addTo(def);
     }
 
@@ -196,6 +231,18 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             specs.add(spec);
         }
         return List.copyOf(specs);
+    }
+
+    /**
+     * Why a table without key columns is refused: a window is read again after a restart, a failed batch or a rewind
+     * (at least once), and ClickHouse keeps every copy of a row that has no key (an append-only table), so the copies
+     * would stay for good. With a key, the destination keeps one row per key and version.
+     */
+    public static String keylessProblem(TableSpec table) {
+        return "table " + table.fullName() + " has no key columns: rows read again after a restart or a failed batch would"
+                + " stay in ClickHouse as duplicates (a table without a key is append-only there); name the key in the"
+                + " entry, e.g. " + table.table() + ":" + (table.watermarkColumn().isEmpty() ? "watermark" : table.watermarkColumn())
+                + ":id";
     }
 
     // ------------------------------------------------------------------------------------------ getters
@@ -244,6 +291,11 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         return tables;
     }
 
+    /** {@code watermark.time.zone}: the zone of DATETIME and DATE watermarks. */
+    public java.time.ZoneId watermarkTimeZone() {
+        return java.time.ZoneId.of(getString(WATERMARK_TIME_ZONE_CONFIG).trim());
+    }
+
     public Mode mode() {
         return Mode.valueOf(getString(MODE_CONFIG).trim().toUpperCase(Locale.ROOT));
     }
@@ -277,10 +329,16 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         return getInt(PULL_PARALLELISM_CONFIG);
     }
 
-    /** {@code normalize.buffer.batches}, or {@code max(24 h / sync.interval.ms, 2)} when 0. */
+    /**
+     * {@code max.unnormalized.batches} (else its former name {@code normalize.buffer.batches}), or
+     * {@code max(24 h / sync.interval.ms, 2)} when 0 or unset.
+     */
     public long normalizeBufferBatches() {
-        int configured = getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
-        return configured > 0 ? configured : defaultNormalizeBuffer(syncIntervalMs());
+        Integer configured = getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
+        if (configured == null) {
+            configured = getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
+        }
+        return configured != null && configured > 0 ? configured : defaultNormalizeBuffer(syncIntervalMs());
     }
 
     public static long defaultNormalizeBuffer(long syncIntervalMs) {
@@ -319,6 +377,32 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         @Override
         public String toString() {
             return "a non-empty list of table[:watermark_column[:key1+key2]]";
+        }
+    }
+
+    /**
+     * A time zone id Java and BigQuery both read: a region ({@code Europe/Berlin}), {@code UTC}, or an offset
+     * ({@code +02:00}). Only letters, digits and {@code / _ + - :} are accepted, so the id can stand as a string
+     * literal in the SQL text (the BigQuery emulator used in tests cannot take a query parameter there).
+     */
+    static final class TimeZone implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = value == null ? "" : value.toString().trim();
+            if (!text.matches("[A-Za-z0-9/_+\\-:]{1,64}")) {
+                throw new ConfigException(name, value, "must be a time zone id such as UTC, Europe/Berlin or +02:00");
+            }
+            try {
+                java.time.ZoneId.of(text);
+            } catch (java.time.DateTimeException e) {
+                throw new ConfigException(name, value, "is not a time zone id (such as UTC, Europe/Berlin or +02:00): "
+                        + e.getMessage());
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "a time zone id such as UTC, Europe/Berlin or +02:00";
         }
     }
 

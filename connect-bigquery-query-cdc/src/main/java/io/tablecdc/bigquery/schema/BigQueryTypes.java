@@ -6,6 +6,7 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.time.LocalDateTime;
 import java.time.LocalTime;
+import java.time.ZoneId;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Base64;
@@ -227,14 +228,23 @@ public final class BigQueryTypes {
         return type == StandardSQLTypeName.TIMESTAMP || type == StandardSQLTypeName.DATETIME || type == StandardSQLTypeName.DATE;
     }
 
-    /** The microseconds since the epoch of a watermark value (TIMESTAMP, DATETIME as UTC, DATE at UTC midnight). */
-    public static long watermarkMicros(Field field, FieldValue value) {
+    /**
+     * The microseconds since the epoch of a watermark value: TIMESTAMP as is, DATETIME and DATE (at midnight) placed in
+     * {@code zone}. A DATETIME the clock change makes ambiguous takes the earlier offset, one skipped over is moved
+     * forward by the gap; queries return their own {@code TIMESTAMP(col, zone)}, which the connector prefers.
+     */
+    public static long watermarkMicros(Field field, FieldValue value, ZoneId zone) {
         return switch (standardType(field)) {
             case TIMESTAMP -> timestampMicros(value);
-            case DATETIME -> datetimeMicros(value.getStringValue());
-            case DATE -> LocalDate.parse(value.getStringValue()).toEpochDay() * 86_400_000_000L;
+            case DATETIME -> Cursor.micros(LocalDateTime.parse(value.getStringValue().replace(' ', 'T')).atZone(zone).toInstant());
+            case DATE -> Cursor.micros(LocalDate.parse(value.getStringValue()).atStartOfDay(zone).toInstant());
             default -> throw new IllegalArgumentException("column " + field.getName() + " is not a watermark type");
         };
+    }
+
+    /** As {@link #watermarkMicros(Field, FieldValue, ZoneId)} in UTC. */
+    public static long watermarkMicros(Field field, FieldValue value) {
+        return watermarkMicros(field, value, ZoneOffset.UTC);
     }
 
 }

@@ -1,5 +1,6 @@
 package io.tablecdc.bigquery.schema;
 
+import java.time.ZoneId;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -11,8 +12,10 @@ import com.google.cloud.bigquery.Field;
 import com.google.cloud.bigquery.FieldList;
 import com.google.cloud.bigquery.FieldValue;
 import com.google.cloud.bigquery.FieldValueList;
+import com.google.cloud.bigquery.StandardSQLTypeName;
 
 import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.bigquery.sql.CdcSql;
 
 /**
  * One table's columns as BigQuery reports them (tables.get) and as Connect schemas: the value is the whole row, the
@@ -157,13 +160,68 @@ public final class TableSchema {
         return key;
     }
 
-    /** The row's watermark in microseconds since the epoch, or null when it has none. */
-    public Long watermarkMicros(FieldValueList row) {
+    /**
+     * The row's watermark in microseconds since the epoch, or null when it has none: the query's own
+     * {@link CdcSql#WATERMARK} when the row carries it (window and snapshot queries), else the column's value placed in
+     * {@code zone}.
+     */
+    public Long watermarkMicros(FieldValueList row, ZoneId zone) {
         if (watermark == null) {
             return null;
         }
+        FieldValue computed = null;
+        try {
+            computed = row.get(CdcSql.WATERMARK);
+        } catch (IllegalArgumentException notSelected) {
+            // a query without the computed watermark (the full-table snapshot of APPENDS and CHANGES modes)
+        }
+        if (computed != null) {
+            return computed.isNull() ? null : BigQueryTypes.timestampMicros(computed);
+        }
         FieldValue value = row.get(watermark.getName());
-        return value == null || value.isNull() ? null : BigQueryTypes.watermarkMicros(watermark, value);
+        return value == null || value.isNull() ? null : BigQueryTypes.watermarkMicros(watermark, value, zone);
+    }
+
+    /** The watermark as a TIMESTAMP expression of the SQL ({@link CdcSql#watermarkExpression}). */
+    public String watermarkExpression(ZoneId zone) {
+        return CdcSql.watermarkExpression(watermark.getName(), BigQueryTypes.standardType(watermark), zone);
+    }
+
+    /**
+     * Why the safety lag is too short for this table's watermark type, or null when it is long enough. A DATE
+     * watermark has the same value for every row written that day: the window may only reach a day once the day is
+     * over, so the lag must be at least 24 hours (25 in a zone with daylight-saving changes, whose days can be 25 hours
+     * long). A DATETIME watermark in a zone with daylight-saving changes is ambiguous for the hour the clocks go back:
+     * a row of the second pass may be placed an hour early, so the lag must be above one hour.
+     */
+    public String lagProblem(long safetyLagMs, ZoneId zone) {
+        if (watermark == null) {
+            return null;
+        }
+        boolean changes = hasClockChanges(zone);
+        StandardSQLTypeName type = BigQueryTypes.standardType(watermark);
+        if (type == StandardSQLTypeName.DATE) {
+            long need = (changes ? 25L : 24L) * 3_600_000L;
+            if (safetyLagMs < need) {
+                return "table " + table.fullName() + ": watermark column " + watermark.getName() + " is DATE, whose value"
+                        + " is the same for every row written that day; safety.lag.ms is " + safetyLagMs + " but must be at"
+                        + " least " + need + " (" + (changes ? "25 hours: " + zone.getId() + " has daylight-saving changes"
+                        : "one day") + ") so that a day is read only once it is over";
+            }
+        } else if (type == StandardSQLTypeName.DATETIME && changes && safetyLagMs <= 3_600_000L) {
+            return "table " + table.fullName() + ": watermark column " + watermark.getName() + " is DATETIME in "
+                    + zone.getId() + ", which has daylight-saving changes; safety.lag.ms is " + safetyLagMs + " but must"
+                    + " be above 3600000 (one hour) so that rows of the hour the clocks go back are not passed";
+        }
+        return null;
+    }
+
+    /**
+     * Whether the zone's clocks change (daylight saving): a transition within the last year or ahead. A region whose
+     * offset only changed long ago (Asia/Tokyo) counts as fixed.
+     */
+    static boolean hasClockChanges(ZoneId zone) {
+        return zone.getRules().nextTransition(java.time.Instant.now().minus(java.time.Duration.ofDays(366))) != null;
     }
 
     /** The reason a table cannot be replicated as configured: a configuration error, not retried. */

@@ -22,6 +22,7 @@ import com.google.cloud.bigquery.FieldValue;
 import com.google.cloud.bigquery.FieldValueList;
 import com.google.cloud.bigquery.StandardSQLTypeName;
 
+import io.tablecdc.bigquery.Cursor;
 import io.tablecdc.bigquery.TablePollerTestAccess;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.common.RecordHeaders;
@@ -113,8 +114,54 @@ class BigQueryTypesTest {
         assertEquals("ada", value.get("name"));
         assertEquals(1_709_287_200_000_001L, value.get("updated_at"));
         assertEquals(42L, schema.key(value).get("id"));
-        assertEquals(1_709_287_200_000_001L, schema.watermarkMicros(row));
+        assertEquals(1_709_287_200_000_001L, schema.watermarkMicros(row, java.time.ZoneOffset.UTC));
         assertEquals("io.tablecdc.bigquery.p_d_t.Value", schema.valueSchema().name());
+    }
+
+    @Test
+    void datetimeAndDateWatermarksArePlacedInTheConfiguredZone() {
+        Field datetime = f("m", StandardSQLTypeName.DATETIME);
+        Field date = f("d", StandardSQLTypeName.DATE);
+        java.time.ZoneId newYork = java.time.ZoneId.of("America/New_York");
+        // 10:00 in New York on 2024-03-01 (EST, UTC-5) is 15:00 UTC
+        assertEquals(Cursor.micros(java.time.Instant.parse("2024-03-01T15:00:00Z")),
+                BigQueryTypes.watermarkMicros(datetime, v("2024-03-01T10:00:00"), newYork));
+        assertEquals(Cursor.micros(java.time.Instant.parse("2024-03-01T10:00:00Z")),
+                BigQueryTypes.watermarkMicros(datetime, v("2024-03-01T10:00:00"), java.time.ZoneOffset.UTC));
+        assertEquals(Cursor.micros(java.time.Instant.parse("2024-02-29T15:00:00Z")),
+                BigQueryTypes.watermarkMicros(date, v("2024-03-01"), java.time.ZoneId.of("Asia/Tokyo")));
+        // a query that computed the watermark itself (TIMESTAMP(col, zone)) is taken as it is
+        FieldList fields = FieldList.of(f("id", StandardSQLTypeName.INT64), datetime, f("_tablecdc_watermark", StandardSQLTypeName.TIMESTAMP));
+        TableSchema schema = TableSchema.of(new TableSpec("p", "d", "t", "m", List.of("id")),
+                FieldList.of(f("id", StandardSQLTypeName.INT64), datetime), true);
+        FieldValueList row = FieldValueList.of(List.of(v("1"), v("2024-11-03T01:30:00"), v("1730615400.0")), fields);
+        assertEquals(1_730_615_400_000_000L, schema.watermarkMicros(row, newYork));
+    }
+
+    @Test
+    void dateAndDaylightSavingDatetimeWatermarksNeedALongEnoughSafetyLag() {
+        TableSpec spec = new TableSpec("p", "d", "t", "w", List.of());
+        TableSchema date = TableSchema.of(spec, FieldList.of(f("w", StandardSQLTypeName.DATE)), true);
+        TableSchema datetime = TableSchema.of(spec, FieldList.of(f("w", StandardSQLTypeName.DATETIME)), true);
+        TableSchema timestamp = TableSchema.of(spec, FieldList.of(f("w", StandardSQLTypeName.TIMESTAMP)), true);
+        java.time.ZoneId utc = java.time.ZoneOffset.UTC;
+        java.time.ZoneId berlin = java.time.ZoneId.of("Europe/Berlin");
+        long day = 86_400_000L;
+        assertEquals("table p.d.t: watermark column w is DATE, whose value is the same for every row written that day;"
+                + " safety.lag.ms is 86399999 but must be at least 86400000 (one day) so that a day is read only once it is over",
+                date.lagProblem(day - 1, utc));
+        assertNull(date.lagProblem(day, utc));
+        assertTrue(date.lagProblem(day, berlin).contains("at least 90000000 (25 hours: Europe/Berlin has daylight-saving changes)"));
+        assertNull(date.lagProblem(day + 3_600_000L, berlin));
+        assertNull(datetime.lagProblem(1_000, utc));
+        assertNull(datetime.lagProblem(1_000, java.time.ZoneId.of("+02:00")));
+        assertEquals("table p.d.t: watermark column w is DATETIME in Europe/Berlin, which has daylight-saving changes;"
+                + " safety.lag.ms is 3600000 but must be above 3600000 (one hour) so that rows of the hour the clocks go back"
+                + " are not passed", datetime.lagProblem(3_600_000L, berlin));
+        assertNull(datetime.lagProblem(3_600_001L, berlin));
+        assertNull(timestamp.lagProblem(0, berlin));
+        // a region whose offset last changed long ago has no clock changes to guard against
+        assertNull(datetime.lagProblem(1_000, java.time.ZoneId.of("Asia/Tokyo")));
     }
 
     @Test
@@ -132,13 +179,14 @@ class BigQueryTypesTest {
     }
 
     @Test
-    void changeTypesBecomeOperationsAndTheDeleteHalfOfAnUpdateIsDropped() {
+    void changeTypesBecomeOperationsAndTheDeleteHalfOfAnUpdateIsADelete() {
         FieldList fields = FieldList.of(f("tablecdc_change_type", StandardSQLTypeName.STRING),
                 f("tablecdc_change_is_for_update", StandardSQLTypeName.BOOL));
         assertEquals(RecordHeaders.Op.CREATE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("INSERT"), v(null)), fields)));
         assertEquals(RecordHeaders.Op.UPDATE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("UPDATE"), v(null)), fields)));
         assertEquals(RecordHeaders.Op.DELETE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("DELETE"), v("false")), fields)));
-        assertNull(TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("DELETE"), v("true")), fields)));
+        // the DELETE half of an update: it deletes the old key when the update changed the key
+        assertEquals(RecordHeaders.Op.DELETE, TablePollerTestAccess.changeOp(FieldValueList.of(List.of(v("DELETE"), v("true")), fields)));
     }
 
     private static Object value(Field field, FieldValue value) {

@@ -1,0 +1,467 @@
+package io.tablecdc.bigquery;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Clock;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+
+import org.apache.kafka.common.config.types.Password;
+import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.source.SourceRecord;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.google.cloud.bigquery.Field;
+import com.google.cloud.bigquery.FieldList;
+import com.google.cloud.bigquery.FieldValue;
+import com.google.cloud.bigquery.FieldValueList;
+import com.google.cloud.bigquery.QueryParameterValue;
+import com.google.cloud.bigquery.Schema;
+import com.google.cloud.bigquery.StandardSQLTypeName;
+
+import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
+import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.bigquery.sql.CdcSql;
+import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
+import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.common.metrics.TableMetrics;
+import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
+
+/**
+ * One table's poll loop against a real catalog (embedded Postgres) and {@link FakeSourceClient}, a hand-written fake
+ * of BigQuery for what the emulator cannot show: APPENDS() and CHANGES() results (the emulator parses neither) and how
+ * many clock queries a table runs. The clock is a fixed {@link Clock} the tests move.
+ */
+class TablePollerTest {
+    private static final Instant NOW = Instant.parse("2026-06-01T12:00:00Z");
+    private static EmbeddedPostgres postgres;
+    private static CatalogSettings settings;
+    private static Catalog catalog;
+
+    @BeforeAll
+    static void start() throws Exception {
+        File dir = new File("target/embedded-pg/" + TablePollerTest.class.getSimpleName());
+        postgres = EmbeddedPostgres.builder().setOverrideWorkingDirectory(dir).setDataDirectory(new File(dir, "data"))
+                .setCleanDataDirectory(true).start();
+        try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE DATABASE catalog");
+            s.execute("ALTER USER postgres PASSWORD 'pw'");
+        }
+        settings = new CatalogSettings(postgres.getJdbcUrl("postgres", "catalog"), "postgres", new Password("pw"), true, 2, 5_000);
+        catalog = Catalog.open(settings, "TablePollerTest");
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        if (catalog != null) {
+            catalog.close();
+        }
+        if (postgres != null) {
+            postgres.close();
+        }
+    }
+
+    /** A hand-written fake of BigQuery: a fixed clock, fixed columns, and a queue of query results. */
+    static final class FakeSourceClient extends SourceClient {
+        final AtomicInteger clockQueries = new AtomicInteger();
+        final List<String> queries = new ArrayList<>();
+        final List<Map<String, QueryParameterValue>> parameters = new ArrayList<>();
+        final List<List<FieldValueList>> results = new ArrayList<>();
+        Instant now = NOW;
+        FieldList columns;
+        Schema resultSchema;
+
+        FakeSourceClient(FieldList columns, FieldList resultFields) {
+            super(null, "", 0, 100);
+            this.columns = columns;
+            this.resultSchema = Schema.of(resultFields);
+        }
+
+        @Override
+        public Instant sourceNow() {
+            clockQueries.incrementAndGet();
+            return now;
+        }
+
+        @Override
+        public FieldList columns(TableSpec table) {
+            return columns;
+        }
+
+        @Override
+        public Instant maxWatermark(TableSpec table, String watermark) {
+            return null;
+        }
+
+        @Override
+        public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) {
+            return null;
+        }
+
+        @Override
+        public Pages query(String sql, Map<String, QueryParameterValue> params) {
+            queries.add(sql);
+            parameters.add(params);
+            List<FieldValueList> rows = results.isEmpty() ? List.of() : results.remove(0);
+            return new Pages(resultSchema, rows);
+        }
+    }
+
+    /**
+     * A hand-written fake of one BigQuery table in QUERY mode: rows (id, watermark) answered by the window, snapshot,
+     * MIN, MAX and next-watermark queries as BigQuery would, from their parameters.
+     */
+    static final class FakeTable extends SourceClient {
+        static final FieldList FIELDS = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP));
+        static final FieldList RESULT = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP),
+                Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
+        final java.util.TreeMap<Long, Instant> rows = new java.util.TreeMap<>();
+        final List<String> queries = new ArrayList<>();
+        Instant now = NOW;
+
+        FakeTable() {
+            super(null, "", 0, 100);
+        }
+
+        @Override
+        public Instant sourceNow() {
+            return now;
+        }
+
+        @Override
+        public FieldList columns(TableSpec table) {
+            return FIELDS;
+        }
+
+        @Override
+        public Instant maxWatermark(TableSpec table, String watermark) {
+            queries.add("MAX");
+            return rows.values().stream().filter(java.util.Objects::nonNull).max(Instant::compareTo).orElse(null);
+        }
+
+        @Override
+        public Instant minWatermark(TableSpec table, String watermark) {
+            queries.add("MIN");
+            return rows.values().stream().filter(java.util.Objects::nonNull).min(Instant::compareTo).orElse(null);
+        }
+
+        @Override
+        public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) {
+            return rows.values().stream().filter(t -> t != null && t.isAfter(lower) && !t.isAfter(upper))
+                    .min(Instant::compareTo).orElse(null);
+        }
+
+        @Override
+        public Pages query(String sql, Map<String, QueryParameterValue> params) {
+            Instant lower = params.containsKey(CdcSql.LOWER) ? instant(params.get(CdcSql.LOWER)) : null;
+            Instant upper = params.containsKey(CdcSql.UPPER) ? instant(params.get(CdcSql.UPPER)) : null;
+            queries.add(lower == null && upper == null ? "NULLS" : "WINDOW " + lower + " " + upper);
+            List<FieldValueList> result = new ArrayList<>();
+            rows.forEach((id, ts) -> {
+                boolean match = lower == null && upper == null ? ts == null
+                        : ts != null && ts.isAfter(lower) && !ts.isAfter(upper);
+                if (match) {
+                    String seconds = ts == null ? null : java.math.BigDecimal.valueOf(Cursor.micros(ts)).movePointLeft(6).toPlainString();
+                    result.add(FieldValueList.of(List.of(FieldValue.of(FieldValue.Attribute.PRIMITIVE, Long.toString(id)),
+                            FieldValue.of(FieldValue.Attribute.PRIMITIVE, seconds),
+                            FieldValue.of(FieldValue.Attribute.PRIMITIVE, seconds)), RESULT));
+                }
+            });
+            return new Pages(Schema.of(RESULT), result);
+        }
+
+        private static Instant instant(QueryParameterValue value) {
+            return java.time.OffsetDateTime.parse(value.getValue(),
+                    java.time.format.DateTimeFormatter.ofPattern("uuuu-MM-dd HH:mm:ss.SSSSSSxxx")).toInstant();
+        }
+    }
+
+    /** A clock the test moves. */
+    static final class MovableClock extends Clock {
+        Instant now = NOW;
+
+        @Override
+        public java.time.ZoneId getZone() {
+            return ZoneOffset.UTC;
+        }
+
+        @Override
+        public Clock withZone(java.time.ZoneId zone) {
+            return this;
+        }
+
+        @Override
+        public Instant instant() {
+            return now;
+        }
+    }
+
+    /** Polls until {@code batches} batches with records went out (acknowledging each record), at most 50 polls. */
+    private static List<List<SourceRecord>> pollBatches(TablePoller poller, MovableClock clock, int batches) throws Exception {
+        List<List<SourceRecord>> out = new ArrayList<>();
+        for (int i = 0; i < 50 && out.size() < batches; i++) {
+            clock.now = clock.now.plusSeconds(2);
+            List<SourceRecord> records = poller.poll();
+            if (!records.isEmpty()) {
+                out.add(records);
+                records.forEach(r -> poller.acknowledged());
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Issue 16: the initial snapshot is read in chunks of max.query.window.ms, each a batch of snapshot records with
+     * its own offset; a task started again from the offset of the second chunk continues with the third, without
+     * reading the table again from the start, and ordinary windows follow the snapshot's bound.
+     */
+    @Test
+    void theSnapshotIsReadInChunksEachCommittedAndResumable() throws Exception {
+        FakeTable table = new FakeTable();
+        table.rows.put(1L, NOW.minus(Duration.ofHours(5)));
+        table.rows.put(2L, NOW.minus(Duration.ofMinutes(210)));
+        table.rows.put(3L, NOW.minus(Duration.ofMinutes(150)));
+        table.rows.put(4L, NOW.minusSeconds(30)); // inside the safety lag of 60 s, beyond the snapshot's bound
+        BigQueryQueryCdcConfig config = configWithKey("QUERY", "60000", "3600000");
+        MovableClock clock = new MovableClock();
+        TableSpec spec = config.tables().get(0);
+        TablePoller poller = new TablePoller("chunks", spec, config, table, () -> catalog, new Semaphore(1), clock, null,
+                TableMetrics.forSource(() -> null, "chunks").table(spec.fullName()));
+        List<List<SourceRecord>> chunks = pollBatches(poller, clock, 3);
+        assertEquals(3, chunks.size(), "three one-hour chunks hold rows: " + table.queries);
+        for (int i = 0; i < 3; i++) {
+            List<SourceRecord> chunk = chunks.get(i);
+            assertEquals(1, chunk.size());
+            assertEquals((long) i + 1, ((org.apache.kafka.connect.data.Struct) chunk.get(0).value()).get("id"));
+            assertEquals("r", header(chunk.get(0), RecordHeaders.OP));
+            assertEquals(Cursor.format(NOW.minusSeconds(60)), chunk.get(0).sourceOffset().get("snapshot"), "the bound: the clock - lag");
+        }
+        assertEquals(1, table.queries.stream().filter("MAX"::equals).count());
+        Map<String, ?> afterSecond = chunks.get(1).get(0).sourceOffset();
+        assertEquals(Cursor.format(NOW.minus(Duration.ofMinutes(210))), afterSecond.get("cursor"));
+
+        // a task started again from the second chunk's offset reads the third chunk, not the table from the start
+        FakeTable again = new FakeTable();
+        again.rows.putAll(table.rows);
+        MovableClock clock2 = new MovableClock();
+        @SuppressWarnings("unchecked")
+        Map<String, Object> offset = (Map<String, Object>) afterSecond;
+        TablePoller restarted = new TablePoller("chunks", spec, config, again, () -> catalog, new Semaphore(1), clock2, offset,
+                TableMetrics.forSource(() -> null, "chunks").table(spec.fullName()));
+        List<List<SourceRecord>> rest = pollBatches(restarted, clock2, 1);
+        assertEquals(3L, ((org.apache.kafka.connect.data.Struct) rest.get(0).get(0).value()).get("id"));
+        assertEquals("r", header(rest.get(0).get(0), RecordHeaders.OP));
+        // (its one MAX query is the hourly check for watermarks ahead of the clock, not a new snapshot)
+        assertEquals(0, again.queries.stream().filter(q -> q.equals("MIN") || q.equals("NULLS")).count(), again.queries.toString());
+        // once the clock passed row 4 by the lag, it comes as an ordinary window
+        clock2.now = NOW.plusSeconds(60);
+        again.now = NOW.plusSeconds(60);
+        List<List<SourceRecord>> after = pollBatches(restarted, clock2, 1);
+        assertEquals(4L, ((org.apache.kafka.connect.data.Struct) after.get(0).get(0).value()).get("id"));
+        assertEquals("u", header(after.get(0).get(0), RecordHeaders.OP));
+        assertTrue(!after.get(0).get(0).sourceOffset().containsKey("snapshot"));
+    }
+
+    private static BigQueryQueryCdcConfig configWithKey(String mode, String lagMs, String maxWindowMs) {
+        Map<String, String> props = new HashMap<>();
+        props.put("bigquery.project", "p");
+        props.put("bigquery.dataset", "d");
+        props.put("tables", "t:ts:id");
+        props.put("topic.prefix", "x");
+        props.put("replication.mode", mode);
+        props.put("safety.lag.ms", lagMs);
+        props.put("sync.interval.ms", "1000");
+        props.put("max.query.window.ms", maxWindowMs);
+        props.put("catalog.jdbc.url", settings.jdbcUrl());
+        props.put("catalog.user", "postgres");
+        props.put("catalog.password", "pw");
+        return new BigQueryQueryCdcConfig(props);
+    }
+
+    private static BigQueryQueryCdcConfig config(String mode, String lagMs, String maxWindowMs) {
+        Map<String, String> props = new HashMap<>();
+        props.put("bigquery.project", "p");
+        props.put("bigquery.dataset", "d");
+        props.put("tables", "t::id");
+        props.put("topic.prefix", "x");
+        props.put("replication.mode", mode);
+        props.put("safety.lag.ms", lagMs);
+        props.put("sync.interval.ms", "1000");
+        props.put("max.query.window.ms", maxWindowMs);
+        props.put("catalog.jdbc.url", settings.jdbcUrl());
+        props.put("catalog.user", "postgres");
+        props.put("catalog.password", "pw");
+        return new BigQueryQueryCdcConfig(props);
+    }
+
+    private static TablePoller poller(String flow, BigQueryQueryCdcConfig config, SourceClient client, Semaphore permits,
+                                      Supplier<Catalog> opener, Instant cursor) {
+        TableSpec table = config.tables().get(0);
+        Map<String, Object> offset = cursor == null ? null : Map.of("cursor", Cursor.format(cursor), "batch", 0L);
+        TableMetrics metrics = TableMetrics.forSource(() -> null, flow);
+        return new TablePoller(flow, table, config, client, opener, permits, Clock.fixed(NOW, ZoneOffset.UTC), offset,
+                metrics.table(table.fullName()));
+    }
+
+    private static final FieldList KEYED = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("name", StandardSQLTypeName.STRING));
+
+    private static FieldList changeFields() {
+        return FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("name", StandardSQLTypeName.STRING),
+                Field.of(CdcSql.CHANGE_TYPE, StandardSQLTypeName.STRING),
+                Field.of(CdcSql.CHANGE_TIMESTAMP, StandardSQLTypeName.TIMESTAMP),
+                Field.of(CdcSql.CHANGE_IS_FOR_UPDATE, StandardSQLTypeName.BOOL));
+    }
+
+    private static FieldValueList change(FieldList fields, long id, String name, String type, Instant at, Boolean forUpdate) {
+        List<FieldValue> values = List.of(
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, Long.toString(id)),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, name),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, type),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, java.math.BigDecimal.valueOf(Cursor.micros(at)).movePointLeft(6).toPlainString()),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, forUpdate == null ? null : forUpdate.toString()));
+        return FieldValueList.of(values, fields);
+    }
+
+    private static String header(SourceRecord record, String key) {
+        return record.headers().lastWithName(key).value().toString();
+    }
+
+    /** Issue 16: a table waiting for a pull permit runs no query at all, not even BigQuery's clock. */
+    @Test
+    void aTableWithoutAPullPermitRunsNoClockQuery() throws Exception {
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        TablePoller poller = poller("permit", config("APPENDS", "1000", "3600000"), client, new Semaphore(0), () -> catalog,
+                NOW.minus(Duration.ofMinutes(5)));
+        assertTrue(poller.poll().isEmpty());
+        assertTrue(poller.poll().isEmpty());
+        assertEquals(0, client.clockQueries.get(), "clock queries while no permit was free");
+        assertTrue(client.queries.isEmpty());
+    }
+
+    /** Issue 16: the catalog down when the task starts is retried by the poll loop, not a failed task. */
+    @Test
+    void theCatalogDownAtStartIsRetriedNotFatal() throws Exception {
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        AtomicInteger opens = new AtomicInteger();
+        Supplier<Catalog> opener = () -> {
+            if (opens.incrementAndGet() == 1) {
+                throw new CatalogUnavailableException("catalog unreachable when source start started (fake outage)", null);
+            }
+            return Catalog.open(settings, "TablePollerTest-retry");
+        };
+        Clock[] clock = {Clock.fixed(NOW, ZoneOffset.UTC)};
+        BigQueryQueryCdcConfig config = config("APPENDS", "1000", "3600000");
+        TableSpec table = config.tables().get(0);
+        TablePoller poller = new TablePoller("catalog-down", table, config, client, opener, new Semaphore(1),
+                new Clock() {
+                    @Override
+                    public java.time.ZoneId getZone() {
+                        return ZoneOffset.UTC;
+                    }
+
+                    @Override
+                    public Clock withZone(java.time.ZoneId zone) {
+                        return this;
+                    }
+
+                    @Override
+                    public Instant instant() {
+                        return clock[0].instant();
+                    }
+                },
+                Map.of("cursor", Cursor.format(NOW.minusSeconds(30)), "batch", 0L),
+                TableMetrics.forSource(() -> null, "catalog-down").table(table.fullName()));
+        assertTrue(poller.poll().isEmpty(), "the failed open is an error episode, not an exception");
+        assertEquals(1, opens.get());
+        clock[0] = Clock.fixed(NOW.plusSeconds(10), ZoneOffset.UTC);
+        poller.poll();
+        assertEquals(2, opens.get(), "opened again after the backoff");
+        assertTrue(catalog.getTable("catalog-down", table.fullName()).isPresent(), "the table's row exists once it opened");
+        poller.close();
+    }
+
+    /**
+     * Issue 16: in APPENDS (and CHANGES) mode an empty window moves the cursor to its upper bound
+     * ({@code _CHANGE_TIMESTAMP} is the commit time), so an idle table never falls behind the time travel window.
+     */
+    @Test
+    void changeHistoryEmptyWindowsMoveTheCursorToTheirEnd() throws Exception {
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        Instant start = NOW.minus(Duration.ofHours(3));
+        TablePoller poller = poller("appends-empty", config("APPENDS", "1000", "3600000"), client, new Semaphore(1), () -> catalog, start);
+        assertTrue(poller.poll().isEmpty());
+        // three one-hour windows up to NOW - 1 s, all empty
+        assertEquals(3, client.queries.size());
+        assertEquals(NOW.minusSeconds(1), poller.cursor());
+        TableState state = catalog.getTable("appends-empty", "p.d.t").orElseThrow();
+        assertEquals(Cursor.format(NOW.minusSeconds(1)), state.cursor());
+        assertEquals(0, state.syncedBatchId(), "an empty window is no batch");
+    }
+
+    /**
+     * Issue 16: a cursor before BigQuery's time travel window (7 days) cannot be read by APPENDS() or CHANGES() any
+     * more: the table's task fails with the way out (re-snapshot), before any query. Seven days exactly still reads.
+     */
+    @Test
+    void aCursorOutsideTimeTravelFailsTheTableWithTheWayOut() throws Exception {
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        Instant tooOld = NOW.minus(Duration.ofDays(7)).minusNanos(1_000);
+        TablePoller poller = poller("appends-old", config("APPENDS", "1000", "86400000"), client, new Semaphore(1), () -> catalog, tooOld);
+        ConnectException e = assertThrows(ConnectException.class, poller::poll);
+        assertTrue(e.getMessage().contains("table p.d.t: the cursor " + Cursor.format(tooOld) + " is more than 7 days before"
+                + " BigQuery's clock"), e.getMessage());
+        assertTrue(e.getMessage().contains("Re-snapshot the table"), e.getMessage());
+        assertTrue(client.queries.isEmpty());
+        assertTrue(catalog.getTable("appends-old", "p.d.t").orElseThrow().lastError().contains("time travel"));
+
+        FakeSourceClient atTheEdge = new FakeSourceClient(KEYED, KEYED);
+        TablePoller edge = poller("appends-edge", config("APPENDS", "1000", "86400000"), atTheEdge, new Semaphore(1),
+                () -> catalog, NOW.minus(Duration.ofDays(7)));
+        edge.poll();
+        assertEquals(7, atTheEdge.queries.size(), "seven one-day windows (the last one ends a safety lag before now), all read");
+    }
+
+    /**
+     * Issue 16: in CHANGES mode an UPDATE that changed the key sends the delete of the old key (the DELETE half of the
+     * update) besides the new row; the delete is one nanosecond older than the update, so the update of an unchanged
+     * key always wins over its own delete half.
+     */
+    @Test
+    void changesModeSendsTheDeleteOfTheOldKeyOfAnUpdate() throws Exception {
+        FieldList fields = changeFields();
+        FakeSourceClient client = new FakeSourceClient(KEYED, fields);
+        Instant at = NOW.minus(Duration.ofMinutes(30));
+        client.results.add(List.of(
+                change(fields, 1, "old key", "DELETE", at, true),
+                change(fields, 2, "new key", "UPDATE", at, null),
+                change(fields, 3, "same key", "DELETE", at, true),
+                change(fields, 3, "same key, new name", "UPDATE", at, null)));
+        TablePoller poller = poller("changes-key", config("CHANGES", "600001", "86400000"), client, new Semaphore(1), () -> catalog,
+                NOW.minus(Duration.ofHours(1)));
+        List<SourceRecord> records = poller.poll();
+        assertEquals(4, records.size());
+        String version = Long.toString(Cursor.micros(at) * 1_000);
+        String before = Long.toString(Cursor.micros(at) * 1_000 - 1);
+        assertEquals(List.of("d", "u", "d", "u"), records.stream().map(r -> header(r, RecordHeaders.OP)).toList());
+        assertEquals(List.of(before, version, before, version), records.stream().map(r -> header(r, RecordHeaders.VERSION)).toList());
+        assertEquals(1L, ((org.apache.kafka.connect.data.Struct) records.get(0).key()).get("id"));
+    }
+}
