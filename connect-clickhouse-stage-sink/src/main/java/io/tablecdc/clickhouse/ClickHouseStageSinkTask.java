@@ -467,14 +467,21 @@ public class ClickHouseStageSinkTask extends SinkTask {
         boolean recorded = false;
         try {
             Stage existing = catalog.getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
-            if (existing != null && existing.rows() > batch.rows()) {
-                // a staged batch is never replaced by a part of it: keep the complete one, drop this copy
-                log.warn("sink {}: flow {}, table {}: batch {} is staged already with {} rows; a later copy with {} rows is"
-                        + " dropped instead of replacing it", connectorName, key.flow(), key.table(), batch.batchId(),
-                        existing.rows(), batch.rows());
+            if (existing != null && existing.rows() >= batch.rows()) {
+                // a staged batch is never replaced by a part of it, nor by a copy of itself (records delivered again
+                // after a restart): keep the staged one, whose files a normalize run may be loading right now
+                if (existing.rows() > batch.rows()) {
+                    log.warn("sink {}: flow {}, table {}: batch {} is staged already with {} rows; a later copy with {} rows"
+                            + " is dropped instead of replacing it", connectorName, key.flow(), key.table(), batch.batchId(),
+                            existing.rows(), batch.rows());
+                } else {
+                    log.info("sink {}: flow {}, table {}: batch {} is staged already ({} rows); the copy delivered again is"
+                            + " dropped", connectorName, key.flow(), key.table(), batch.batchId(), batch.rows());
+                }
                 for (StagePart part : batch.parts()) {
                     Files.deleteIfExists(part.file());
                 }
+                normalizerOf(key).wake();
                 return true;
             }
             String attempt = Long.toHexString(System.nanoTime());

@@ -119,6 +119,9 @@ final class TableNormalizer {
         pendingBatches.incrementAndGet();
     }
 
+    /** A run has passed its start check and not yet ended (guarded by this). */
+    private boolean inRun;
+
     void stop() {
         stopped = true;
     }
@@ -130,10 +133,14 @@ final class TableNormalizer {
      * @return true if no run is in flight any more
      */
     boolean stopAndWait(long timeoutMs) throws InterruptedException {
-        stopped = true;
-        ScheduledFuture<?> future = next;
-        if (future != null && future.cancel(false)) {
-            scheduled.set(false);
+        synchronized (this) {
+            stopped = true;
+            ScheduledFuture<?> future = next;
+            // a run that has started is not cancelled here (a started FutureTask still cancels "successfully"): it
+            // sees stopped at its next step and ends; wait for it below
+            if (!inRun && future != null && future.cancel(false)) {
+                scheduled.set(false);
+            }
         }
         long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
         synchronized (this) {
@@ -170,8 +177,11 @@ final class TableNormalizer {
         boolean claimed = false;
         try {
             rerun.set(false);
-            if (stopped) {
-                return;
+            synchronized (this) {
+                if (stopped) {
+                    return;
+                }
+                inRun = true;
             }
             if (!catalog.claimNormalizeLease(key.flow(), key.table(), owner, lease)) {
                 throw new IllegalStateException("another sink task still loads this table (normalize lease held by "
@@ -191,6 +201,10 @@ final class TableNormalizer {
                 metrics.errorEpisodeEnded(EPISODE);
                 catalog.clearError(key.flow(), key.table(), "normalize:");
             }
+        } catch (Restaged e) {
+            log.info("flow {}, table {}: batch {} was staged again while this run read it; reading the stage rows again",
+                    key.flow(), key.table(), e.batchId);
+            rerun.set(true);
         } catch (Exception e) {
             retryIn = backoff.failed();
             String message = describe(e);
@@ -215,8 +229,9 @@ final class TableNormalizer {
                     log.debug("releasing the normalize lease of {} failed (it expires): {}", key, catalogDown.toString());
                 }
             }
-            scheduled.set(false);
             synchronized (this) {
+                inRun = false;
+                scheduled.set(false);
                 notifyAll();
             }
         }
@@ -326,6 +341,11 @@ final class TableNormalizer {
     private void load(Stage stage, int part, String attempt, int epoch) throws Exception {
         StageFile file = stage.files().get(part);
         if (!store.exists(file.uri())) {
+            Stage now = catalog.getStage(key.flow(), key.table(), stage.batchId()).orElse(null);
+            if (now == null || !now.files().equals(stage.files())) {
+                // staged again (a larger copy replaced it) or loaded by a run before: read the stage rows again
+                throw new Restaged(stage.batchId());
+            }
             throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
         }
         List<StageColumn> columns = readColumns(file.uri());
@@ -362,5 +382,15 @@ final class TableNormalizer {
         }
         String message = root.getMessage() == null ? root.getClass().getSimpleName() : root.getMessage();
         return message.length() > 2000 ? message.substring(0, 2000) + "…" : message;
+    }
+
+    /** The stage row a run was loading changed under it: not an error, the run starts over at once. */
+    private static final class Restaged extends RuntimeException {
+        private final long batchId;
+
+        Restaged(long batchId) {
+            super(null, null, false, false);
+            this.batchId = batchId;
+        }
     }
 }
