@@ -93,8 +93,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
-    /** How long a normalize lease lasts unless renewed (every third of it while the loop runs). */
-    static final Duration NORMALIZE_LEASE = Duration.ofSeconds(30);
     /** How long close() waits for a revoked table's normalize step in flight. */
     private static final long CLOSE_WAIT_MS = 10_000;
     /** The kind of error episode an upload reports in the table's metrics. */
@@ -544,7 +542,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         return normalizers.computeIfAbsent(key, k -> {
             TableNormalizer normalizer = new TableNormalizer(k, catalog, store, destination, config.pushMode(), normalizePool,
                     config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()),
-                    leaseOwner, NORMALIZE_LEASE, leaseTimer);
+                    leaseOwner, config.normalizeLease(), leaseTimer);
             // batches staged before a restart are loaded first
             normalizer.wake();
             return normalizer;

@@ -1,7 +1,6 @@
 package io.tablecdc.pg;
 
 import java.security.SecureRandom;
-import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -26,8 +25,6 @@ import io.tablecdc.pg.config.PgPipelineConfig;
  */
 public class CopyTask extends SourceTask {
     private static final Logger log = LoggerFactory.getLogger(CopyTask.class);
-    /** How long a claim holds without renewal; renewed every third of it. */
-    static final Duration LEASE = Duration.ofSeconds(30);
     private static final long CLAIM_INTERVAL_MS = 1000;
 
     private PgPipelineConfig config;
@@ -72,7 +69,7 @@ public class CopyTask extends SourceTask {
             }
             Optional<CopyClaim> claim;
             try {
-                claim = catalog.claimCopy(flow, owner, LEASE, config.copyOnly(), config.copyExcept());
+                claim = catalog.claimCopy(flow, owner, config.copyLease(), config.copyOnly(), config.copyExcept());
             } catch (RuntimeException e) {
                 log.warn("flow {}: copy task {} cannot claim a table ({}); retrying", flow, owner, e.getMessage());
                 nextClaimAt = now + 5 * CLAIM_INTERVAL_MS;

@@ -484,11 +484,11 @@ final class TableCopy {
 
     private boolean renewLease() {
         long now = System.nanoTime();
-        if (now - lastRenewAt < CopyTask.LEASE.toNanos() / 3) {
+        if (now - lastRenewAt < config.copyLease().toNanos() / 3) {
             return true;
         }
         lastRenewAt = now;
-        if (catalog.renewCopyLease(flow, table, owner, attempt, CopyTask.LEASE)) {
+        if (catalog.renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
             return true;
         }
         lostLease();
@@ -500,7 +500,7 @@ final class TableCopy {
      * claim no longer holds the table, because its lease expired while this task stalled or another task claimed it.
      */
     private boolean fence() {
-        if (catalog.renewCopyLease(flow, table, owner, attempt, CopyTask.LEASE)) {
+        if (catalog.renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
             lastRenewAt = System.nanoTime();
             return true;
         }
@@ -556,7 +556,7 @@ final class TableCopy {
                 log.info("flow {}, table {}: copy stopped ({}); the table is pending again", flow, table, why);
             }
         } catch (RuntimeException e) {
-            log.info("flow {}, table {}: copy stopped ({}); its lease expires in {}", flow, table, why, CopyTask.LEASE);
+            log.info("flow {}, table {}: copy stopped ({}); its lease expires in {}", flow, table, why, config.copyLease());
         }
     }
 

@@ -146,6 +146,8 @@ class SinkFaultIT {
         config.put("normalize.buffer.batches", "100");
         config.put("normalize.backoff.initial.ms", "500");
         config.put("normalize.backoff.max.ms", "1000");
+        // the killed worker's normalize lease runs out after this long
+        config.put("normalize.lease.ms", "5000");
         // one batch and a bit per poll, so that uploads and loads interleave with consumption
         config.put("consumer.override.max.poll.records", "50");
         config.put("consumer.override.session.timeout.ms", "6000");

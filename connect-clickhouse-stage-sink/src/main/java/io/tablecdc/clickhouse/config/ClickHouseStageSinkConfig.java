@@ -97,6 +97,12 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final String NORMALIZE_BACKOFF_INITIAL_MS_DOC = "First wait after a table's normalize failed; doubles per failure.";
     private static final long NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT = 60_000L;
 
+    public static final String NORMALIZE_LEASE_MS_CONFIG = "normalize.lease.ms";
+    private static final String NORMALIZE_LEASE_MS_DOC = "How long a task's hold on loading one table into ClickHouse lasts"
+            + " without renewal (renewed every third of it while the task loads). One task loads a table at a time; when a"
+            + " worker dies while loading, another task takes the table over after at most this long.";
+    private static final long NORMALIZE_LEASE_MS_DEFAULT = 30_000L;
+
     public static final String NORMALIZE_BACKOFF_MAX_MS_CONFIG = "normalize.backoff.max.ms";
     private static final String NORMALIZE_BACKOFF_MAX_MS_DOC = "Longest wait between a table's normalize retries.";
     private static final long NORMALIZE_BACKOFF_MAX_MS_DEFAULT = 300_000L;
@@ -250,6 +256,8 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 Importance.LOW, NORMALIZE_BACKOFF_INITIAL_MS_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "First backoff");
         def.define(NORMALIZE_BACKOFF_MAX_MS_CONFIG, Type.LONG, NORMALIZE_BACKOFF_MAX_MS_DEFAULT, ConfigDef.Range.atLeast(10),
                 Importance.LOW, NORMALIZE_BACKOFF_MAX_MS_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Longest backoff");
+        def.define(NORMALIZE_LEASE_MS_CONFIG, Type.LONG, NORMALIZE_LEASE_MS_DEFAULT, ConfigDef.Range.between(3_000L, 600_000L),
+                Importance.LOW, NORMALIZE_LEASE_MS_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Normalize lease");
 
         order = 0;
         def.define(TABLE_NAME_FORMAT_CONFIG, Type.STRING, TABLE_NAME_FORMAT_DEFAULT, new ConfigDef.NonEmptyString(), Importance.MEDIUM,
@@ -355,6 +363,10 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
     public long normalizeBackoffInitialMs() {
         return getLong(NORMALIZE_BACKOFF_INITIAL_MS_CONFIG);
+    }
+
+    public java.time.Duration normalizeLease() {
+        return java.time.Duration.ofMillis(getLong(NORMALIZE_LEASE_MS_CONFIG));
     }
 
     public long normalizeBackoffMaxMs() {

@@ -95,6 +95,12 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " task tries it again.";
     private static final long TABLE_RETRY_DELAY_MS_DEFAULT = 10_000L;
 
+    public static final String COPY_LEASE_MS_CONFIG = "copy.lease.ms";
+    private static final String COPY_LEASE_MS_DOC = "How long a copy task's hold on the table it copies lasts without"
+            + " renewal (renewed every third of it while the copy runs). When a worker dies in the middle of a copy,"
+            + " another copy task starts the table over after at most this long.";
+    private static final long COPY_LEASE_MS_DEFAULT = 30_000L;
+
     public static final String MAX_TABLE_RETRIES_CONFIG = "max.table.retries";
     private static final String MAX_TABLE_RETRIES_DOC = "Copy attempts of one table after its first failure; after"
             + " the last one the table stays errored with its reason (other tables carry on). Only failed attempts"
@@ -182,6 +188,9 @@ public final class PgPipelineConfig extends AbstractConfig {
                 .define(TABLE_RETRY_DELAY_MS_CONFIG, Type.LONG, TABLE_RETRY_DELAY_MS_DEFAULT,
                         ConfigDef.Range.between(0L, 86_400_000L), Importance.LOW, TABLE_RETRY_DELAY_MS_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Table retry delay (ms)")
+                .define(COPY_LEASE_MS_CONFIG, Type.LONG, COPY_LEASE_MS_DEFAULT,
+                        ConfigDef.Range.between(3_000L, 3_600_000L), Importance.LOW, COPY_LEASE_MS_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Copy lease (ms)")
                 .define(MAX_TABLE_RETRIES_CONFIG, Type.INT, MAX_TABLE_RETRIES_DEFAULT, ConfigDef.Range.between(0, 1000),
                         Importance.LOW, MAX_TABLE_RETRIES_DOC, REPLICATION_GROUP, ++order, Width.SHORT,
                         "Max table retries")
@@ -281,6 +290,10 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public long tableRetryDelayMs() {
         return getLong(TABLE_RETRY_DELAY_MS_CONFIG);
+    }
+
+    public java.time.Duration copyLease() {
+        return java.time.Duration.ofMillis(getLong(COPY_LEASE_MS_CONFIG));
     }
 
     public int maxTableRetries() {
