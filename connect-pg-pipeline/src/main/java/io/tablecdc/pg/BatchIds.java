@@ -22,25 +22,7 @@ interface BatchIds {
      * even by a task that died after Kafka took batches it had not recorded. One catalog update per block.
      */
     static BatchIds reserved(Catalog catalog, String flow, int block) {
-        return new BatchIds() {
-            private final Map<String, long[]> blocks = new HashMap<>();
-
-            @Override
-            public long next(String table) {
-                long[] b = blocks.get(table);
-                if (b == null || b[0] > b[1]) {
-                    long first = catalog.reserveBatchIds(flow, table, block);
-                    b = new long[] {first, first + block - 1};
-                    blocks.put(table, b);
-                }
-                return b[0]++;
-            }
-
-            @Override
-            public void forget(String table) {
-                blocks.remove(table);
-            }
-        };
+        return inBlocks(table -> catalog.reserveBatchIds(flow, table, block), block);
     }
 
     /**
@@ -48,6 +30,16 @@ interface BatchIds {
      * the catalog refuses (the lease expired or another task claimed the table) throws {@link LeaseLostException}.
      */
     static BatchIds reservedWhileHolding(Catalog catalog, String flow, String owner, int attempt, int block) {
+        return inBlocks(table -> catalog.reserveCopyBatchIds(flow, table, owner, attempt, block)
+                .orElseThrow(() -> new LeaseLostException("batch id reservation")), block);
+    }
+
+    /**
+     * Ids handed out from blocks of {@code block}: {@code reserve} returns the first id of a new block of a table
+     * (the catalog's counter, {@link Catalog#reserveBatchIds}); a table's next block is reserved when its block is
+     * used up or {@linkplain #forget forgotten}. Free of the catalog so that it can be tested on its own.
+     */
+    static BatchIds inBlocks(ToLongFunction<String> reserve, int block) {
         return new BatchIds() {
             private final Map<String, long[]> blocks = new HashMap<>();
 
@@ -55,8 +47,7 @@ interface BatchIds {
             public long next(String table) {
                 long[] b = blocks.get(table);
                 if (b == null || b[0] > b[1]) {
-                    long first = catalog.reserveCopyBatchIds(flow, table, owner, attempt, block)
-                            .orElseThrow(() -> new LeaseLostException("batch id reservation"));
+                    long first = reserve.applyAsLong(table);
                     b = new long[] {first, first + block - 1};
                     blocks.put(table, b);
                 }
