@@ -257,6 +257,8 @@ class PgPipelineCopyIT {
         source.put("tasks.max", "2");
         source.put("copy.connections.per.table", "1");
         source.put("batch.rows", "2000");
+        // the killed worker's hold on the table runs out after this long
+        source.put("copy.lease.ms", "5000");
         stack.connect().rest().putConfig("pgkill-sink", sinkConfig("pgkill"));
         String group = "pgkill-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group,

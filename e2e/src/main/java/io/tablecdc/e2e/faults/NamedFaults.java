@@ -8,6 +8,8 @@ package io.tablecdc.e2e.faults;
 public final class NamedFaults {
     private static final String SINK_NORMALIZER = "io.tablecdc.clickhouse.TableNormalizer";
     private static final String SINK_TASK = "io.tablecdc.clickhouse.ClickHouseStageSinkTask";
+    private static final String PG_APPLY = "io.tablecdc.pg.ApplyTask";
+    private static final String PG_COPY = "io.tablecdc.pg.TableCopy";
 
     private NamedFaults() {
     }
@@ -30,5 +32,30 @@ public final class NamedFaults {
     /** Sink: the stage row is written, the consumer offsets past the batch are not committed yet. */
     public static Fault.Step sinkStagedNotCommitted() {
         return Fault.at("sink-staged-not-committed", SINK_TASK, "tryUpload", "AFTER INVOKE upsertStage");
+    }
+
+    /** Postgres pipeline: Kafka acknowledged a batch of the apply task, the catalog has not recorded it. */
+    public static Fault.Step pgAckedNotRecorded() {
+        return Fault.at("pg-acked-not-recorded", PG_APPLY, "syncToCatalog", "AT INVOKE recordSync");
+    }
+
+    /** Postgres pipeline: Connect flushed the apply task's offsets, the slot has not been told (confirmed) yet. */
+    public static Fault.Step pgFlushedNotConfirmed() {
+        return Fault.at("pg-flushed-not-confirmed", PG_APPLY, "commit", "AT ENTRY");
+    }
+
+    /** Postgres pipeline: a copy wrote its marker and sent its catch-up, the table is not in {@code catchup} yet. */
+    public static Fault.Step pgMarkerWrittenNotHandedOver() {
+        return Fault.at("pg-marker-written-not-handed-over", PG_COPY, "handOver", "AT INVOKE markCopyCatchup");
+    }
+
+    /** Postgres pipeline: the apply task sent a handed-over table's held changes, the table is not {@code ready} yet. */
+    public static Fault.Step pgCaughtUpNotReady() {
+        return Fault.at("pg-caught-up-not-ready", PG_APPLY, "refresh", "AT INVOKE markCaughtUpReady");
+    }
+
+    /** Postgres pipeline: a copy's batch is acknowledged and recorded, the copy goes on (the middle of a COPY). */
+    public static Fault.Step pgMidCopy() {
+        return Fault.at("pg-mid-copy", PG_COPY, "recordSynced", "AFTER INVOKE recordCopySync");
     }
 }

@@ -1,0 +1,185 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.stream.Stream;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.e2e.faults.Fault;
+import io.tablecdc.e2e.faults.FaultInjector;
+import io.tablecdc.e2e.faults.NamedFaults;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
+import io.tablecdc.e2e.stack.ConnectWorker;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * The Postgres pipeline's worker process dies (Byteman halts it, as SIGKILL would) at a named step between two of its
+ * state changes while a writer inserts, updates and deletes in two tables, both copied, then streamed; a second worker
+ * takes over without faults. ClickHouse {@code FINAL} ends equal to Postgres row for row, and both tables reach
+ * {@code ready}. The sink runs on the stack's own worker, untouched.
+ */
+class PgFaultIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String DATABASE = "pgfault_source";
+    private static final int ROWS = 5_000;
+
+    private static String catalogUrl;
+    private static PgChecks pg;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        stack.postgres().createDatabase(DATABASE);
+        catalogUrl = stack.postgres().createDatabase("pgfault_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).build();
+        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (clickhouse != null) {
+            clickhouse.close();
+        }
+    }
+
+    static Stream<Fault> steps() {
+        return Stream.of(
+                NamedFaults.pgAckedNotRecorded().kill().onOccurrence(4),
+                NamedFaults.pgFlushedNotConfirmed().kill().onOccurrence(3),
+                NamedFaults.pgMarkerWrittenNotHandedOver().kill(),
+                NamedFaults.pgCaughtUpNotReady().kill());
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("steps")
+    void aWorkerKilledAtTheStepLosesAndDoublesNothing(Fault fault) throws Exception {
+        String name = fault.name();
+        String schema = "f_" + name.replace('-', '_');
+        String publication = schema + "_pub";
+        String prefix = "pgfault-" + name;
+        String flow = prefix + "-flow";
+        pg.sql("DROP PUBLICATION IF EXISTS " + publication,
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + schema + ".copied (id int PRIMARY KEY, v int NOT NULL, note text)",
+                "INSERT INTO " + schema + ".copied SELECT g, 0, 'seed' FROM generate_series(1, " + ROWS + ") g",
+                "CREATE TABLE " + schema + ".streamed (id int PRIMARY KEY, v int NOT NULL)",
+                "CREATE PUBLICATION " + publication + " FOR TABLE " + schema + ".copied, " + schema + ".streamed");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put(schema + ".copied", new String[] {"id::text || '|' || v::text || '|' || coalesce(note, '-')",
+                "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
+        tables.put(schema + ".streamed", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "2");
+        // both tables are copied (the second one holds only the writer's rows when the flow starts)
+        source.put("table.sync.copy", "all");
+        source.put("copy.connections.per.table", "1");
+        source.put("batch.rows", "200");
+        source.put("copy.lease.ms", "5000");
+        source.put("table.retry.delay.ms", "1000");
+        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
+        sink.put("topics.regex", prefix + "\\..*");
+        sink.put("normalize.backoff.initial.ms", "500");
+        sink.put("normalize.backoff.max.ms", "2000");
+        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        stack.connect().rest().putConfig(prefix + "-sink", sink);
+
+        String group = "pgfault-" + name + "-" + System.nanoTime();
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir("pgfault-" + name + "/faults"), fault);
+        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
+        jvmArgs.addAll(injector.jvmArgs());
+        try (Writer writer = new Writer(schema)) {
+            ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgfault-" + name + "/worker-1"),
+                    Duration.ofSeconds(120), jvmArgs);
+            try {
+                first.rest().putConfig(flow, source);
+                injector.awaitFired(fault, Duration.ofSeconds(120));
+            } finally {
+                first.kill();
+            }
+            ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgfault-" + name + "/worker-2"),
+                    Duration.ofSeconds(120));
+            try {
+                second.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
+                for (String table : tables.keySet()) {
+                    pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+                }
+                writer.awaitMore(30);
+                writer.close();
+                pg.awaitEqual(tables, Duration.ofSeconds(120));
+                System.out.printf("pg fault %s: %d writer transactions; ClickHouse equals Postgres%n", name, writer.written.get());
+                second.rest().delete(flow);
+            } finally {
+                second.close();
+            }
+        }
+        stack.connect().rest().delete(prefix + "-sink");
+    }
+
+    /** Inserts, updates and deletes in both tables of a schema, one transaction every few milliseconds, until closed. */
+    private static final class Writer implements AutoCloseable {
+        final AtomicBoolean writing = new AtomicBoolean(true);
+        final AtomicInteger written = new AtomicInteger();
+        final AtomicReference<Exception> error = new AtomicReference<>();
+        final Thread thread;
+
+        Writer(String schema) {
+            thread = new Thread(() -> {
+                int n = 0;
+                while (writing.get()) {
+                    n++;
+                    try {
+                        pg.transaction(
+                                "INSERT INTO " + schema + ".copied VALUES (" + (100_000 + n) + ", " + n + ", 'new')",
+                                "UPDATE " + schema + ".copied SET v = v + 1, note = 'w" + n + "' WHERE id = " + ((n * 37) % ROWS + 1),
+                                "DELETE FROM " + schema + ".copied WHERE id = " + ((n * 53) % ROWS + 1),
+                                "INSERT INTO " + schema + ".streamed VALUES (" + n + ", 0)",
+                                "UPDATE " + schema + ".streamed SET v = v + 1 WHERE id = " + Math.max(1, n / 2),
+                                "DELETE FROM " + schema + ".streamed WHERE id = " + Math.max(1, n / 3) + " AND id % 5 = 0");
+                        written.incrementAndGet();
+                        Thread.sleep(10);
+                    } catch (Exception e) {
+                        error.set(e);
+                        return;
+                    }
+                }
+            }, "pgfault-writer-" + schema);
+            thread.start();
+        }
+
+        void awaitMore(int transactions) throws Exception {
+            int from = written.get();
+            PgChecks.awaitTrue(() -> written.get() >= from + transactions || error.get() != null, Duration.ofSeconds(60),
+                    "the writer stalled");
+            assertNull(error.get());
+        }
+
+        @Override
+        public void close() throws Exception {
+            if (writing.getAndSet(false)) {
+                thread.join();
+            }
+            assertNull(error.get(), () -> "writer failed: " + error.get());
+        }
+    }
+}
