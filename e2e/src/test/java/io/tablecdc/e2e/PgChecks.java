@@ -172,11 +172,16 @@ final class PgChecks {
                 actual.sort(null);
                 if (!expected.equals(actual)) {
                     equal = false;
+                    // sets: List.removeAll(List) is quadratic, minutes for 200,000 rows, and would use up the timeout
+                    // in one comparison that then reports a state long gone
+                    java.util.Set<String> actualSet = new java.util.HashSet<>(actual);
+                    java.util.Set<String> expectedSet = new java.util.HashSet<>(expected);
                     List<String> missing = new ArrayList<>(expected);
-                    missing.removeAll(actual);
+                    missing.removeIf(actualSet::contains);
                     List<String> extra = new ArrayList<>(actual);
-                    extra.removeAll(expected);
-                    last.put(table.getKey(), expected.size() + " rows in Postgres, " + actual.size() + " in ClickHouse;"
+                    extra.removeIf(expectedSet::contains);
+                    last.put(table.getKey(), "at " + java.time.LocalTime.now() + ": " + expected.size() + " rows in Postgres, "
+                            + actual.size() + " in ClickHouse;"
                             + " missing " + head(missing) + ", unexpected " + head(extra));
                 } else {
                     last.remove(table.getKey());
