@@ -151,9 +151,16 @@ final class PgChecks {
     /**
      * Waits until every table's rows in ClickHouse (FINAL, without deletes) equal Postgres's, row for row.
      * {@code tables}: table → {Postgres row expression, ClickHouse row expression}. Ordering is by the text.
+     * The wait is {@code timeout}, extended while the sink still loads batches (the catalog's normalized batch ids
+     * rise or its stage rows change), up to three times {@code timeout}: a sink that stalls fails after
+     * {@code timeout} without progress; one that is slow on a loaded machine is not mistaken for a loss. The failure
+     * names the catalog's progress, so that a stall and a loss can be told apart.
      */
     void awaitEqual(Map<String, String[]> tables, Duration timeout) throws Exception {
-        long deadline = System.nanoTime() + timeout.toNanos();
+        long start = System.nanoTime();
+        long deadline = start + timeout.toNanos();
+        long cap = start + 3 * timeout.toNanos();
+        String progress = sinkProgress();
         Map<String, String> last = new HashMap<>();
         while (System.nanoTime() < deadline) {
             boolean equal = true;
@@ -191,8 +198,32 @@ final class PgChecks {
                 return;
             }
             Thread.sleep(500);
+            String now = sinkProgress();
+            if (!now.equals(progress)) {
+                progress = now;
+                deadline = Math.min(cap, Math.max(deadline, System.nanoTime() + timeout.toNanos()));
+            }
         }
-        throw new AssertionError("ClickHouse never equalled Postgres: " + last);
+        throw new AssertionError("ClickHouse never equalled Postgres within " + (System.nanoTime() - start) / 1_000_000_000
+                + " s: " + last + "; catalog: " + sinkProgress());
+    }
+
+    /** Every table's synced and normalized batch ids and stage rows in the catalog, as text. */
+    private String sinkProgress() {
+        try (Connection c = catalog(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(
+                "SELECT t.flow_name, t.source_table_identifier, t.synced_batch_id, t.normalized_batch_id,"
+                        + " (SELECT count(*) FROM cdc_table_avro_stage a WHERE a.flow_name = t.flow_name"
+                        + "   AND a.source_table_identifier = t.source_table_identifier), t.paused_reason, t.last_error"
+                        + " FROM cdc_table_replication_state t ORDER BY 1, 2")) {
+            StringBuilder text = new StringBuilder();
+            while (rs.next()) {
+                text.append(String.format("[%s %s synced %d normalized %d staged %d paused %s error %s]", rs.getString(1),
+                        rs.getString(2), rs.getLong(3), rs.getLong(4), rs.getLong(5), rs.getString(6), rs.getString(7)));
+            }
+            return text.toString();
+        } catch (SQLException e) {
+            return "catalog unreadable: " + e.getMessage();
+        }
     }
 
     private static List<String> head(List<String> rows) {
