@@ -103,11 +103,18 @@ final class TableNormalizer {
 
     /** Asks for a run soon (a batch was staged). Runs of one table never overlap. */
     void wake() {
-        if (backoff.failures() > 0) {
-            return; // the scheduled retry will pick the new batch up
+        // first ask for another run, then look at the backoff: a run ending now either sees this request or has
+        // already left its backoff, which this call then sees (both fields are volatile), so no wake-up is lost. A
+        // wake-up during a failing episode leaves the batch to the scheduled retry, which reads every stage row.
+        rerun.set(true);
+        if (inBackoff) {
+            return;
         }
         schedule(0);
     }
+
+    /** Set while a failed run's retry waits; cleared by a run that succeeded, before it looks at {@link #rerun}. */
+    private volatile boolean inBackoff;
 
     /** Staged batches not yet normalized, as of the last run (for the sink's own back-pressure). */
     long pendingBatches() {
@@ -197,6 +204,7 @@ final class TableNormalizer {
                 return;
             }
             backoff.succeeded();
+            inBackoff = false;
             if (episode.succeeded()) {
                 metrics.errorEpisodeEnded(EPISODE);
                 catalog.clearError(key.flow(), key.table(), "normalize:");
@@ -207,6 +215,7 @@ final class TableNormalizer {
             rerun.set(true);
         } catch (Exception e) {
             retryIn = backoff.failed();
+            inBackoff = true;
             String message = describe(e);
             if (episode.failed(message, retryIn)) {
                 metrics.errorEpisodeStarted(EPISODE);
