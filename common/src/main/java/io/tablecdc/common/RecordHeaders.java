@@ -80,4 +80,30 @@ public final class RecordHeaders {
             throw new IllegalArgumentException("header " + key + " is not an integer: '" + text + "'", e);
         }
     }
+
+    /** Above every {@link #VERSION}: 2^128. */
+    public static final java.math.BigInteger VERSION_LIMIT = java.math.BigInteger.ONE.shiftLeft(128);
+
+    /**
+     * The record's {@link #VERSION}: a decimal non-negative integer below 2^128, parsed without overflow.
+     *
+     * @throws IllegalArgumentException naming the header when it is missing, not a decimal integer, negative, or
+     *     not below 2^128
+     */
+    public static java.math.BigInteger versionValue(Headers headers) {
+        String text = text(headers, VERSION);
+        if (text == null) {
+            throw new IllegalArgumentException("the record has no " + VERSION + " header");
+        }
+        String trimmed = text.trim();
+        if (!trimmed.matches("[0-9]{1,39}")) {
+            throw new IllegalArgumentException("header " + VERSION + " is not a non-negative decimal integer: '" + text
+                    + "'");
+        }
+        java.math.BigInteger value = new java.math.BigInteger(trimmed);
+        if (value.compareTo(VERSION_LIMIT) >= 0) {
+            throw new IllegalArgumentException("header " + VERSION + " is " + trimmed + ", not below 2^128");
+        }
+        return value;
+    }
 }

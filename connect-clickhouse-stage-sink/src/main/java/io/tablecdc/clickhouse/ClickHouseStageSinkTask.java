@@ -304,11 +304,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
         tableOfPartition.put(tp, key);
         TableNormalizer normalizer = normalizerOf(key);
         long batch;
-        long version;
+        java.math.BigInteger version;
         RecordHeaders.Op op;
         if (tablecdc) {
             batch = headerBatch;
-            version = RecordHeaders.longValue(record.headers(), RecordHeaders.VERSION);
+            version = RecordHeaders.versionValue(record.headers());
             op = headerOp;
             if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
                 // its rows share a file and are loaded together: nothing could empty the table between them
@@ -325,7 +325,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } else {
             // records of other producers: upserts, batches cut by size and time, versions from offsets
             batch = stager.open() ? stager.batchId() : -1;
-            version = record.kafkaOffset();
+            version = java.math.BigInteger.valueOf(record.kafkaOffset());
             op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
         }
         if (!stager.open() && (pendingUploads.containsKey(key) || normalizer.pendingBatches() >= config.normalizeBufferBatches())) {

@@ -107,7 +107,8 @@ final class TableStager {
      * Appends one record to batch {@code recordBatchId}. Throws {@link TypeMappingException} (nothing
      * appended) when the record cannot be staged; the caller reports it as an errant record.
      */
-    void append(SinkRecord record, long recordBatchId, long version, RecordHeaders.Op op, long nowMs) throws IOException {
+    void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, long nowMs)
+            throws IOException {
         Schema valueSchema = record.valueSchema();
         if (record.value() != null && !(record.value() instanceof Struct)) {
             throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()

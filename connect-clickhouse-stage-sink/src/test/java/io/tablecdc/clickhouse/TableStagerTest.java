@@ -67,8 +67,8 @@ class TableStagerTest {
     void rowsAfterTheTruncateJoinItsBatchAndTheNextBatchDoesNotInheritTheTruncate() throws Exception {
         TableStager stager = stager();
         stager.truncate(truncateRecord(50), 5, 1_000);
-        stager.append(row(1, 51), 5, 10, Op.CREATE, 1_001);
-        stager.append(row(2, 52), 5, 11, Op.UPDATE, 1_002);
+        stager.append(row(1, 51), 5, java.math.BigInteger.valueOf(10), Op.CREATE, 1_001);
+        stager.append(row(2, 52), 5, java.math.BigInteger.valueOf(11), Op.UPDATE, 1_002);
         assertEquals(1_000, stager.openedAtMs(), "the batch opened with its truncate");
         TableStager.ClosedBatch closed = stager.close();
         assertTrue(closed.truncateBefore());
@@ -78,7 +78,7 @@ class TableStagerTest {
         assertEquals(new RowCounts(1, 1, 0), closed.counts());
         assertEquals(50L, closed.firstOffsets().get(TP));
 
-        stager.append(row(3, 53), 6, 12, Op.CREATE, 1_003);
+        stager.append(row(3, 53), 6, java.math.BigInteger.valueOf(12), Op.CREATE, 1_003);
         TableStager.ClosedBatch next = stager.close();
         assertFalse(next.truncateBefore());
         assertEquals(6, next.batchId());
@@ -91,7 +91,7 @@ class TableStagerTest {
         stager.truncate(truncateRecord(61), 7, 2_000);
         assertEquals(60L, stager.firstOffset(TP));
         assertEquals(1_000, stager.openedAtMs());
-        stager.append(row(1, 62), 7, 1, Op.CREATE, 2_001);
+        stager.append(row(1, 62), 7, java.math.BigInteger.valueOf(1), Op.CREATE, 2_001);
         assertThrows(IllegalStateException.class, () -> stager.truncate(truncateRecord(63), 7, 2_002));
         stager.abandon();
         assertFalse(stager.open());

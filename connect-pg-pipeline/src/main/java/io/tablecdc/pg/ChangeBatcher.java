@@ -419,7 +419,7 @@ final class ChangeBatcher {
             headers.addString(RecordHeaders.FLOW, flow);
             headers.addString(RecordHeaders.TABLE, table);
             headers.addString(RecordHeaders.OP, change.op().code());
-            headers.addString(RecordHeaders.VERSION, Long.toString(slice.versions.get(i)));
+            headers.addString(RecordHeaders.VERSION, slice.versions.get(i).toString());
             headers.addString(RecordHeaders.BATCH, Long.toString(id));
             if (change.replayId() != null) {
                 headers.addString(RecordHeaders.REPLAY_ID, change.replayId());
@@ -509,12 +509,12 @@ final class ChangeBatcher {
     /** A table's unsent changes, each with its transaction and version. */
     private static final class Slice {
         final List<Change> changes = new ArrayList<>();
-        final List<Long> versions = new ArrayList<>();
+        final List<java.math.BigInteger> versions = new ArrayList<>();
         final List<Txn> txns = new ArrayList<>();
         long[] ids;
         int nextId;
 
-        void add(Change change, Txn txn, long version) {
+        void add(Change change, Txn txn, java.math.BigInteger version) {
             changes.add(change);
             txns.add(txn);
             versions.add(version);

@@ -1,14 +1,17 @@
 package io.tablecdc.pg;
 
+import java.math.BigInteger;
+
 import io.tablecdc.pg.wire.Lsn;
 
 /**
- * The {@code tablecdc.version} of a streamed change: (commit LSN, ordinal) packed into one non-negative
- * {@code long}, which the sink stores in the UInt64 {@code _tablecdc_version} column.
+ * The {@code tablecdc.version} of a streamed change: (commit LSN, ordinal) as one non-negative integer below
+ * 2<sup>80</sup>, written in the header as a decimal string; the sink stores it in the UInt128
+ * {@code _tablecdc_version} column.
  *
  * <pre>
- *   bit 63      bits 62..16                bits 15..0
- *   0           commit LSN (47 bits)        ordinal of the change within its transaction and table (16 bits)
+ *   bits 79..16                                bits 15..0
+ *   commit LSN (all 64 bits, unsigned)          ordinal of the change within its transaction and table (16 bits)
  * </pre>
  *
  * <p>Why it orders every change of one row: two changes of one row in different transactions are ordered by
@@ -18,24 +21,21 @@ import io.tablecdc.pg.wire.Lsn;
  * never the change's own LSN, is used: a transaction that began before another but committed after it must
  * win. Rows of a copy take ordinal 0 at their snapshot's consistent point ({@link #snapshot}).
  *
- * <p>Limits, both far from ordinary use but real:
- * <ul>
- * <li>The commit LSN must be below 2<sup>47</sup> (128 TiB of WAL written over the cluster's life, i.e. LSN
- * {@code 8000/0}). A change committed at or beyond it fails the task with an error saying so rather than
- * wrap around and lose to older versions.</li>
- * <li>The ordinal saturates at 65535: changes after the 65535th of one table in one transaction share the
- * version 65535. ReplacingMergeTree then keeps the row inserted last among equal versions, which is the
- * later change as long as the batch is loaded once in order (the sink's normal case); only a second change of
- * the same row past that point, re-delivered after a restart, could be resolved to the older image.</li>
- * </ul>
+ * <p>Every LSN Postgres can reach packs: there is no WAL volume after which versions stop ordering changes. For a
+ * commit LSN below 2<sup>47</sup> the value is the one earlier releases packed into 63 bits, so rows already in a
+ * table keep their order against new ones. The ordinal saturates at 65535: changes after the 65535th of one table
+ * in one transaction share the version 65535. ReplacingMergeTree then keeps the row inserted last among equal
+ * versions, which is the later change as long as the batch is loaded once in order (the sink's normal case); only
+ * a second change of the same row past that point, re-delivered after a restart, could be resolved to the older
+ * image.
  */
 public final class ChangeVersion {
     /** Bits of the ordinal. */
     public static final int ORDINAL_BITS = 16;
     /** The largest ordinal; larger ones saturate to it. */
     public static final long MAX_ORDINAL = (1L << ORDINAL_BITS) - 1;
-    /** The first commit LSN that cannot be packed: 2^47. */
-    public static final long LSN_LIMIT = 1L << (63 - ORDINAL_BITS);
+    /** Above every version: 2^80 (the largest LSN, 2^64 - 1, with the largest ordinal is one below). */
+    public static final BigInteger LIMIT = BigInteger.ONE.shiftLeft(64 + ORDINAL_BITS);
 
     private ChangeVersion() {
     }
@@ -44,19 +44,13 @@ public final class ChangeVersion {
      * The version of the {@code ordinal}-th change (from 1) of a table in the transaction committed at
      * {@code commitLsn}.
      *
-     * @throws IllegalArgumentException when the commit LSN is at or beyond {@link #LSN_LIMIT}, or the ordinal is
-     *     below 1
+     * @throws IllegalArgumentException when the ordinal is below 1
      */
-    public static long of(Lsn commitLsn, long ordinal) {
+    public static BigInteger of(Lsn commitLsn, long ordinal) {
         if (ordinal < 1) {
             throw new IllegalArgumentException("a change's ordinal starts at 1: " + ordinal);
         }
-        long lsn = commitLsn.value();
-        if (lsn < 0 || lsn >= LSN_LIMIT) {
-            throw new IllegalArgumentException("commit LSN " + commitLsn + " is beyond what the version packs ("
-                    + Lsn.of(LSN_LIMIT) + ", 128 TiB of WAL): versions would no longer order changes");
-        }
-        return (lsn << ORDINAL_BITS) | Math.min(ordinal, MAX_ORDINAL);
+        return unsigned(commitLsn.value()).shiftLeft(ORDINAL_BITS).or(BigInteger.valueOf(Math.min(ordinal, MAX_ORDINAL)));
     }
 
     /**
@@ -65,22 +59,23 @@ public final class ChangeVersion {
      * A copied row therefore loses to any streamed change of the same row and wins over any change that
      * committed before the snapshot, which a re-copy must replace.
      */
-    public static long snapshot(Lsn consistentPoint) {
-        long lsn = consistentPoint.value();
-        if (lsn < 0 || lsn >= LSN_LIMIT) {
-            throw new IllegalArgumentException("consistent point " + consistentPoint + " is beyond what the version packs ("
-                    + Lsn.of(LSN_LIMIT) + ", 128 TiB of WAL)");
-        }
-        return lsn << ORDINAL_BITS;
+    public static BigInteger snapshot(Lsn consistentPoint) {
+        return unsigned(consistentPoint.value()).shiftLeft(ORDINAL_BITS);
     }
 
     /** The commit LSN a version was packed from. */
-    public static Lsn commitLsn(long version) {
-        return Lsn.of(version >>> ORDINAL_BITS);
+    public static Lsn commitLsn(BigInteger version) {
+        return Lsn.of(version.shiftRight(ORDINAL_BITS).longValue());
     }
 
     /** The (possibly saturated) ordinal a version was packed from. */
-    public static long ordinal(long version) {
-        return version & MAX_ORDINAL;
+    public static long ordinal(BigInteger version) {
+        return version.longValue() & MAX_ORDINAL;
+    }
+
+    /** An LSN is an unsigned 64-bit number. */
+    private static BigInteger unsigned(long lsn) {
+        BigInteger value = BigInteger.valueOf(lsn & Long.MAX_VALUE);
+        return lsn < 0 ? value.setBit(63) : value;
     }
 }

@@ -65,9 +65,9 @@ class ChangeBatcherTest {
         assertEquals("f", header(out.get(2), RecordHeaders.FLOW));
         assertEquals("s.b", header(out.get(2), RecordHeaders.TABLE));
         // versions: commit LSN, ordinal per table within the transaction
-        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), Long.parseLong(header(out.get(0), RecordHeaders.VERSION)));
-        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 2), Long.parseLong(header(out.get(1), RecordHeaders.VERSION)));
-        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), Long.parseLong(header(out.get(2), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), new java.math.BigInteger(header(out.get(0), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 2), new java.math.BigInteger(header(out.get(1), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), new java.math.BigInteger(header(out.get(2), RecordHeaders.VERSION)));
         // offsets: per table, batch id and commit LSN
         assertEquals(Map.of("flow", "f", "table", "s.a"), out.get(0).sourcePartition());
         assertEquals(Map.of("batch", 8L, "lsn", "0/200"), out.get(0).sourceOffset());
@@ -92,8 +92,8 @@ class ChangeBatcherTest {
         assertEquals(List.of("1", "1", "2", "3"), batches);
         assertEquals(List.of("null", "true", "true", "true"), lasts);
         // the ordinal goes on across a cut: the third change of the transaction orders after the second
-        assertTrue(Long.parseLong(header(out.get(2), RecordHeaders.VERSION)) > Long.parseLong(header(out.get(1), RecordHeaders.VERSION)));
-        assertTrue(Long.parseLong(header(out.get(3), RecordHeaders.VERSION)) > Long.parseLong(header(out.get(2), RecordHeaders.VERSION)));
+        assertTrue(new java.math.BigInteger(header(out.get(2), RecordHeaders.VERSION)).compareTo(new java.math.BigInteger(header(out.get(1), RecordHeaders.VERSION))) > 0);
+        assertTrue(new java.math.BigInteger(header(out.get(3), RecordHeaders.VERSION)).compareTo(new java.math.BigInteger(header(out.get(2), RecordHeaders.VERSION))) > 0);
     }
 
     @Test
@@ -221,7 +221,7 @@ class ChangeBatcherTest {
         assertNull(truncate.value());
         assertNull(header(out.get(0), RecordHeaders.REPLAY_ID));
         // the truncate takes its place among the table's changes
-        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 2), Long.parseLong(header(truncate, RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 2), new java.math.BigInteger(header(truncate, RecordHeaders.VERSION)));
     }
 
     @Test
@@ -233,11 +233,11 @@ class ChangeBatcherTest {
             out.addAll(b.add(change("s.a", Op.SNAPSHOT, i)));
         }
         out.addAll(b.commit(Lsn.parse("0/300")));
-        long copied = ChangeVersion.snapshot(Lsn.parse("0/300"));
-        assertTrue(out.stream().allMatch(r -> Long.parseLong(header(r, RecordHeaders.VERSION)) == copied));
+        java.math.BigInteger copied = ChangeVersion.snapshot(Lsn.parse("0/300"));
+        assertTrue(out.stream().allMatch(r -> new java.math.BigInteger(header(r, RecordHeaders.VERSION)).equals(copied)));
         // a transaction whose commit record sits exactly at the consistent point is streamed, and must still win
-        assertTrue(ChangeVersion.of(Lsn.parse("0/300"), 1) > copied);
-        assertTrue(ChangeVersion.of(Lsn.parse("0/2FF"), ChangeVersion.MAX_ORDINAL) < copied);
+        assertTrue(ChangeVersion.of(Lsn.parse("0/300"), 1).compareTo(copied) > 0);
+        assertTrue(ChangeVersion.of(Lsn.parse("0/2FF"), ChangeVersion.MAX_ORDINAL).compareTo(copied) < 0);
     }
 
     @Test
@@ -264,7 +264,7 @@ class ChangeBatcherTest {
         assertEquals(2, released.size());
         assertEquals(List.of("21", "22"), released.stream().map(r -> header(r, RecordHeaders.BATCH)).toList());
         assertEquals(List.of("c", "u"), released.stream().map(r -> header(r, RecordHeaders.OP)).toList());
-        assertEquals(ChangeVersion.of(Lsn.parse("0/300"), 1), Long.parseLong(header(released.get(1), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/300"), 1), new java.math.BigInteger(header(released.get(1), RecordHeaders.VERSION)));
         assertEquals(0, b.heldRows());
         b.acknowledged(released.get(0));
         assertEquals(Lsn.parse("0/250"), b.safePosition());
@@ -322,8 +322,8 @@ class ChangeBatcherTest {
         assertEquals(List.of("1", "1", "1"), out.stream().map(r -> header(r, RecordHeaders.BATCH)).toList());
         assertEquals(List.of("c", "u", "c"), out.stream().map(r -> header(r, RecordHeaders.OP)).toList());
         // each change keeps its own transaction's version; the batch's offset is its newest commit
-        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), Long.parseLong(header(out.get(0), RecordHeaders.VERSION)));
-        assertEquals(ChangeVersion.of(Lsn.parse("0/300"), 1), Long.parseLong(header(out.get(1), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/200"), 1), new java.math.BigInteger(header(out.get(0), RecordHeaders.VERSION)));
+        assertEquals(ChangeVersion.of(Lsn.parse("0/300"), 1), new java.math.BigInteger(header(out.get(1), RecordHeaders.VERSION)));
         assertEquals(Map.of("batch", 1L, "lsn", "0/300"), out.get(1).sourceOffset());
         assertEquals("true", header(out.get(1), RecordHeaders.BATCH_LAST));
         b.acknowledged(out.get(0));

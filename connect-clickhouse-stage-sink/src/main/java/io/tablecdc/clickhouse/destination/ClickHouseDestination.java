@@ -16,7 +16,9 @@ import com.clickhouse.client.api.insert.InsertSettings;
 import com.clickhouse.client.api.query.GenericRecord;
 import com.clickhouse.data.ClickHouseFormat;
 
+import io.tablecdc.clickhouse.schema.ClickHouseTypes;
 import io.tablecdc.clickhouse.schema.StageColumn;
+import io.tablecdc.clickhouse.schema.StageSchema;
 import io.tablecdc.clickhouse.stage.StageStore;
 
 /**
@@ -174,7 +176,15 @@ public final class ClickHouseDestination implements AutoCloseable {
     }
 
     static boolean compatible(String present, String needed) {
-        return present.equals(needed) || present.equals("Nullable(" + needed + ")");
+        return present.equals(needed) || present.equals("Nullable(" + needed + ")")
+                // a table created before versions became UInt128 keeps loading the versions its column takes
+                || needed.equals(ClickHouseTypes.VERSION_TYPE) && present.equals(ClickHouseTypes.LEGACY_VERSION_TYPE);
+    }
+
+    /** Whether the table's version column is the UInt64 of tables created by earlier releases. */
+    private boolean legacyVersion(String table) {
+        Map<String, String> columns = known.get(table);
+        return columns != null && ClickHouseTypes.LEGACY_VERSION_TYPE.equals(columns.get(StageSchema.VERSION_COLUMN));
     }
 
     /**
@@ -188,7 +198,12 @@ public final class ClickHouseDestination implements AutoCloseable {
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
         cluster.insertSettings().forEach(settings::serverSetting);
         Map<String, Object> params = new HashMap<>(source.parameters());
-        await(client.execute(ddl.insertSelect(table, columns, source.tableFunction()), params, settings), "load into " + table);
+        boolean legacy = legacyVersion(table);
+        if (legacy) {
+            params.put("version_error", LegacyVersions.error(database, table));
+        }
+        await(client.execute(ddl.insertSelect(table, columns, source.tableFunction(), legacy), params, settings),
+                "load into " + table);
     }
 
     /** Push mode: streams the stage file as {@code INSERT … FORMAT Avro}. */
@@ -206,6 +221,13 @@ public final class ClickHouseDestination implements AutoCloseable {
         settings.serverSetting("insert_deduplicate", "1");
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
         cluster.insertSettings().forEach(settings::serverSetting);
+        if (legacyVersion(table)) {
+            // a UInt64 version column takes Avro long: the file is rewritten with its versions as longs
+            try (InputStream converted = LegacyVersions.asLongs(avroFile, database, table)) {
+                await(client.insert(table, names, converted, ClickHouseFormat.Avro, settings), "load into " + table);
+            }
+            return;
+        }
         await(client.insert(table, names, avroFile, ClickHouseFormat.Avro, settings), "load into " + table);
     }
 

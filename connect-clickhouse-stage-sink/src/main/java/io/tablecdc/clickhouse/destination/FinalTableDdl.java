@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.Collectors;
 
+import io.tablecdc.clickhouse.schema.ClickHouseTypes;
 import io.tablecdc.clickhouse.schema.StageColumn;
 import io.tablecdc.clickhouse.schema.StageSchema;
 
@@ -117,8 +118,24 @@ public final class FinalTableDdl {
      * Only the columns of the stage file are named; columns it lacks take their defaults.
      */
     public String insertSelect(String table, List<StageColumn> columns, String tableFunction) {
+        return insertSelect(table, columns, tableFunction, false);
+    }
+
+    /**
+     * With {@code legacyVersion}, the table's version column is the UInt64 of an earlier release: the staged UInt128
+     * is converted, and a version that does not fit (2^63 or more) fails the load with the message in the query
+     * parameter {@code version_error}.
+     */
+    public String insertSelect(String table, List<StageColumn> columns, String tableFunction, boolean legacyVersion) {
         String targets = columns.stream().map(c -> Sql.id(c.column())).collect(Collectors.joining(", "));
-        String sources = columns.stream().map(c -> Sql.id(c.avroName())).collect(Collectors.joining(", "));
+        String sources = columns.stream().map(c -> {
+            if (legacyVersion && c.column().equals(StageSchema.VERSION_COLUMN)) {
+                String v = "reinterpretAsUInt128(" + Sql.id(c.avroName()) + ")";
+                return "toUInt64(" + v + " + throwIf(" + v + " >= " + ClickHouseTypes.LEGACY_VERSION_LIMIT
+                        + ", {version_error:String}))";
+            }
+            return Sql.id(c.avroName());
+        }).collect(Collectors.joining(", "));
         return "INSERT INTO " + Sql.table(database, table) + " (" + targets + ") SELECT " + sources + " FROM " + tableFunction;
     }
 }

@@ -10,21 +10,44 @@ import io.tablecdc.common.TablecdcTypes;
 
 /** The ClickHouse column type of each Connect schema, and the type of the version column. */
 public final class ClickHouseTypes {
-    /** The version column's type: versions are non-negative 64-bit integers. */
-    public static final String VERSION_TYPE = "UInt64";
+    /** The version column's type in tables the sink creates: versions are non-negative integers below 2^128. */
+    public static final String VERSION_TYPE = "UInt128";
+    /** The version column's type in tables created by earlier releases; they keep loading versions below 2^63. */
+    public static final String LEGACY_VERSION_TYPE = "UInt64";
+    /** Above every version a {@link #LEGACY_VERSION_TYPE} column takes: 2^63. */
+    public static final java.math.BigInteger LEGACY_VERSION_LIMIT = java.math.BigInteger.ONE.shiftLeft(63);
+    private static final java.math.BigInteger VERSION_LIMIT = java.math.BigInteger.ONE.shiftLeft(128);
+    private static final org.apache.avro.Schema VERSION_AVRO = org.apache.avro.Schema.createFixed("tablecdc_uint128",
+            "a UInt128, little-endian (how ClickHouse reads Avro fixed(16) into UInt128)", "io.tablecdc", 16);
 
     private ClickHouseTypes() {
     }
 
+    /** The version in a stage file: Avro {@code fixed(16)}, little-endian, which ClickHouse loads into UInt128. */
     static org.apache.avro.Schema versionAvroType() {
-        return org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG);
+        return VERSION_AVRO;
     }
 
-    static Object versionAvroValue(long version) {
-        if (version < 0) {
-            throw new TypeMappingException("a row version must not be negative: " + version);
+    static Object versionAvroValue(java.math.BigInteger version) {
+        if (version.signum() < 0 || version.compareTo(VERSION_LIMIT) >= 0) {
+            throw new TypeMappingException("a row version must be a non-negative integer below 2^128: " + version);
         }
-        return version;
+        byte[] bigEndian = version.toByteArray();
+        byte[] little = new byte[16];
+        for (int i = 0; i < bigEndian.length && i < 16; i++) {
+            little[i] = bigEndian[bigEndian.length - 1 - i];
+        }
+        return new org.apache.avro.generic.GenericData.Fixed(VERSION_AVRO, little);
+    }
+
+    /** The value of a staged version ({@link #versionAvroValue}). */
+    public static java.math.BigInteger versionOf(Object avroValue) {
+        byte[] little = ((org.apache.avro.generic.GenericFixed) avroValue).bytes();
+        byte[] bigEndian = new byte[little.length];
+        for (int i = 0; i < little.length; i++) {
+            bigEndian[i] = little[little.length - 1 - i];
+        }
+        return new java.math.BigInteger(1, bigEndian);
     }
 
     /**

@@ -160,7 +160,7 @@ public final class StageSchema {
      * The Avro record of one row. Deletes may carry only the key columns: the other columns are written as
      * null when optional, or as their type's zero value otherwise (the row is deleted; they are never read).
      */
-    public GenericRecord toAvro(Struct value, long version, boolean deleted) {
+    public GenericRecord toAvro(Struct value, java.math.BigInteger version, boolean deleted) {
         GenericData.Record out = new GenericData.Record(avroSchema);
         for (int i = 0; i < fields.size(); i++) {
             Field field = fields.get(i);

@@ -73,7 +73,7 @@ class StageSchemaTest {
         assertEquals(clickHouseType, stage.columns().get(1).type());
 
         Struct row = new Struct(valueSchema).put("id", 1L).put("v", value);
-        GenericRecord read = roundTrip(stage, stage.toAvro(row, 10L, false));
+        GenericRecord read = roundTrip(stage, stage.toAvro(row, java.math.BigInteger.TEN, false));
         Object actual = read.get("v");
         if (actual instanceof org.apache.avro.util.Utf8 || actual instanceof CharSequence) {
             actual = actual.toString();
@@ -82,7 +82,7 @@ class StageSchemaTest {
             actual = list.stream().map(o -> o instanceof CharSequence cs ? cs.toString() : o).toList();
         }
         assertEquals(staged, actual);
-        assertEquals(10L, read.get(StageSchema.VERSION_COLUMN));
+        assertEquals(java.math.BigInteger.TEN, ClickHouseTypes.versionOf(read.get(StageSchema.VERSION_COLUMN)));
         assertEquals(0, read.get(StageSchema.IS_DELETED_COLUMN));
     }
 
@@ -93,7 +93,7 @@ class StageSchemaTest {
         StageSchema stage = StageSchema.of("db.money", valueSchema, Set.of("id"));
         assertEquals("Nullable(Decimal(12, 4))", stage.columns().get(1).type());
 
-        GenericRecord read = roundTrip(stage, stage.toAvro(new Struct(valueSchema).put("id", 1L).put("amount", new BigDecimal("-12345.6789")), 1, false));
+        GenericRecord read = roundTrip(stage, stage.toAvro(new Struct(valueSchema).put("id", 1L).put("amount", new BigDecimal("-12345.6789")), java.math.BigInteger.valueOf(1), false));
         ByteBuffer bytes = (ByteBuffer) read.get("amount");
         byte[] unscaled = new byte[bytes.remaining()];
         bytes.get(unscaled);
@@ -106,7 +106,7 @@ class StageSchemaTest {
         Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("price", Decimal.schema(2)).build();
         StageSchema stage = StageSchema.of("shop.items", valueSchema, Set.of("id"));
         TypeMappingException e = assertThrows(TypeMappingException.class,
-                () -> stage.toAvro(new Struct(valueSchema).put("id", 1L).put("price", new BigDecimal("1.005")), 1, false));
+                () -> stage.toAvro(new Struct(valueSchema).put("id", 1L).put("price", new BigDecimal("1.005")), java.math.BigInteger.valueOf(1), false));
         assertTrue(e.getMessage().contains("shop.items") && e.getMessage().contains("price"), e.getMessage());
     }
 
@@ -124,7 +124,7 @@ class StageSchemaTest {
                 .field("note", Schema.OPTIONAL_STRING_SCHEMA).build();
         StageSchema stage = StageSchema.of("t", valueSchema, Set.of("id"));
         Struct keyOnly = new Struct(valueSchema).put("id", 9L).put("name", "x");
-        GenericRecord read = roundTrip(stage, stage.toAvro(keyOnly, 3, true));
+        GenericRecord read = roundTrip(stage, stage.toAvro(keyOnly, java.math.BigInteger.valueOf(3), true));
         assertEquals(1, read.get(StageSchema.IS_DELETED_COLUMN));
         assertNull(read.get("note"));
     }
@@ -190,7 +190,7 @@ class StageSchemaTest {
     void bytesStayBytes() throws IOException {
         Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("blob", Schema.BYTES_SCHEMA).build();
         StageSchema stage = StageSchema.of("t", valueSchema, Set.of("id"));
-        GenericRecord read = roundTrip(stage, stage.toAvro(new Struct(valueSchema).put("id", 1L).put("blob", new byte[] {0, -1, 2}), 1, false));
+        GenericRecord read = roundTrip(stage, stage.toAvro(new Struct(valueSchema).put("id", 1L).put("blob", new byte[] {0, -1, 2}), java.math.BigInteger.valueOf(1), false));
         ByteBuffer bytes = (ByteBuffer) read.get("blob");
         byte[] out = new byte[bytes.remaining()];
         bytes.get(out);
