@@ -126,5 +126,5 @@ cat >&2 <<EOF
 deploy: done. The flows poll BigQuery every 10 s (full) or 60 s (minimal) with a 5 s / 60 s safety lag. Then:
   curl -s $connect/connectors/bigquery-query-cdc/status
   $compose exec clickhouse sh -c 'clickhouse-client --password "\$CLICKHOUSE_PASSWORD" -q "SHOW TABLES FROM analytics"'
-  $compose exec clickhouse sh -c 'clickhouse-client --password "\$CLICKHOUSE_PASSWORD" -q "SELECT * FROM analytics.tablecdc_demo_shop_orders FINAL"'
+  $compose exec clickhouse sh -c 'clickhouse-client --password "\$CLICKHOUSE_PASSWORD" -q "SELECT * FROM analytics.bq_tablecdc_demo_shop_orders FINAL"'
 EOF

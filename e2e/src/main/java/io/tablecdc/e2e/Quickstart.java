@@ -90,7 +90,7 @@ public final class Quickstart {
         }
         out.println("BigQuery emulator: " + project + ".shop.customers with 3 rows");
 
-        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, "quickstart");
+        Map<String, String> sink = SinkConfigs.defaultNames(SinkConfigs.stageSink(stack, catalogUrl, "quickstart"));
         sink.put("topics.regex", "quickstart\\..*");
         // the source creates its topics after the sink subscribed: look for new topics every second
         sink.put("consumer.override.metadata.max.age.ms", "1000");
@@ -117,7 +117,7 @@ public final class Quickstart {
         stack.connect().rest().awaitRunning("quickstart-sink", 1, Duration.ofSeconds(120));
         stack.connect().rest().awaitRunning("quickstart-bigquery", 1, Duration.ofSeconds(120));
 
-        String table = (project + "_shop_customers").replaceAll("[^A-Za-z0-9_]", "_") + "_current";
+        String table = ("quickstart_" + project + "_shop_customers").replaceAll("[^A-Za-z0-9_]", "_") + "_current";
         try (Client client = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build()) {
             long t0 = System.nanoTime();
@@ -204,9 +204,9 @@ public final class Quickstart {
             List<GenericRecord> counts = null;
             while (System.nanoTime() < deadline) {
                 try {
-                    counts = client.queryAll("SELECT (SELECT count() FROM public_orders_current) AS orders,"
-                            + " (SELECT count() FROM public_items_current) AS items,"
-                            + " (SELECT any(customer) FROM public_orders_current WHERE id = 2) AS second");
+                    counts = client.queryAll("SELECT (SELECT count() FROM quickstart_pg_public_orders_current) AS orders,"
+                            + " (SELECT count() FROM quickstart_pg_public_items_current) AS items,"
+                            + " (SELECT any(customer) FROM quickstart_pg_public_orders_current WHERE id = 2) AS second");
                     if (counts.get(0).getLong("orders") == 199_999 && counts.get(0).getLong("items") == 60_000
                             && "grace hopper".equals(counts.get(0).getString("second"))) {
                         break;
@@ -219,7 +219,7 @@ public final class Quickstart {
             if (counts == null || counts.get(0).getLong("orders") != 199_999) {
                 throw new IllegalStateException("ClickHouse did not reach Postgres's rows: " + counts);
             }
-            out.printf("ClickHouse after %.1f s: public_orders_current %d rows, public_items_current %d rows,"
+            out.printf("ClickHouse after %.1f s: quickstart_pg_public_orders_current %d rows, quickstart_pg_public_items_current %d rows,"
                     + " order 2's customer '%s'%n", (System.nanoTime() - t1) / 1e9, counts.get(0).getLong("orders"),
                     counts.get(0).getLong("items"), counts.get(0).getString("second"));
         }

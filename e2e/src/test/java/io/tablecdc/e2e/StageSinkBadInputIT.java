@@ -159,6 +159,43 @@ class StageSinkBadInputIT {
         rest.delete("sink-collide");
     }
 
+    /**
+     * The same table name in two flows, each flow writing to its own topics: under the default name format
+     * ({@code ${topic}}) each gets its own ClickHouse table, and one flow's truncate leaves the other's rows.
+     */
+    @Test
+    void theSameTableNameInTwoFlowsGetsTwoClickHouseTablesByDefault() throws Exception {
+        String topicA = "names_a.shop.orders";
+        String topicB = "names_b.shop.orders";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topicA).topic(topicB)) {
+            producer.send(topicA, key(1), row(1), Headers.of("flow-names-a", "shop.orders", "c", 1, 1, false));
+            producer.send(topicA, key(2), row(2), Headers.of("flow-names-a", "shop.orders", "c", 2, 1, true));
+            producer.send(topicB, key(3), row(3), Headers.of("flow-names-b", "shop.orders", "c", 1, 1, true));
+            producer.send(topicB, null, null, Headers.of("flow-names-b", "shop.orders", "t", 2, 2, false));
+            producer.send(topicB, key(4), row(4), Headers.of("flow-names-b", "shop.orders", "c", 3, 2, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = SinkConfigs.defaultNames(config("names", topicA, "sinkbad.names.dlq"));
+        config.put("topics", topicA + "," + topicB);
+        rest.putConfig("sink-names", config);
+        rest.awaitRunning("sink-names", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM names_a_shop_orders FINAL ORDER BY id", rows -> rows.size() == 2
+                && rows.get(0).getLong("id") == 1 && rows.get(1).getLong("id") == 2, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM names_b_shop_orders FINAL ORDER BY id", rows -> rows.size() == 1
+                && rows.get(0).getLong("id") == 4, Duration.ofSeconds(60));
+        assertEquals(2, clickhouse.queryAll("SELECT id FROM names_a_shop_orders FINAL").size(), "flow b's truncate left flow a's table");
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_replication_state"
+                     + " WHERE flow_name IN ('flow-names-a', 'flow-names-b') AND last_error IS NOT NULL")) {
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                assertEquals(0, rs.getInt(1), "no table of either flow is refused");
+            }
+        }
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-names"));
+        rest.delete("sink-names");
+    }
+
     private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (System.nanoTime() < deadline) {

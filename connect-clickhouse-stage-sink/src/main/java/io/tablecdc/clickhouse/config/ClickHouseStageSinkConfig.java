@@ -116,9 +116,12 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final long BATCH_MAX_MS_DEFAULT = 10_000L;
 
     public static final String TABLE_NAME_FORMAT_CONFIG = "table.name.format";
-    private static final String TABLE_NAME_FORMAT_DOC = "Name of a table's ClickHouse table; ${table} is the source table name with every"
-            + " character other than letters, digits and _ replaced by _, ${topic} the Kafka topic likewise.";
-    private static final String TABLE_NAME_FORMAT_DEFAULT = "${table}";
+    private static final String TABLE_NAME_FORMAT_DOC = "Name of a table's ClickHouse table; ${topic} is the Kafka topic the"
+            + " table's records come from with every character other than letters, digits and _ replaced by _, ${table} the"
+            + " source table name likewise. The default, ${topic}, gives the same table name from two flows (which write to"
+            + " topics with different prefixes) two ClickHouse tables; ${table} drops the prefix, and two source tables that"
+            + " then map to one ClickHouse table are refused, not merged.";
+    private static final String TABLE_NAME_FORMAT_DEFAULT = "${topic}";
 
     public static final String TABLE_PER_TOPIC_CONFIG = "table.per.topic";
     private static final String TABLE_PER_TOPIC_DOC = "Bind each topic to one table: the first table (tablecdc.flow and"

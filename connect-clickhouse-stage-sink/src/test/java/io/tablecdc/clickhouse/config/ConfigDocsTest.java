@@ -87,7 +87,12 @@ class ConfigDocsTest {
     @Test
     void tableNamesAreMadePlain() {
         ClickHouseStageSinkConfig config = new ClickHouseStageSinkConfig(minimal());
-        assertEquals("public_orders", config.clickHouseTable("public.orders", "pg.public.orders"));
+        assertEquals("pg_public_orders", config.clickHouseTable("public.orders", "pg.public.orders"));
+        assertEquals("other_public_orders", config.clickHouseTable("public.orders", "other.public.orders"),
+                "the same table of two flows (two topic prefixes) gets two tables by default");
+        Map<String, String> byTable = minimal();
+        byTable.put("table.name.format", "${table}");
+        assertEquals("public_orders", new ClickHouseStageSinkConfig(byTable).clickHouseTable("public.orders", "pg.public.orders"));
     }
 
     @Test

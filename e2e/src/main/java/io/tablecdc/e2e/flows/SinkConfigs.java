@@ -13,7 +13,9 @@ public final class SinkConfigs {
     /**
      * A sink staging into the stack's S3 bucket under {@code stagePrefix}, loading into the stack's
      * ClickHouse in pull mode, with its catalog at {@code catalogUrl}; the caller adds {@code topics} or
-     * {@code topics.regex}. The map is mutable.
+     * {@code topics.regex}. The map is mutable. ClickHouse tables are named after the source table
+     * ({@code table.name.format=${table}}, e.g. {@code public_orders}), not after the topic (the default), so that
+     * tests address them by the table they replicate; {@link #defaultNames} removes that.
      */
     public static Map<String, String> stageSink(LocalStack stack, String catalogUrl, String stagePrefix) {
         Map<String, String> config = new HashMap<>();
@@ -33,6 +35,13 @@ public final class SinkConfigs {
         config.put("catalog.user", stack.postgres().user());
         config.put("catalog.password", stack.postgres().password());
         config.put("consumer.override.auto.offset.reset", "earliest");
+        config.put("table.name.format", "${table}");
+        return config;
+    }
+
+    /** {@code config} without a {@code table.name.format}: ClickHouse tables are named after their topics. */
+    public static Map<String, String> defaultNames(Map<String, String> config) {
+        config.remove("table.name.format");
         return config;
     }
 }
