@@ -8,6 +8,7 @@ import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
 
 import io.tablecdc.common.Version;
+import io.tablecdc.common.metrics.TableMetrics;
 
 /**
  * The single task of a flow that copies tables with {@code tasks.max=1}: the {@linkplain ApplyTask apply task} and
@@ -19,6 +20,11 @@ final class ApplyAndCopyTask extends SourceTask {
     private final ApplyTask apply = new ApplyTask();
     private final CopyTask copy = new CopyTask();
     private boolean copyNext;
+    /**
+     * One registry for both halves: with one each, a table's gauges were registered twice under one name (the second
+     * registration refused) and the copy half removed them when its copy ended, leaving the table without metrics.
+     */
+    private TableMetrics metrics;
 
     @Override
     public String version() {
@@ -29,11 +35,21 @@ final class ApplyAndCopyTask extends SourceTask {
     public void start(Map<String, String> props) {
         apply.initialize(context);
         copy.initialize(context);
-        apply.start(props);
+        String flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
+        metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        apply.shareMetrics(metrics);
+        copy.runBesideApply(metrics);
+        try {
+            apply.start(props);
+        } catch (RuntimeException e) {
+            metrics.close();
+            throw e;
+        }
         try {
             copy.start(props);
         } catch (RuntimeException e) {
             apply.stop();
+            metrics.close();
             throw e;
         }
     }
@@ -67,7 +83,13 @@ final class ApplyAndCopyTask extends SourceTask {
         try {
             copy.stop();
         } finally {
-            apply.stop();
+            try {
+                apply.stop();
+            } finally {
+                if (metrics != null) {
+                    metrics.close();
+                }
+            }
         }
     }
 }

@@ -103,6 +103,8 @@ public class ApplyTask extends SourceTask {
     private volatile ChangeBatcher batcher;
     private ChangeDecoder decoder;
     private TableMetrics metrics;
+    /** Set when an {@link ApplyAndCopyTask} shares these metrics with its copy half: they are that task's to close. */
+    private TableMetrics sharedMetrics;
     private final Map<String, TableRun> tables = new HashMap<>();
     /** Tables left out because their topic clashes with another table's. */
     private final Map<String, TableRun> clashing = new HashMap<>();
@@ -158,7 +160,7 @@ public class ApplyTask extends SourceTask {
         config = new PgPipelineConfig(props);
         flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
         catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
-        metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         slots = new SlotManager(flow, config, catalog, this::storedPosition);
         try {
             connectSource();
@@ -953,6 +955,11 @@ public class ApplyTask extends SourceTask {
 
     private void closeQuietly() {
         closeSource();
-        Resources.closeQuietly(catalog, metrics);
+        Resources.closeQuietly(catalog, sharedMetrics != null ? null : metrics);
+    }
+
+    /** Before {@link #start}: count into {@code metrics}, which the caller closes, instead of into metrics of its own. */
+    void shareMetrics(TableMetrics metrics) {
+        this.sharedMetrics = metrics;
     }
 }

@@ -32,6 +32,8 @@ public class CopyTask extends SourceTask {
     private String owner;
     private Catalog catalog;
     private TableMetrics metrics;
+    /** Set when an {@link ApplyAndCopyTask} shares its apply half's metrics: they are that task's to close. */
+    private TableMetrics sharedMetrics;
     private volatile TableCopy current;
     private long nextClaimAt;
     private volatile boolean stopping;
@@ -51,7 +53,7 @@ public class CopyTask extends SourceTask {
         owner = flow + "/copy-" + props.getOrDefault(PgPipelineSourceTask.TASK_INDEX_PROP, "?") + "-"
                 + HexFormat.of().formatHex(random);
         catalog = Catalog.open(config.catalog(), "source " + flow + " copy");
-        metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         log.info("flow {}: copy task {} started", flow, owner);
     }
 
@@ -64,7 +66,9 @@ public class CopyTask extends SourceTask {
         if (copy == null) {
             long now = System.currentTimeMillis();
             if (now < nextClaimAt) {
-                Thread.sleep(Math.min(200, nextClaimAt - now));
+                if (sharedMetrics == null) {
+                    Thread.sleep(Math.min(200, nextClaimAt - now));
+                }
                 return null;
             }
             Optional<CopyClaim> claim;
@@ -85,8 +89,10 @@ public class CopyTask extends SourceTask {
         List<SourceRecord> records = copy.step();
         if (copy.finished()) {
             copy.close();
-            // the table's numbers belong to the apply task from now on
-            metrics.remove(flow, copy.table());
+            if (sharedMetrics == null) {
+                // the table's numbers belong to the apply task from now on (in one task with it, they stay)
+                metrics.remove(flow, copy.table());
+            }
             current = null;
             nextClaimAt = 0;
         }
@@ -109,7 +115,16 @@ public class CopyTask extends SourceTask {
             // gives the table back so another copy task starts it at once rather than after the lease
             copy.abandon("the task stopped");
         }
-        Resources.closeQuietly(catalog, metrics);
+        Resources.closeQuietly(catalog, sharedMetrics != null ? null : metrics);
+    }
+
+    /**
+     * Before {@link #start}: this copy task runs in one Connect task with an apply task ({@link ApplyAndCopyTask}). It
+     * counts into the apply half's {@code metrics}, which the caller closes, and never sleeps in {@link #poll} while
+     * no claim is due: the apply half waits for changes, and a sleep here would delay every streamed change.
+     */
+    void runBesideApply(TableMetrics metrics) {
+        this.sharedMetrics = metrics;
     }
 
 }
