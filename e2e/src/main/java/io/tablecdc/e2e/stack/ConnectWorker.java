@@ -72,8 +72,23 @@ public final class ConnectWorker implements AutoCloseable {
         return url == null ? null : new ConnectWorker(URI.create(url), null, null);
     }
 
+    /**
+     * An in-process worker is stopped by whoever started it ({@link LocalStack}'s exit hook stops it before the broker).
+     * Connect's own exit hook would run at the same time as the stack's: {@code Connect.stop()} from the second caller
+     * returns at once, the stack then stopped the broker under the still-stopping herder, and the herder's last status
+     * write waited for the broker until the test JVM was killed 30 s later.
+     */
+    private static void withoutConnectExitHook() {
+        org.apache.kafka.common.utils.internals.Exit.setShutdownHookAdder((name, runnable) -> {
+            if (!"connect-shutdown-hook".equals(name)) {
+                Runtime.getRuntime().addShutdownHook(new Thread(runnable, name));
+            }
+        });
+    }
+
     public static ConnectWorker startInProcess(Map<String, String> props) {
         long started = System.nanoTime();
+        withoutConnectExitHook();
         Connect<?> connect = new ConnectDistributed().startConnect(new HashMap<>(props));
         URI url = connect.rest().serverUrl();
         log.info("Connect worker up at {} in {} ms", url, (System.nanoTime() - started) / 1_000_000);
