@@ -196,6 +196,31 @@ class StageSinkBadInputIT {
         rest.delete("sink-names");
     }
 
+    /**
+     * In pull mode ClickHouse reads each stage file with the object store's credentials: they go to ClickHouse in the
+     * request body, never in a request URL (which proxies and the server write to their access logs).
+     */
+    @Test
+    void theObjectStoreSecretNeverAppearsInARequestUrl() throws Exception {
+        String topic = "sinkbad.secret";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of("flow-secret", "secret.t", "c", 1, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = config("secret", topic, "sinkbad.secret.dlq");
+        config.put("normalize.mode", "pull");
+        rest.putConfig("sink-secret", config);
+        rest.awaitRunning("sink-secret", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM secret_t FINAL", rows -> rows.size() == 1, Duration.ofSeconds(60));
+        rest.delete("sink-secret");
+        String secret = stack.objectStore().secretKey();
+        List<String> urls = stack.clickhouse().requestUrls();
+        assertTrue(!urls.isEmpty(), "the front records the requests it receives");
+        List<String> leaking = urls.stream().filter(u -> u.contains(secret) || u.contains("secret_key")).toList();
+        assertEquals(List.of(), leaking.stream().map(u -> u.replace(secret, "<secret>")).toList(),
+                "request URLs carrying the object store secret");
+    }
+
     private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (System.nanoTime() < deadline) {

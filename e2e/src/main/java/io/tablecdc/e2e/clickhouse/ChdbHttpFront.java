@@ -166,7 +166,15 @@ public final class ChdbHttpFront implements AutoCloseable {
             out.set("X-ClickHouse-Query-Id", queryId);
             out.set("X-ClickHouse-Timezone", timezone);
             out.set("X-ClickHouse-Server-Display-Name", "chdb-test-front");
+            recordUrl(exchange.getRequestURI());
             byte[] body = readBody(exchange);
+            String contentType = exchange.getRequestHeaders().getFirst("Content-Type");
+            if (contentType != null && contentType.toLowerCase().startsWith("multipart/form-data")) {
+                // a form request (client-v2's use_form_request_for_query): the query and its param_ values are
+                // fields of the body, as the server reads them, and stay out of the URL
+                params.putAll(formFields(contentType, body));
+                body = new byte[0];
+            }
             if (path.equals("/ping") || (path.equals("/") && body.length == 0 && !params.containsKey("query"))) {
                 send(exchange, 200, "text/plain; charset=UTF-8", "Ok.\n".getBytes(StandardCharsets.UTF_8));
                 return;
@@ -361,6 +369,60 @@ public final class ChdbHttpFront implements AutoCloseable {
         ByteArrayOutputStream buffer = new ByteArrayOutputStream();
         in.transferTo(buffer);
         return buffer.toByteArray();
+    }
+
+    /** The request URLs (path and query) this front received, newest last, at most {@link #URL_RECORD} of them. */
+    public List<String> requestUrls() {
+        synchronized (urls) {
+            return List.copyOf(urls);
+        }
+    }
+
+    private static final int URL_RECORD = 10_000;
+    private final java.util.ArrayDeque<String> urls = new java.util.ArrayDeque<>();
+
+    private void recordUrl(URI uri) {
+        synchronized (urls) {
+            if (urls.size() == URL_RECORD) {
+                urls.removeFirst();
+            }
+            urls.addLast(uri.toString());
+        }
+    }
+
+    /** The fields of a multipart/form-data body without files: name to text value. */
+    static Map<String, String> formFields(String contentType, byte[] body) {
+        Matcher m = Pattern.compile("(?i)boundary=\"?([^\";]+)\"?").matcher(contentType);
+        if (!m.find()) {
+            throw new FrontException(UNSUPPORTED, "a multipart/form-data request without a boundary");
+        }
+        String text = new String(body, StandardCharsets.UTF_8);
+        String delimiter = "--" + m.group(1);
+        Map<String, String> fields = new LinkedHashMap<>();
+        for (String part : text.split(Pattern.quote(delimiter))) {
+            if (part.startsWith("--") || part.isBlank()) {
+                continue;
+            }
+            int headersEnd = part.indexOf("\r\n\r\n");
+            if (headersEnd < 0) {
+                continue;
+            }
+            String headers = part.substring(0, headersEnd);
+            Matcher name = Pattern.compile("(?i)name=\"([^\"]*)\"").matcher(headers);
+            if (!name.find()) {
+                continue;
+            }
+            if (headers.toLowerCase().contains("filename=")) {
+                throw new FrontException(UNSUPPORTED, "the chDB test front takes no external tables (form field "
+                        + name.group(1) + ")");
+            }
+            String value = part.substring(headersEnd + 4);
+            if (value.endsWith("\r\n")) {
+                value = value.substring(0, value.length() - 2);
+            }
+            fields.put(name.group(1), value);
+        }
+        return fields;
     }
 
     private static Map<String, String> queryParams(URI uri) {

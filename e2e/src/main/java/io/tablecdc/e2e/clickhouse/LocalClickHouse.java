@@ -80,6 +80,14 @@ public final class LocalClickHouse implements AutoCloseable {
         front.addUser(name, userPassword);
     }
 
+    /** The request URLs (path and query string) the in-process engine's front received, newest last. */
+    public List<String> requestUrls() {
+        if (front == null) {
+            throw new IllegalStateException("the URLs an external ClickHouse received are in its own logs");
+        }
+        return front.requestUrls();
+    }
+
     /** The HTTP interface, e.g. {@code http://127.0.0.1:41234}; user {@code default} with an empty password. */
     public String httpUrl() {
         return httpUrl;
