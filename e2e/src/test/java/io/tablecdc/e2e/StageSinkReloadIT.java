@@ -97,6 +97,78 @@ class StageSinkReloadIT {
         rest.delete(connector);
     }
 
+    /**
+     * The procedure "A batch ClickHouse refuses" of docs/operations.md: a ClickHouse table with a constraint that row 2
+     * violates refuses batch 2 on every retry, and batch 3 waits behind it; with the sink stopped, the batch is
+     * quarantined, the sink resumed, and batch 3 loads while batch 2's stage file stays in the store.
+     */
+    @Test
+    void aBatchClickHouseRefusesIsQuarantinedAndTheBatchesAfterItLoad() throws Exception {
+        String flow = "flow-quarantine";
+        String table = "quarantine.t";
+        String topic = "sinkquarantine.t";
+        String connector = "sink-quarantine";
+        clickhouse.execute("DROP TABLE IF EXISTS quarantine_t").get().close();
+        clickhouse.execute("CREATE TABLE quarantine_t (id Int64, customer String, _tablecdc_version UInt128,"
+                + " _tablecdc_is_deleted UInt8, CONSTRAINT not_two CHECK id != 2)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1, "a"), Headers.of(flow, table, "c", 1, 1, true));
+            producer.send(topic, key(2), row(2, "refused"), Headers.of(flow, table, "c", 2, 2, true));
+            producer.send(topic, key(3), row(3, "c"), Headers.of(flow, table, "c", 3, 3, true));
+        }
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "quarantine");
+        config.put("topics", topic);
+        config.put("stage.local.dir", StackPaths.workDir("sink-quarantine-local").toString());
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "1000");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(connector, config);
+        rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+        awaitCatalog(flow, table, "normalized_batch_id::text || '/' || (last_error LIKE '%not_two%')::text", "1/true",
+                Duration.ofSeconds(60));
+        Thread.sleep(2000);
+        awaitCatalog(flow, table, "normalized_batch_id::text", "1", Duration.ofSeconds(5));
+
+        rest.stop(connector);
+        rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
+                catalogUrl, "--flow", flow, "--table", table);
+        assertTrue(output != null && output.contains("batch 2 (1 rows, 1 stage file) set aside"), String.valueOf(output));
+        String status = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-status", catalogUrl,
+                "--flow", flow);
+        assertTrue(status != null && status.contains("quarantine.t: batch 2 (1 rows) quarantined")
+                && status.contains("not_two"), String.valueOf(status));
+        rest.resume(connector);
+        rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+
+        awaitCatalog(flow, table, "normalized_batch_id::text || '/' || coalesce(last_error, '-')", "3/-", Duration.ofSeconds(60));
+        List<String> loaded = new ArrayList<>();
+        for (GenericRecord r : clickhouse.queryAll("SELECT id, customer FROM quarantine_t FINAL ORDER BY id")) {
+            loaded.add(r.getLong("id") + "=" + r.getString("customer"));
+        }
+        assertEquals("[1=a, 3=c]", loaded.toString());
+        String file;
+        try (Connection c = stack.postgres().connect(DB);
+             PreparedStatement ps = c.prepareStatement("SELECT avro_files->0->>'uri' FROM cdc_table_quarantined_batch"
+                     + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = 2")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                assertTrue(rs.next(), "batch 2 is in cdc_table_quarantined_batch");
+                file = rs.getString(1);
+            }
+        }
+        String bucket = stack.objectStore().bucket();
+        assertTrue(file != null && file.startsWith("s3://" + bucket + "/"), "a stage file: " + file);
+        try (software.amazon.awssdk.services.s3.S3Client s3 = stack.objectStore().newClient()) {
+            String objectKey = file.substring(("s3://" + bucket + "/").length());
+            assertTrue(s3.headObject(b -> b.bucket(bucket).key(objectKey)).contentLength() > 0,
+                    "the quarantined batch's stage file stays in the store: " + file);
+        }
+        rest.delete(connector);
+    }
+
     private static String rows() {
         List<String> out = new ArrayList<>();
         for (GenericRecord r : clickhouse.queryAll("SELECT id, customer FROM reload_t FINAL ORDER BY id")) {

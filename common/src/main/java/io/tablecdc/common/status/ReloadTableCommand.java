@@ -1,14 +1,10 @@
 package io.tablecdc.common.status;
 
-import java.io.IOException;
 import java.io.PrintStream;
-import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Map;
-import java.util.Properties;
 
 /**
  * {@code tablecdc-reload-table}: lets the ClickHouse stage sink load one table again from what Kafka still holds. With
@@ -19,6 +15,7 @@ import java.util.Properties;
  * table's normalize lease. Plain JDBC, like {@link StatusCommand}.
  */
 public final class ReloadTableCommand {
+    private static final String NAME = "tablecdc-reload-table";
     private static final String USAGE = String.join("\n",
             "usage: tablecdc-reload-table [--url JDBC_URL] [--user USER] [--password-file FILE | --password-prompt]",
             "                             --flow FLOW --table TABLE",
@@ -37,60 +34,11 @@ public final class ReloadTableCommand {
     }
 
     static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
-        StatusCommand.Options options;
-        String password;
-        try {
-            options = StatusCommand.Options.parse(args, env);
-            if (options.help) {
-                out.println(USAGE);
-                return 0;
-            }
-            if (options.flows.size() != 1 || options.tables.size() != 1) {
-                throw new IllegalArgumentException("name exactly one --flow and one --table");
-            }
-            password = options.password(env);
-        } catch (IllegalArgumentException | IOException e) {
-            err.println("tablecdc-reload-table: " + e.getMessage());
-            err.println(USAGE);
-            return 2;
-        }
-        String flow = options.flows.get(0);
-        String table = options.tables.get(0);
-        Properties props = new Properties();
-        if (options.user != null) {
-            props.setProperty("user", options.user);
-        }
-        if (password != null) {
-            props.setProperty("password", password);
-        }
-        props.setProperty("ApplicationName", "tablecdc-reload-table");
-        props.setProperty("connectTimeout", "10");
-        try (Connection c = DriverManager.getConnection(options.url, props)) {
+        return TableCommand.run(NAME, USAGE, args, env, out, err, (c, options, flow, table) -> {
             c.setAutoCommit(false);
             try {
-                String holder = null;
-                boolean exists;
-                try (PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner, normalize_lease_until > now()"
-                        + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE")) {
-                    ps.setString(1, flow);
-                    ps.setString(2, table);
-                    try (ResultSet rs = ps.executeQuery()) {
-                        exists = rs.next();
-                        if (exists && rs.getBoolean(2)) {
-                            holder = rs.getString(1);
-                        }
-                    }
-                }
-                if (!exists) {
+                if (!TableCommand.lockFromSink(c, NAME, flow, table, err)) {
                     c.rollback();
-                    err.println("tablecdc-reload-table: flow " + flow + " has no table " + table
-                            + " in this catalog (tablecdc-status lists them)");
-                    return 1;
-                }
-                if (holder != null) {
-                    c.rollback();
-                    err.println("tablecdc-reload-table: flow " + flow + ", table " + table + ": sink task " + holder
-                            + " is loading it; stop the sink (PUT /connectors/<sink>/stop) and run this again");
                     return 1;
                 }
                 int dropped;
@@ -129,11 +77,6 @@ public final class ReloadTableCommand {
                 c.rollback();
                 throw e;
             }
-        } catch (SQLException e) {
-            String message = e.getMessage() == null ? e.toString() : e.getMessage();
-            err.println("tablecdc-reload-table: cannot update the catalog: "
-                    + message.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****"));
-            return 1;
-        }
+        });
     }
 }

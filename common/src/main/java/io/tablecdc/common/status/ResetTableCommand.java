@@ -1,14 +1,9 @@
 package io.tablecdc.common.status;
 
-import java.io.IOException;
 import java.io.PrintStream;
-import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.util.Map;
-import java.util.Properties;
 
 /**
  * {@code tablecdc-reset-table}: makes a Postgres pipeline table start over while its flow runs. The table is marked
@@ -41,64 +36,32 @@ public final class ResetTableCommand {
     }
 
     static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
-        StatusCommand.Options options;
-        String password;
-        try {
-            options = StatusCommand.Options.parse(args, env);
-            if (options.help) {
-                out.println(USAGE);
-                return 0;
-            }
-            if (options.flows.size() != 1 || options.tables.size() != 1) {
-                throw new IllegalArgumentException("name exactly one --flow and one --table");
-            }
-            password = options.password(env);
-        } catch (IllegalArgumentException | IOException e) {
-            err.println("tablecdc-reset-table: " + e.getMessage());
-            err.println(USAGE);
-            return 2;
-        }
-        String flow = options.flows.get(0);
-        String table = options.tables.get(0);
-        Properties props = new Properties();
-        if (options.user != null) {
-            props.setProperty("user", options.user);
-        }
-        if (password != null) {
-            props.setProperty("password", password);
-        }
-        props.setProperty("ApplicationName", "tablecdc-reset-table");
-        props.setProperty("connectTimeout", "10");
-        try (Connection c = DriverManager.getConnection(options.url, props);
-             PreparedStatement ps = c.prepareStatement("UPDATE cdc_table_replication_state AS s SET phase = 'errored',"
-                     + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
-                     + " copy_failures = 0,"
-                     + " error_count = 0, last_error = 'reset by an operator: copied again from scratch',"
-                     + " last_error_at = now(), next_retry_at = now() + make_interval(secs => ?)"
-                     + " FROM (SELECT phase FROM cdc_table_replication_state WHERE flow_name = ?"
-                     + "   AND source_table_identifier = ? FOR UPDATE) before"
-                     + " WHERE s.flow_name = ? AND s.source_table_identifier = ? AND s.phase IS NOT NULL"
-                     + " RETURNING before.phase")) {
-            ps.setInt(1, DELAY_SECONDS);
-            ps.setString(2, flow);
-            ps.setString(3, table);
-            ps.setString(4, flow);
-            ps.setString(5, table);
-            try (ResultSet rs = ps.executeQuery()) {
-                if (!rs.next()) {
-                    err.println("tablecdc-reset-table: flow " + flow + " has no Postgres pipeline table " + table
-                            + " in this catalog (tablecdc-status lists them)");
-                    return 1;
+        return TableCommand.run("tablecdc-reset-table", USAGE, args, env, out, err, (c, options, flow, table) -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE cdc_table_replication_state AS s SET phase = 'errored',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
+                    + " copy_failures = 0,"
+                    + " error_count = 0, last_error = 'reset by an operator: copied again from scratch',"
+                    + " last_error_at = now(), next_retry_at = now() + make_interval(secs => ?)"
+                    + " FROM (SELECT phase FROM cdc_table_replication_state WHERE flow_name = ?"
+                    + "   AND source_table_identifier = ? FOR UPDATE) before"
+                    + " WHERE s.flow_name = ? AND s.source_table_identifier = ? AND s.phase IS NOT NULL"
+                    + " RETURNING before.phase")) {
+                ps.setInt(1, DELAY_SECONDS);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                ps.setString(4, flow);
+                ps.setString(5, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (!rs.next()) {
+                        err.println("tablecdc-reset-table: flow " + flow + " has no Postgres pipeline table " + table
+                                + " in this catalog (tablecdc-status lists them)");
+                        return 1;
+                    }
+                    out.println("flow " + flow + ", table " + table + ": " + rs.getString(1) + " -> errored (reset); a copy"
+                            + " task copies it again from scratch in " + DELAY_SECONDS + " s");
+                    return 0;
                 }
-                out.println("flow " + flow + ", table " + table + ": " + rs.getString(1) + " -> errored (reset); a copy"
-                        + " task copies it again from scratch in " + DELAY_SECONDS + " s");
-                return 0;
             }
-        } catch (SQLException e) {
-            String message = e.getMessage() == null ? e.toString() : e.getMessage();
-            err.println("tablecdc-reset-table: cannot update the catalog: "
-                    + message.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****"));
-            return 1;
-        }
+        });
     }
 }

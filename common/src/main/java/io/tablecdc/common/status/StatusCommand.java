@@ -115,8 +115,10 @@ public final class StatusCommand {
         Path passwordFile;
         boolean passwordPrompt;
         final List<String> flows = new ArrayList<>();
-        /** Only for tablecdc-reset-table. */
+        /** Only for the commands on one table ({@link TableCommand}). */
         final List<String> tables = new ArrayList<>();
+        /** Only for tablecdc-quarantine-batch: the batch id, or null for the table's first staged batch. */
+        Long batch;
         boolean json;
         boolean help;
 
@@ -134,6 +136,17 @@ public final class StatusCommand {
                     case "--flow" -> o.flows.add(value(args, ++i, arg));
                     case "--table" -> o.tables.add(value(args, ++i, arg));
                     case "--json" -> o.json = true;
+                    case "--batch" -> {
+                        String text = value(args, ++i, arg);
+                        try {
+                            o.batch = Long.parseLong(text);
+                        } catch (NumberFormatException e) {
+                            throw new IllegalArgumentException("--batch needs a batch id (a positive integer), not " + text);
+                        }
+                        if (o.batch < 1) {
+                            throw new IllegalArgumentException("--batch needs a batch id (a positive integer), not " + text);
+                        }
+                    }
                     case "-h", "--help" -> o.help = true;
                     case "--password" -> throw new IllegalArgumentException("--password is not accepted (it would"
                             + " show in the process list); use " + ENV_PASSWORD + ", --password-file or"
@@ -207,8 +220,13 @@ public final class StatusCommand {
         }
     }
 
+    /** A batch set aside with tablecdc-quarantine-batch. */
+    record Quarantined(long batchId, long rows, Instant at, String error) {
+    }
+
     /** What the command prints, read in one transaction-free pass. */
-    record Report(Instant now, Map<String, String> flowKinds, Map<String, List<TableLine>> flows) {
+    record Report(Instant now, Map<String, String> flowKinds, Map<String, List<TableLine>> flows,
+                  Map<List<String>, List<Quarantined>> quarantined) {
 
         static Report read(Connection c, List<String> onlyFlows) throws SQLException {
             Instant now;
@@ -258,7 +276,29 @@ public final class StatusCommand {
                     }
                 }
             }
-            return new Report(now, kinds, flows);
+            Map<List<String>, List<Quarantined>> quarantined = new LinkedHashMap<>();
+            boolean hasQuarantine;
+            try (PreparedStatement ps = c.prepareStatement("SELECT to_regclass('cdc_table_quarantined_batch') IS NOT NULL");
+                 ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                hasQuarantine = rs.getBoolean(1);
+            }
+            if (hasQuarantine) {
+                try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier, batch_id, rows,"
+                        + " quarantined_at, error FROM cdc_table_quarantined_batch WHERE ? OR flow_name = ANY (?)"
+                        + " ORDER BY flow_name, source_table_identifier, batch_id")) {
+                    ps.setBoolean(1, all);
+                    ps.setArray(2, c.createArrayOf("text", filter));
+                    try (ResultSet rs = ps.executeQuery()) {
+                        while (rs.next()) {
+                            quarantined.computeIfAbsent(List.of(rs.getString(1), rs.getString(2)), k -> new ArrayList<>())
+                                    .add(new Quarantined(rs.getLong(3), rs.getLong(4), instant(rs.getTimestamp(5)),
+                                            rs.getString(6)));
+                        }
+                    }
+                }
+            }
+            return new Report(now, kinds, flows, quarantined);
         }
 
         String text() {
@@ -313,19 +353,29 @@ public final class StatusCommand {
                     }
                     sb.append(line.toString().stripTrailing()).append('\n');
                 }
+                for (TableLine t : flow.getValue()) {
+                    for (Quarantined q : quarantined.getOrDefault(List.of(flow.getKey(), t.table()), List.of())) {
+                        sb.append("  ").append(t.table()).append(": batch ").append(q.batchId()).append(" (")
+                                .append(q.rows()).append(" rows) quarantined ")
+                                .append(q.at() == null ? "" : human(Duration.between(q.at(), now)) + " ago")
+                                .append(q.error() == null ? "" : ": " + shorten(q.error())).append('\n');
+                    }
+                }
                 sb.append('\n');
             }
             return sb.toString();
+        }
+
+        private static String shorten(String text) {
+            String error = text.replaceAll("\\s+", " ").strip();
+            return error.length() > 80 ? error.substring(0, 77) + "..." : error;
         }
 
         private String errorText(TableLine t) {
             if (t.lastError() == null) {
                 return "-";
             }
-            String error = t.lastError().replaceAll("\\s+", " ").strip();
-            if (error.length() > 80) {
-                error = error.substring(0, 77) + "...";
-            }
+            String error = shorten(t.lastError());
             StringBuilder sb = new StringBuilder();
             if (t.lastErrorAt() != null) {
                 sb.append(human(Duration.between(t.lastErrorAt(), now))).append(" ago");
@@ -384,6 +434,8 @@ public final class StatusCommand {
                     o.put("last_error_at", t.lastErrorAt());
                     o.put("error_count", t.errorCount());
                     o.put("next_retry_at", t.nextRetryAt());
+                    o.put("quarantined_batches", quarantined.getOrDefault(List.of(flow.getKey(), t.table()), List.of())
+                            .stream().map(q -> q.batchId()).toList());
                     sb.append('{');
                     boolean firstField = true;
                     for (Map.Entry<String, Object> field : o.entrySet()) {
@@ -423,6 +475,13 @@ public final class StatusCommand {
         }
         if (v instanceof Number || v instanceof Boolean) {
             return v.toString();
+        }
+        if (v instanceof List<?> list) {
+            StringBuilder sb = new StringBuilder("[");
+            for (Object e : list) {
+                sb.append(sb.length() > 1 ? "," : "").append(jsonValue(e));
+            }
+            return sb.append(']').toString();
         }
         String s = v.toString();
         StringBuilder sb = new StringBuilder(s.length() + 2).append('"');

@@ -1,0 +1,124 @@
+package io.tablecdc.common.status;
+
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.Map;
+
+/**
+ * {@code tablecdc-quarantine-batch}: the way forward for a table whose next batch ClickHouse refuses (a value it
+ * cannot take, a constraint it violates) and which therefore retries that batch for ever. With no sink task loading
+ * the table, it moves the batch (the table's first staged one, or the one {@code --batch} names) from
+ * {@code cdc_table_avro_stage} to {@code cdc_table_quarantined_batch}, with its stage files, row counts and the table's
+ * last error, and closes the table's error episode. The sink then loads the table's later batches; the quarantined
+ * batch's files stay in the stage store (the sink never deletes them), and {@code tablecdc-status} lists the batch.
+ * Plain JDBC, like {@link StatusCommand}.
+ */
+public final class QuarantineBatchCommand {
+    private static final String NAME = "tablecdc-quarantine-batch";
+    private static final String USAGE = String.join("\n",
+            "usage: tablecdc-quarantine-batch [--url JDBC_URL] [--user USER] [--password-file FILE | --password-prompt]",
+            "                                 --flow FLOW --table TABLE [--batch BATCH_ID]",
+            "",
+            "Sets aside the staged batch of one table that ClickHouse refuses (by default the table's first staged",
+            "batch, the one its sink retries), so that the sink loads the batches after it. Its stage files stay",
+            "where they are and are listed in the catalog (cdc_table_quarantined_batch) and by tablecdc-status.",
+            "Stop the sink first, or run it while the table waits for its next retry; resume the sink after it",
+            "(docs/operations.md, \"A batch ClickHouse refuses\"). Connection options as for tablecdc-status.",
+            "",
+            "exit status: 0 set aside, 1 catalog unreachable, no such table or batch, or a sink still loads it,",
+            "2 bad arguments");
+
+    private QuarantineBatchCommand() {
+    }
+
+    public static void main(String[] args) {
+        System.exit(run(args, System.getenv(), System.out, System.err));
+    }
+
+    static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
+        return TableCommand.run(NAME, USAGE, args, env, out, err, (c, options, flow, table) -> {
+            c.setAutoCommit(false);
+            try {
+                int status = quarantine(c, flow, table, options.batch, out, err);
+                if (status == 0) {
+                    c.commit();
+                } else {
+                    c.rollback();
+                }
+                return status;
+            } catch (SQLException | RuntimeException e) {
+                c.rollback();
+                throw e;
+            }
+        });
+    }
+
+    private static int quarantine(Connection c, String flow, String table, Long batch, PrintStream out, PrintStream err)
+            throws SQLException {
+        if (!TableCommand.lockFromSink(c, NAME, flow, table, err)) {
+            return 1;
+        }
+        String error;
+        long normalized;
+        try (PreparedStatement ps = c.prepareStatement("SELECT last_error, normalized_batch_id FROM cdc_table_replication_state"
+                + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                error = rs.getString(1);
+                normalized = rs.getLong(2);
+            }
+        }
+        try (PreparedStatement ps = c.prepareStatement("WITH moved AS (DELETE FROM cdc_table_avro_stage"
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = (SELECT min(batch_id)"
+                + "   FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ? AND batch_id > ?"
+                + "   AND (?::bigint IS NULL OR batch_id = ?::bigint))"
+                + " RETURNING flow_name, source_table_identifier, batch_id, avro_files, rows, truncate_before)"
+                + " INSERT INTO cdc_table_quarantined_batch (flow_name, source_table_identifier, batch_id, avro_files, rows,"
+                + "   truncate_before, error)"
+                + " SELECT flow_name, source_table_identifier, batch_id, avro_files, rows, truncate_before, ? FROM moved"
+                + " RETURNING batch_id, rows, jsonb_array_length(avro_files), truncate_before")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            ps.setString(3, flow);
+            ps.setString(4, table);
+            ps.setLong(5, normalized);
+            if (batch == null) {
+                ps.setNull(6, java.sql.Types.BIGINT);
+                ps.setNull(7, java.sql.Types.BIGINT);
+            } else {
+                ps.setLong(6, batch);
+                ps.setLong(7, batch);
+            }
+            ps.setString(8, error);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (!rs.next()) {
+                    err.println(NAME + ": flow " + flow + ", table " + table + " has no staged batch "
+                            + (batch == null ? "waiting to be loaded" : batch + " waiting to be loaded (tablecdc-status shows"
+                            + " the normalized batch id; batches at or below it are loaded already)"));
+                    return 1;
+                }
+                long id = rs.getLong(1);
+                long rows = rs.getLong(2);
+                int files = rs.getInt(3);
+                boolean truncate = rs.getBoolean(4);
+                try (PreparedStatement clear = c.prepareStatement("UPDATE cdc_table_replication_state SET last_error = NULL,"
+                        + " last_error_at = NULL, error_count = 0, next_retry_at = NULL"
+                        + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                    clear.setString(1, flow);
+                    clear.setString(2, table);
+                    clear.executeUpdate();
+                }
+                out.println("flow " + flow + ", table " + table + ": batch " + id + " (" + rows + " rows, " + files
+                        + (files == 1 ? " stage file" : " stage files") + (truncate ? ", with a truncate" : "")
+                        + ") set aside in cdc_table_quarantined_batch; the sink loads the batches after it"
+                        + " (resume it if it is stopped)");
+                return 0;
+            }
+        }
+    }
+}

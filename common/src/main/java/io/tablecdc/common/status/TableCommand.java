@@ -1,0 +1,97 @@
+package io.tablecdc.common.status;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.Map;
+import java.util.Properties;
+
+/**
+ * What the operator commands on one table share ({@code tablecdc-reset-table}, {@code tablecdc-reload-table},
+ * {@code tablecdc-quarantine-batch}): the arguments of {@link StatusCommand} with exactly one {@code --flow} and one
+ * {@code --table}, one catalog connection, and errors that never show a password. Exit status: what the work returns,
+ * 1 when the catalog cannot be read or written, 2 for bad arguments.
+ */
+final class TableCommand {
+    private TableCommand() {
+    }
+
+    /** The command's work on one table of the catalog; returns its exit status. */
+    @FunctionalInterface
+    interface Work {
+        int run(Connection catalog, StatusCommand.Options options, String flow, String table) throws SQLException;
+    }
+
+    static int run(String name, String usage, String[] args, Map<String, String> env, PrintStream out, PrintStream err,
+                   Work work) {
+        StatusCommand.Options options;
+        String password;
+        try {
+            options = StatusCommand.Options.parse(args, env);
+            if (options.help) {
+                out.println(usage);
+                return 0;
+            }
+            if (options.flows.size() != 1 || options.tables.size() != 1) {
+                throw new IllegalArgumentException("name exactly one --flow and one --table");
+            }
+            password = options.password(env);
+        } catch (IllegalArgumentException | IOException e) {
+            err.println(name + ": " + e.getMessage());
+            err.println(usage);
+            return 2;
+        }
+        Properties props = new Properties();
+        if (options.user != null) {
+            props.setProperty("user", options.user);
+        }
+        if (password != null) {
+            props.setProperty("password", password);
+        }
+        props.setProperty("ApplicationName", name);
+        props.setProperty("connectTimeout", "10");
+        try (Connection c = DriverManager.getConnection(options.url, props)) {
+            return work.run(c, options, options.flows.get(0), options.tables.get(0));
+        } catch (SQLException e) {
+            String message = e.getMessage() == null ? e.toString() : e.getMessage();
+            err.println(name + ": cannot update the catalog: "
+                    + message.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****"));
+            return 1;
+        }
+    }
+
+    /**
+     * Locks the table's catalog row for this transaction and tells whether a sink task is loading the table now
+     * (holds an unexpired normalize lease). Prints why and returns false when the command must not go on: no such
+     * table, or a sink loads it.
+     */
+    static boolean lockFromSink(Connection c, String name, String flow, String table, PrintStream err) throws SQLException {
+        String holder = null;
+        boolean exists;
+        try (PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner, normalize_lease_until > now()"
+                + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                exists = rs.next();
+                if (exists && rs.getBoolean(2)) {
+                    holder = rs.getString(1);
+                }
+            }
+        }
+        if (!exists) {
+            err.println(name + ": flow " + flow + " has no table " + table + " in this catalog (tablecdc-status lists them)");
+            return false;
+        }
+        if (holder != null) {
+            err.println(name + ": flow " + flow + ", table " + table + ": sink task " + holder
+                    + " is loading it; stop the sink (PUT /connectors/<sink>/stop) and run this again");
+            return false;
+        }
+        return true;
+    }
+}
