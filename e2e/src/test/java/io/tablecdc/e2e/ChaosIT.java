@@ -1,0 +1,263 @@
+package io.tablecdc.e2e;
+
+import static org.junit.jupiter.api.Assertions.assertNull;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.e2e.faults.Fault;
+import io.tablecdc.e2e.faults.FaultInjector;
+import io.tablecdc.e2e.faults.NamedFaults;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
+import io.tablecdc.e2e.stack.ConnectWorker;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * The randomized run: a seeded workload (inserts, updates, deletes, key changes, multi-statement transactions and
+ * truncates over three tables, two of them copied) flows from Postgres through the pipeline and the sink, both on one
+ * worker process, while one fault picked by the seed (the worker dies at one of the named steps of either connector,
+ * at the n-th time the step is reached) fires; a second worker takes over. The checker compares ClickHouse
+ * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}. Each run prints its
+ * seed; {@code scripts/chaos.sh --runs N --seed S} repeats runs S, S+1, … ({@code -Dtablecdc.chaos.seed},
+ * {@code -Dtablecdc.chaos.runs}); the suite runs one run with a fresh seed. Every run appends a line to
+ * {@code e2e/target/chaos/runs.tsv}; a failed run keeps its workers' logs under {@code e2e/target/stack/chaos-<seed>-*}.
+ */
+class ChaosIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String DATABASE = "chaos_source";
+    /** A key change moves a row above this, out of the range inserts use. */
+    private static final int MOVED = 10_000_000;
+
+    private static String catalogUrl;
+    private static PgChecks pg;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        stack.postgres().createDatabase(DATABASE);
+        catalogUrl = stack.postgres().createDatabase("chaos_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).build();
+        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (clickhouse != null) {
+            clickhouse.close();
+        }
+    }
+
+    /** The faults a run picks from: every named step of the Postgres pipeline and of the sink. */
+    private static List<Fault.Step> steps() {
+        return List.of(NamedFaults.pgAckedNotRecorded(), NamedFaults.pgFlushedNotConfirmed(),
+                NamedFaults.pgMarkerWrittenNotHandedOver(), NamedFaults.pgCaughtUpNotReady(), NamedFaults.pgMidCopy(),
+                NamedFaults.sinkLoadedNotRecorded(), NamedFaults.sinkRecordedNotCleaned(),
+                NamedFaults.sinkUploadedNotStaged(), NamedFaults.sinkStagedNotCommitted());
+    }
+
+    @Test
+    void seededRunsLoseAndDoubleNothing() throws Exception {
+        String seedProperty = System.getProperty("tablecdc.chaos.seed", "");
+        long seed = seedProperty.isBlank() ? (System.nanoTime() & 0xffff_ffffL) : Long.parseLong(seedProperty.trim());
+        int runs = Integer.parseInt(System.getProperty("tablecdc.chaos.runs", "1").trim());
+        for (int i = 0; i < runs; i++) {
+            run(seed + i);
+        }
+    }
+
+    private static void run(long seed) throws Exception {
+        Random random = new Random(seed);
+        Fault.Step step = steps().get(random.nextInt(steps().size()));
+        int occurrence = 1 + random.nextInt(4);
+        Fault fault = step.kill().onOccurrence(occurrence);
+        int seedRows = 500 + random.nextInt(3_000);
+        String id = Long.toString(seed);
+        String schema = "chaos_" + id;
+        String prefix = "chaos-" + id;
+        String flow = prefix + "-flow";
+        String sinkName = prefix + "-sink";
+        System.out.printf("chaos run seed %d: %s at occurrence %d, %d seed rows (replay: scripts/chaos.sh --runs 1 --seed %d)%n",
+                seed, step.name(), occurrence, seedRows, seed);
+        pg.sql("DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "DROP PUBLICATION IF EXISTS " + schema + "_pub",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + schema + ".a (id int PRIMARY KEY, v int NOT NULL, note text)",
+                "INSERT INTO " + schema + ".a SELECT g, 0, 'seed ' || g FROM generate_series(1, " + seedRows + ") g",
+                "CREATE TABLE " + schema + ".b (id int PRIMARY KEY, v int NOT NULL)",
+                "CREATE TABLE " + schema + ".c (x int, y int, v text NOT NULL, PRIMARY KEY (x, y))",
+                "INSERT INTO " + schema + ".c SELECT g % 50, g, 'seed' FROM generate_series(1, " + seedRows / 2 + ") g",
+                "CREATE PUBLICATION " + schema + "_pub FOR TABLE " + schema + ".a, " + schema + ".b, " + schema + ".c");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put(schema + ".a", new String[] {"id::text || '|' || v::text || '|' || coalesce(note, '-')",
+            "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
+        tables.put(schema + ".b", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        tables.put(schema + ".c", new String[] {"x::text || '|' || y::text || '|' || v",
+            "concat(toString(x), '|', toString(y), '|', v)"});
+
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, schema + "_pub", prefix);
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "2");
+        source.put("table.sync.copy", "all");
+        source.put("batch.rows", Integer.toString(50 + random.nextInt(400)));
+        source.put("copy.lease.ms", "5000");
+        source.put("table.retry.delay.ms", "1000");
+        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
+        sink.put("topics.regex", prefix + "\\..*");
+        sink.put("normalize.backoff.initial.ms", "500");
+        sink.put("normalize.backoff.max.ms", "2000");
+        sink.put("normalize.lease.ms", "5000");
+        sink.put("consumer.override.metadata.max.age.ms", "1000");
+
+        String group = prefix + "-" + System.nanoTime();
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
+        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
+        jvmArgs.addAll(injector.jvmArgs());
+        boolean fired;
+        String outcome = "failed";
+        try (Writer writer = new Writer(schema, new Random(seed * 31 + 7))) {
+            try {
+                ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
+                        Duration.ofSeconds(120), jvmArgs);
+                try {
+                    first.rest().putConfig(sinkName, sink);
+                    first.rest().putConfig(flow, source);
+                    fired = awaitFired(injector, fault, Duration.ofSeconds(90));
+                } finally {
+                    // a step the run never reached: the worker is killed where it stands
+                    first.kill();
+                }
+                ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
+                        Duration.ofSeconds(120));
+                try {
+                    second.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
+                    second.rest().awaitRunning(sinkName, 1, Duration.ofSeconds(120));
+                    for (String table : tables.keySet()) {
+                        pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
+                    }
+                    writer.awaitMore(30);
+                    writer.close();
+                    pg.awaitEqual(tables, Duration.ofSeconds(180));
+                    outcome = "equal";
+                    System.out.printf("chaos run seed %d: %s at occurrence %d %s; %d transactions (%d truncates):"
+                            + " ClickHouse equals Postgres%n", seed, step.name(), occurrence, fired ? "fired" : "not reached, killed",
+                            writer.written.get(), writer.truncates.get());
+                    second.rest().delete(flow);
+                    second.rest().delete(sinkName);
+                } finally {
+                    second.close();
+                }
+            } finally {
+                record(seed, step.name() + "@" + occurrence, injector.fired(fault), writer.written.get(), outcome);
+            }
+        } catch (AssertionError | Exception e) {
+            throw new AssertionError("chaos run seed " + seed + " (" + step.name() + " at occurrence " + occurrence
+                    + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
+        }
+    }
+
+    private static boolean awaitFired(FaultInjector injector, Fault fault, Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (!injector.fired(fault)) {
+            if (System.nanoTime() > deadline) {
+                return false;
+            }
+            Thread.sleep(100);
+        }
+        return true;
+    }
+
+    private static void record(long seed, String fault, boolean fired, int transactions, String outcome) throws IOException {
+        Path file = StackPaths.projectRoot().resolve("e2e/target/chaos/runs.tsv");
+        Files.createDirectories(file.getParent());
+        Files.writeString(file, seed + "\t" + fault + "\t" + (fired ? "fired" : "not-reached") + "\t" + transactions
+                + "\t" + outcome + "\n", StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
+    }
+
+    /**
+     * The seeded workload: transactions of one to four statements (insert, update, delete, key change over the three
+     * tables), now and then a truncate of table b, every few milliseconds until closed.
+     */
+    private static final class Writer implements AutoCloseable {
+        final AtomicBoolean writing = new AtomicBoolean(true);
+        final AtomicInteger written = new AtomicInteger();
+        final AtomicInteger truncates = new AtomicInteger();
+        final AtomicReference<Exception> error = new AtomicReference<>();
+        final Thread thread;
+
+        Writer(String schema, Random random) {
+            thread = new Thread(() -> {
+                int n = 0;
+                while (writing.get()) {
+                    n++;
+                    List<String> statements = new ArrayList<>();
+                    int count = 1 + random.nextInt(4);
+                    for (int i = 0; i < count; i++) {
+                        int row = 1 + random.nextInt(4_000);
+                        statements.add(switch (random.nextInt(9)) {
+                            case 0 -> "INSERT INTO " + schema + ".a VALUES (" + (100_000 + n * 10 + i) + ", " + n + ", 'new')";
+                            case 1 -> "UPDATE " + schema + ".a SET v = v + 1, note = 'w" + n + "' WHERE id = " + row;
+                            case 2 -> "DELETE FROM " + schema + ".a WHERE id = " + row;
+                            case 3 -> "UPDATE " + schema + ".a SET id = " + (MOVED + n * 10 + i) + " WHERE id = " + row;
+                            case 4 -> "INSERT INTO " + schema + ".b VALUES (" + (n * 10 + i) + ", 0)";
+                            case 5 -> "UPDATE " + schema + ".b SET v = v + 1 WHERE id = " + (random.nextInt(Math.max(1, n)) * 10);
+                            case 6 -> "DELETE FROM " + schema + ".b WHERE id = " + (random.nextInt(Math.max(1, n)) * 10);
+                            case 7 -> "UPDATE " + schema + ".c SET v = 'w" + n + "' WHERE x = " + random.nextInt(50);
+                            default -> "INSERT INTO " + schema + ".c VALUES (" + random.nextInt(50) + ", " + (100_000 + n * 10 + i)
+                                    + ", 'new') ON CONFLICT DO NOTHING";
+                        });
+                    }
+                    if (random.nextInt(150) == 0) {
+                        statements.add("TRUNCATE " + schema + ".b");
+                        truncates.incrementAndGet();
+                    }
+                    try {
+                        pg.transaction(statements.toArray(new String[0]));
+                        written.incrementAndGet();
+                        Thread.sleep(5 + random.nextInt(15));
+                    } catch (Exception e) {
+                        error.set(e);
+                        return;
+                    }
+                }
+            }, "chaos-writer-" + schema);
+            thread.start();
+        }
+
+        void awaitMore(int transactions) throws Exception {
+            int from = written.get();
+            PgChecks.awaitTrue(() -> written.get() >= from + transactions || error.get() != null, Duration.ofSeconds(60),
+                    "the writer stalled");
+            assertNull(error.get());
+        }
+
+        @Override
+        public void close() throws Exception {
+            if (writing.getAndSet(false)) {
+                thread.join();
+            }
+            assertNull(error.get(), () -> "writer failed: " + error.get());
+        }
+    }
+}
