@@ -1,7 +1,5 @@
 package io.tablecdc.e2e;
 
-import static org.junit.jupiter.api.Assertions.assertNull;
-
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -13,9 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -136,7 +132,8 @@ class ChaosIT {
         jvmArgs.addAll(injector.jvmArgs());
         boolean fired;
         String outcome = "failed";
-        try (Writer writer = new Writer(schema, new Random(seed * 31 + 7))) {
+        AtomicInteger truncates = new AtomicInteger();
+        try (TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
@@ -162,7 +159,7 @@ class ChaosIT {
                     outcome = "equal";
                     System.out.printf("chaos run seed %d: %s at occurrence %d %s; %d transactions (%d truncates):"
                             + " ClickHouse equals Postgres%n", seed, step.name(), occurrence, fired ? "fired" : "not reached, killed",
-                            writer.written.get(), writer.truncates.get());
+                            writer.written.get(), truncates.get());
                     second.rest().delete(flow);
                     second.rest().delete(sinkName);
                 } finally {
@@ -197,67 +194,32 @@ class ChaosIT {
 
     /**
      * The seeded workload: transactions of one to four statements (insert, update, delete, key change over the three
-     * tables), now and then a truncate of table b, every few milliseconds until closed.
+     * tables), now and then a truncate of table b, every 5 to 20 ms until closed.
      */
-    private static final class Writer implements AutoCloseable {
-        final AtomicBoolean writing = new AtomicBoolean(true);
-        final AtomicInteger written = new AtomicInteger();
-        final AtomicInteger truncates = new AtomicInteger();
-        final AtomicReference<Exception> error = new AtomicReference<>();
-        final Thread thread;
-
-        Writer(String schema, Random random) {
-            thread = new Thread(() -> {
-                int n = 0;
-                while (writing.get()) {
-                    n++;
-                    List<String> statements = new ArrayList<>();
-                    int count = 1 + random.nextInt(4);
-                    for (int i = 0; i < count; i++) {
-                        int row = 1 + random.nextInt(4_000);
-                        statements.add(switch (random.nextInt(9)) {
-                            case 0 -> "INSERT INTO " + schema + ".a VALUES (" + (100_000 + n * 10 + i) + ", " + n + ", 'new')";
-                            case 1 -> "UPDATE " + schema + ".a SET v = v + 1, note = 'w" + n + "' WHERE id = " + row;
-                            case 2 -> "DELETE FROM " + schema + ".a WHERE id = " + row;
-                            case 3 -> "UPDATE " + schema + ".a SET id = " + (MOVED + n * 10 + i) + " WHERE id = " + row;
-                            case 4 -> "INSERT INTO " + schema + ".b VALUES (" + (n * 10 + i) + ", 0)";
-                            case 5 -> "UPDATE " + schema + ".b SET v = v + 1 WHERE id = " + (random.nextInt(Math.max(1, n)) * 10);
-                            case 6 -> "DELETE FROM " + schema + ".b WHERE id = " + (random.nextInt(Math.max(1, n)) * 10);
-                            case 7 -> "UPDATE " + schema + ".c SET v = 'w" + n + "' WHERE x = " + random.nextInt(50);
-                            default -> "INSERT INTO " + schema + ".c VALUES (" + random.nextInt(50) + ", " + (100_000 + n * 10 + i)
-                                    + ", 'new') ON CONFLICT DO NOTHING";
-                        });
-                    }
-                    if (random.nextInt(150) == 0) {
-                        statements.add("TRUNCATE " + schema + ".b");
-                        truncates.incrementAndGet();
-                    }
-                    try {
-                        pg.transaction(statements.toArray(new String[0]));
-                        written.incrementAndGet();
-                        Thread.sleep(5 + random.nextInt(15));
-                    } catch (Exception e) {
-                        error.set(e);
-                        return;
-                    }
-                }
-            }, "chaos-writer-" + schema);
-            thread.start();
-        }
-
-        void awaitMore(int transactions) throws Exception {
-            int from = written.get();
-            PgChecks.awaitTrue(() -> written.get() >= from + transactions || error.get() != null, Duration.ofSeconds(60),
-                    "the writer stalled");
-            assertNull(error.get());
-        }
-
-        @Override
-        public void close() throws Exception {
-            if (writing.getAndSet(false)) {
-                thread.join();
+    private static TransactionWriter writer(String schema, Random random, AtomicInteger truncates) {
+        return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
+            List<String> statements = new ArrayList<>();
+            int count = 1 + random.nextInt(4);
+            for (int i = 0; i < count; i++) {
+                int row = 1 + random.nextInt(4_000);
+                statements.add(switch (random.nextInt(9)) {
+                    case 0 -> "INSERT INTO " + schema + ".a VALUES (" + (100_000 + n * 10 + i) + ", " + n + ", 'new')";
+                    case 1 -> "UPDATE " + schema + ".a SET v = v + 1, note = 'w" + n + "' WHERE id = " + row;
+                    case 2 -> "DELETE FROM " + schema + ".a WHERE id = " + row;
+                    case 3 -> "UPDATE " + schema + ".a SET id = " + (MOVED + n * 10 + i) + " WHERE id = " + row;
+                    case 4 -> "INSERT INTO " + schema + ".b VALUES (" + (n * 10 + i) + ", 0)";
+                    case 5 -> "UPDATE " + schema + ".b SET v = v + 1 WHERE id = " + (random.nextInt(n) * 10);
+                    case 6 -> "DELETE FROM " + schema + ".b WHERE id = " + (random.nextInt(n) * 10);
+                    case 7 -> "UPDATE " + schema + ".c SET v = 'w" + n + "' WHERE x = " + random.nextInt(50);
+                    default -> "INSERT INTO " + schema + ".c VALUES (" + random.nextInt(50) + ", " + (100_000 + n * 10 + i)
+                            + ", 'new') ON CONFLICT DO NOTHING";
+                });
             }
-            assertNull(error.get(), () -> "writer failed: " + error.get());
-        }
+            if (random.nextInt(150) == 0) {
+                statements.add("TRUNCATE " + schema + ".b");
+                truncates.incrementAndGet();
+            }
+            return statements;
+        }, () -> 5 + random.nextInt(15));
     }
 }

@@ -1,15 +1,11 @@
 package io.tablecdc.e2e;
 
-import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Stream;
 
 import org.junit.jupiter.api.AfterAll;
@@ -108,7 +104,7 @@ class PgFaultIT {
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("pgfault-" + name + "/faults"), fault);
         List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
         jvmArgs.addAll(injector.jvmArgs());
-        try (Writer writer = new Writer(schema)) {
+        try (TransactionWriter writer = writer(schema)) {
             ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgfault-" + name + "/worker-1"),
                     Duration.ofSeconds(120), jvmArgs);
             try {
@@ -137,49 +133,13 @@ class PgFaultIT {
     }
 
     /** Inserts, updates and deletes in both tables of a schema, one transaction every few milliseconds, until closed. */
-    private static final class Writer implements AutoCloseable {
-        final AtomicBoolean writing = new AtomicBoolean(true);
-        final AtomicInteger written = new AtomicInteger();
-        final AtomicReference<Exception> error = new AtomicReference<>();
-        final Thread thread;
-
-        Writer(String schema) {
-            thread = new Thread(() -> {
-                int n = 0;
-                while (writing.get()) {
-                    n++;
-                    try {
-                        pg.transaction(
-                                "INSERT INTO " + schema + ".copied VALUES (" + (100_000 + n) + ", " + n + ", 'new')",
-                                "UPDATE " + schema + ".copied SET v = v + 1, note = 'w" + n + "' WHERE id = " + ((n * 37) % ROWS + 1),
-                                "DELETE FROM " + schema + ".copied WHERE id = " + ((n * 53) % ROWS + 1),
-                                "INSERT INTO " + schema + ".streamed VALUES (" + n + ", 0)",
-                                "UPDATE " + schema + ".streamed SET v = v + 1 WHERE id = " + Math.max(1, n / 2),
-                                "DELETE FROM " + schema + ".streamed WHERE id = " + Math.max(1, n / 3) + " AND id % 5 = 0");
-                        written.incrementAndGet();
-                        Thread.sleep(10);
-                    } catch (Exception e) {
-                        error.set(e);
-                        return;
-                    }
-                }
-            }, "pgfault-writer-" + schema);
-            thread.start();
-        }
-
-        void awaitMore(int transactions) throws Exception {
-            int from = written.get();
-            PgChecks.awaitTrue(() -> written.get() >= from + transactions || error.get() != null, Duration.ofSeconds(60),
-                    "the writer stalled");
-            assertNull(error.get());
-        }
-
-        @Override
-        public void close() throws Exception {
-            if (writing.getAndSet(false)) {
-                thread.join();
-            }
-            assertNull(error.get(), () -> "writer failed: " + error.get());
-        }
+    private static TransactionWriter writer(String schema) {
+        return new TransactionWriter("pgfault-writer-" + schema, pg, n -> List.of(
+                "INSERT INTO " + schema + ".copied VALUES (" + (100_000 + n) + ", " + n + ", 'new')",
+                "UPDATE " + schema + ".copied SET v = v + 1, note = 'w" + n + "' WHERE id = " + ((n * 37) % ROWS + 1),
+                "DELETE FROM " + schema + ".copied WHERE id = " + ((n * 53) % ROWS + 1),
+                "INSERT INTO " + schema + ".streamed VALUES (" + n + ", 0)",
+                "UPDATE " + schema + ".streamed SET v = v + 1 WHERE id = " + Math.max(1, n / 2),
+                "DELETE FROM " + schema + ".streamed WHERE id = " + Math.max(1, n / 3) + " AND id % 5 = 0"), () -> 10);
     }
 }
