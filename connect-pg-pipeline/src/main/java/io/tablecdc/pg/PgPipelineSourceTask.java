@@ -7,6 +7,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
 
+import io.tablecdc.common.TransactionBoundaries;
 import io.tablecdc.common.Version;
 
 /**
@@ -43,9 +44,13 @@ public class PgPipelineSourceTask extends SourceTask {
         role.start(props);
     }
 
+    /**
+     * On a worker with {@code transaction.boundary=connector}, each poll's Kafka transaction ends on its last record,
+     * which ends a batch: every role returns whole batches (and position records, which belong to none).
+     */
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
-        return role.poll();
+        return TransactionBoundaries.commitAtLastBatchEnd(context.transactionContext(), role.poll());
     }
 
     @Override
