@@ -9,9 +9,11 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.errors.ConnectException;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
+import org.apache.kafka.connect.source.TransactionContext;
 
 import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.common.TransactionBoundaries;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.metrics.TableMetrics;
@@ -46,12 +48,22 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         // the catalog is opened by the poller's first poll, so that an outage at start is retried with backoff
         poller = new TablePoller(flow, table, config, client, () -> Catalog.open(config.catalog(), "source " + flow + " " + tableName),
                 PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset, metrics.table(table.fullName()));
+        poller.onCutShort(() -> {
+            TransactionContext transaction = context.transactionContext();
+            if (transaction != null) {
+                transaction.commitTransaction();
+            }
+        });
     }
 
+    /**
+     * On a worker with {@code transaction.boundary=connector}, a Kafka transaction ends on a batch's last record: a
+     * batch read in several pages (several polls) is one transaction.
+     */
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
         List<SourceRecord> records = poller.poll();
-        return records.isEmpty() ? null : records;
+        return records.isEmpty() ? null : TransactionBoundaries.commitAtLastBatchEnd(context.transactionContext(), records);
     }
 
     /** Runs on the producer's thread: only counts the acknowledgement; the poll thread mirrors it to the catalog. */
