@@ -78,11 +78,12 @@ class TransactionBoundariesTest {
         SourceRecord pos = position();
         List<SourceRecord> poll = List.of(row(1, false), end1, row(2, false), end2, pos);
         Recording context = new Recording();
-        assertSame(poll, TransactionBoundaries.commitAtLastBatchEnd(context, poll));
+        TransactionBoundaries boundaries = new TransactionBoundaries(context);
+        assertSame(poll, boundaries.polled(poll));
         assertEquals(List.of(pos), context.commits);
 
         context = new Recording();
-        TransactionBoundaries.commitAtLastBatchEnd(context, List.of(row(1, false), end1, row(2, false), end2));
+        new TransactionBoundaries(context).polled(List.of(row(1, false), end1, row(2, false), end2));
         assertEquals(List.of(end2), context.commits);
     }
 
@@ -90,20 +91,64 @@ class TransactionBoundariesTest {
     void aBatchThatGoesOnInTheNextPollKeepsTheTransactionOpen() {
         SourceRecord end1 = row(1, true);
         Recording context = new Recording();
+        TransactionBoundaries boundaries = new TransactionBoundaries(context);
         // batch 2's first page: the transaction ends after batch 1, batch 2 stays open
-        TransactionBoundaries.commitAtLastBatchEnd(context, List.of(row(1, false), end1, row(2, false), row(2, false)));
+        SourceRecord first2 = row(2, false);
+        boundaries.polled(List.of(row(1, false), end1, first2));
         assertEquals(List.of(end1), context.commits);
+        assertEquals(2, boundaries.committed().size(), "batch 1, up to its last record");
         // a page in the middle of batch 2: nothing to commit
-        context = new Recording();
-        TransactionBoundaries.commitAtLastBatchEnd(context, List.of(row(2, false), row(2, false)));
-        assertEquals(List.of(), context.commits);
+        SourceRecord middle2 = row(2, false);
+        boundaries.polled(List.of(middle2));
+        assertEquals(List.of(end1), context.commits);
+        SourceRecord end2 = row(2, true);
+        boundaries.polled(List.of(end2));
+        assertEquals(List.of(end1, end2), context.commits);
+        assertEquals(List.of(first2, middle2, end2), boundaries.committed());
         assertEquals(0, context.batchCommits);
+    }
+
+    /**
+     * An exactly-once worker reports committed records from a map keyed by record equality: two equal records (two
+     * identical rows in one batch) are reported once. The records to acknowledge come from here instead, each once.
+     */
+    @Test
+    void equalRecordsAreEachCommittedOnce() {
+        SourceRecord a = row(5, false);
+        SourceRecord b = row(5, false);
+        SourceRecord end = row(5, true);
+        assertEquals(a, b, "two identical rows make equal records");
+        Recording context = new Recording();
+        TransactionBoundaries boundaries = new TransactionBoundaries(context);
+        boundaries.polled(List.of(a, b, end));
+        List<SourceRecord> committed = boundaries.committed();
+        assertEquals(3, committed.size());
+        assertSame(a, committed.get(0));
+        assertSame(b, committed.get(1));
+        assertTrue(boundaries.committed().isEmpty(), "each record once");
+    }
+
+    @Test
+    void aBatchEndingWithoutItsLastRecordCommitsEverythingHandedOut() {
+        Recording context = new Recording();
+        TransactionBoundaries boundaries = new TransactionBoundaries(context);
+        SourceRecord a = row(7, false);
+        SourceRecord b = row(7, false);
+        boundaries.polled(List.of(a));
+        boundaries.polled(List.of(b));
+        boundaries.commitAll();
+        assertEquals(1, context.batchCommits);
+        assertEquals(List.of(a, b), boundaries.committed());
     }
 
     @Test
     void withoutATransactionContextNothingHappens() {
+        TransactionBoundaries boundaries = new TransactionBoundaries(null);
         List<SourceRecord> poll = List.of(row(1, true));
-        assertSame(poll, TransactionBoundaries.commitAtLastBatchEnd(null, poll));
+        assertFalse(boundaries.active());
+        assertSame(poll, boundaries.polled(poll));
+        boundaries.commitAll();
+        assertTrue(boundaries.committed().isEmpty());
         assertNull(TransactionBoundaries.lastBoundary(null));
         assertNull(TransactionBoundaries.lastBoundary(List.of()));
     }

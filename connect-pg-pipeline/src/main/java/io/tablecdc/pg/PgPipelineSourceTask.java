@@ -29,6 +29,7 @@ public class PgPipelineSourceTask extends SourceTask {
     static final String ROLE_APPLY_AND_COPY = "apply+copy";
 
     private SourceTask role;
+    private TransactionBoundaries boundaries = new TransactionBoundaries(null);
 
     @Override
     public String version() {
@@ -40,6 +41,7 @@ public class PgPipelineSourceTask extends SourceTask {
         String name = props.get(ROLE_PROP);
         role = ROLE_COPY.equals(name) ? new CopyTask() : ROLE_APPLY_AND_COPY.equals(name) ? new ApplyAndCopyTask()
                 : new ApplyTask();
+        boundaries = new TransactionBoundaries(context.transactionContext());
         role.initialize(context);
         role.start(props);
     }
@@ -50,17 +52,26 @@ public class PgPipelineSourceTask extends SourceTask {
      */
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
-        return TransactionBoundaries.commitAtLastBatchEnd(context.transactionContext(), role.poll());
+        return boundaries.polled(role.poll());
     }
 
+    /**
+     * With connector-defined boundaries the role learns of its committed records here, each once (see
+     * {@link TransactionBoundaries}), before its own {@code commit()}.
+     */
     @Override
     public void commit() throws InterruptedException {
+        for (SourceRecord record : boundaries.committed()) {
+            role.commitRecord(record, null);
+        }
         role.commit();
     }
 
     @Override
     public void commitRecord(SourceRecord record, RecordMetadata metadata) throws InterruptedException {
-        role.commitRecord(record, metadata);
+        if (!boundaries.active()) {
+            role.commitRecord(record, metadata);
+        }
     }
 
     @Override
