@@ -112,9 +112,9 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
 
     /**
      * Supported (docs/bigquery-query-cdc.md, Exactly-once delivery): a table's cursor is the Connect offset of its
-     * batch's last record, written in the same Kafka transaction as the batch; the catalog mirror waits until Connect
-     * reports every record of the batch committed ({@code commitRecord}, which an exactly-once worker calls after the
-     * transaction committed).
+     * batch's last record, written in the same Kafka transaction as the batch; the catalog mirror waits until every
+     * record of the batch is acknowledged, which the task learns in {@code commit()}, called by an exactly-once worker
+     * right after the transaction committed.
      */
     @Override
     public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {

@@ -109,10 +109,10 @@ public class PgPipelineSourceConnector extends SourceConnector {
 
     /**
      * Supported (docs/pg-pipeline.md, Exactly-once delivery): the flow's position and the table offsets are Connect
-     * offsets, written in the same Kafka transaction as the records; what lives outside Kafka moves only once Connect
-     * reports records committed ({@code commitRecord}, which an exactly-once worker calls after the transaction
-     * committed: the catalog's synced batches, {@code ready}, a copy's move to {@code catchup}) or offsets stored
-     * ({@code commit()}: the slot's confirmed position).
+     * offsets, written in the same Kafka transaction as the records; what lives outside Kafka (the catalog's synced
+     * batches, {@code ready}, a copy's move to {@code catchup}, the slot's confirmed position) moves only from
+     * {@code commit()}, which an exactly-once worker calls right after a transaction committed (see
+     * {@link PgPipelineSourceTask#commit()}).
      */
     @Override
     public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
