@@ -67,13 +67,18 @@ for module in ${PLUGINS//,/ }; do
   packages="$SRC/$module/target/components/packages"
   zip="$packages/$dir.zip"
   [ -f "$zip" ] || { echo "release.sh: $zip was not built" >&2; exit 1; }
-  # kafka-connect-maven-plugin 0.12.0 drops its deliveryGuarantee setting: add the field to the manifest
+  # kafka-connect-maven-plugin 0.12.0 drops its deliveryGuarantee setting: add the field to the manifest. The sources
+  # also support exactly-once delivery on a worker with exactly.once.source.support=enabled (docs/design.md)
+  case "$module" in
+    connect-clickhouse-stage-sink) guarantee='[ "at_least_once" ]' ;;
+    *) guarantee='[ "at_least_once", "exactly_once" ]' ;;
+  esac
   unpacked="$packages/$dir"   # the plugin also leaves the archive unpacked there: $dir/$dir/…
   manifest="$unpacked/$dir/manifest.json"
   grep -q '"delivery_guarantee"' "$manifest" || \
-    sed -i.bak 's#"kafka_connect_api" : true#"kafka_connect_api" : true,\n    "delivery_guarantee" : [ "at_least_once" ]#' "$manifest"
+    sed -i.bak "s#\"kafka_connect_api\" : true#\"kafka_connect_api\" : true,\\n    \"delivery_guarantee\" : $guarantee#" "$manifest"
   rm -f "$manifest.bak"
-  grep -q '"delivery_guarantee" : \[ "at_least_once" \]' "$manifest" || { echo "release.sh: cannot add the delivery guarantee to $manifest" >&2; exit 1; }
+  grep -qF "\"delivery_guarantee\" : $guarantee" "$manifest" || { echo "release.sh: cannot add the delivery guarantee to $manifest" >&2; exit 1; }
   (cd "$unpacked" && "$JAVA_HOME/bin/jar" --update --no-manifest --file "$zip" "$dir/manifest.json")
   cp "$zip" "$OUT/"
   (cd "$OUT" && if command -v sha256sum >/dev/null; then sha256sum "$dir.zip"; else shasum -a 256 "$dir.zip"; fi > "$dir.zip.sha256")

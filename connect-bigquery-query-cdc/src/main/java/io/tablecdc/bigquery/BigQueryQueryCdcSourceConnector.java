@@ -14,6 +14,7 @@ import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
 import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.apache.kafka.connect.source.SourceConnector;
 import org.slf4j.Logger;
@@ -109,9 +110,21 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
         return BigQueryQueryCdcConfig.CONFIG_DEF;
     }
 
+    /**
+     * Supported (docs/bigquery-query-cdc.md, Exactly-once delivery): a table's cursor is the Connect offset of its
+     * batch's last record, written in the same Kafka transaction as the batch; the catalog mirror waits until every
+     * record of the batch is acknowledged, which the task learns in {@code commit()}, called by an exactly-once worker
+     * right after the transaction committed.
+     */
     @Override
     public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
-        return ExactlyOnceSupport.UNSUPPORTED;
+        return ExactlyOnceSupport.SUPPORTED;
+    }
+
+    /** Tasks end Kafka transactions at batch ends ({@code transaction.boundary=connector}). */
+    @Override
+    public ConnectorTransactionBoundaries canDefineTransactionBoundaries(Map<String, String> connectorConfig) {
+        return ConnectorTransactionBoundaries.SUPPORTED;
     }
 
     @Override

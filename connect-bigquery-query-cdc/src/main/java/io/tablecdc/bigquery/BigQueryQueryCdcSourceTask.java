@@ -12,6 +12,7 @@ import org.apache.kafka.connect.source.SourceTask;
 
 import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
+import io.tablecdc.common.TransactionBoundaries;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.metrics.TableMetrics;
@@ -24,6 +25,7 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
     static final String FLOW_PROP = "tablecdc.flow";
 
     private TablePoller poller;
+    private TransactionBoundaries boundaries = new TransactionBoundaries(null);
     private TableMetrics metrics;
 
     @Override
@@ -46,18 +48,38 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         // the catalog is opened by the poller's first poll, so that an outage at start is retried with backoff
         poller = new TablePoller(flow, table, config, client, () -> Catalog.open(config.catalog(), "source " + flow + " " + tableName),
                 PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset, metrics.table(table.fullName()));
+        boundaries = new TransactionBoundaries(context.transactionContext());
+        poller.onCutShort(boundaries::commitAll);
     }
 
+    /**
+     * On a worker with {@code transaction.boundary=connector}, a Kafka transaction ends on a batch's last record: a
+     * batch read in several pages (several polls) is one transaction.
+     */
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
         List<SourceRecord> records = poller.poll();
-        return records.isEmpty() ? null : records;
+        return records.isEmpty() ? null : boundaries.polled(records);
     }
 
-    /** Runs on the producer's thread: only counts the acknowledgement; the poll thread mirrors it to the catalog. */
+    /**
+     * Runs on the producer's thread: only counts the acknowledgement; the poll thread mirrors it to the catalog. With
+     * connector-defined boundaries the count comes from {@link #commit()} instead (see {@link TransactionBoundaries}:
+     * the worker would report two equal records, two identical rows, once).
+     */
     @Override
     public void commitRecord(SourceRecord record, RecordMetadata metadata) {
-        poller.acknowledged();
+        if (!boundaries.active()) {
+            poller.acknowledged();
+        }
+    }
+
+    /** With connector-defined boundaries: right after a Kafka transaction committed, its records are acknowledged. */
+    @Override
+    public void commit() {
+        for (int i = boundaries.committed().size(); i > 0; i--) {
+            poller.acknowledged();
+        }
     }
 
     @Override

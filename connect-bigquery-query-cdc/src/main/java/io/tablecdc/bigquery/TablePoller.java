@@ -111,6 +111,7 @@ final class TablePoller {
     private Batch streaming;
     private Batch closing;
     private volatile boolean stopping;
+    private Runnable cutShort = () -> { };
 
     /** The rows of one batch as they stream out, and what the catalog learns about it. */
     private static final class Batch {
@@ -173,6 +174,17 @@ final class TablePoller {
 
     void stop() {
         stopping = true;
+    }
+
+    /**
+     * {@code action} runs when a batch ends without a record carrying {@code tablecdc.batch.last} after some of its
+     * records were handed out: cut short (a page that cannot be read, a row that cannot be converted; its window is
+     * read again under a new id), or a last page that holds no record. The task commits the open Kafka transaction
+     * there, so those records reach Kafka as without exactly-once support (the sink stages them as a batch without
+     * its last record) and are acknowledged.
+     */
+    void onCutShort(Runnable action) {
+        this.cutShort = action;
     }
 
     /** Closes the catalog, if it was opened. */
@@ -535,9 +547,7 @@ final class TablePoller {
         } catch (RuntimeException e) {
             // the rows sent so far stay a batch of their own (the sink stages it without its last record);
             // the window is read again, under a new batch id, once they are acknowledged
-            batch.failed = true;
-            streaming = null;
-            closing = batch;
+            cutShort(batch);
             throw e;
         }
         return emitOrClose(batch, page);
@@ -548,10 +558,18 @@ final class TablePoller {
         try {
             return emit(batch, page);
         } catch (RuntimeException e) {
-            batch.failed = true;
-            streaming = null;
-            closing = batch;
+            cutShort(batch);
             throw e;
+        }
+    }
+
+    /** The batch ends here, failed: what was sent of it stays a batch of its own, its window is read again. */
+    private void cutShort(Batch batch) {
+        batch.failed = true;
+        streaming = null;
+        closing = batch;
+        if (batch.rows > 0) {
+            cutShort.run();
         }
     }
 
@@ -596,8 +614,11 @@ final class TablePoller {
             streaming = null;
             closing = batch;
             if (rows.isEmpty()) {
-                // no row of the window became a record: the batch has none
+                // no row of the last page became a record: the batch has none, or ends without its last record
                 batch.endCursor = endCursor(batch);
+                if (batch.rows > 0) {
+                    cutShort.run();
+                }
             }
             log.debug("flow {}, table {}: batch {} of {} rows, cursor {}", flow, table.fullName(), batch.id, batch.rows,
                     Cursor.format(batch.endCursor));

@@ -615,9 +615,13 @@ public class ApplyTask extends SourceTask {
             return out.isEmpty() ? null : out;
         }
         syncToCatalog();
-        Lsn safe = batcher.safePosition();
+        // with connector-defined Kafka transactions (exactly-once worker) this poll's records are one Kafka
+        // transaction: the position they reach goes with them, so a restart resumes exactly after what committed;
+        // otherwise the position waits for Kafka's acknowledgements (at most one record a second)
+        boolean transactional = context.transactionContext() != null;
+        Lsn safe = transactional ? batcher.emittedPosition() : batcher.safePosition();
         long now = System.nanoTime();
-        if (position.emitDue(safe, now, POSITION_INTERVAL_NANOS)) {
+        if (position.emitDue(safe, now, transactional ? 0 : POSITION_INTERVAL_NANOS)) {
             out.add(batcher.positionRecord(safe));
             position.emitted(safe, now);
         }

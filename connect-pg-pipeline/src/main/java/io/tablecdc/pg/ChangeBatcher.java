@@ -476,6 +476,24 @@ final class ChangeBatcher {
         return safe;
     }
 
+    /**
+     * The end of the last transaction all of whose changes, and every earlier transaction's, were handed out as
+     * records, acknowledged or not (never behind {@link #safePosition}). Under connector-defined Kafka transactions a
+     * position record for it goes into the same Kafka transaction as those records: both commit, or neither.
+     */
+    synchronized Lsn emittedPosition() {
+        Lsn at = safe;
+        for (Txn txn : inFlight) {
+            if (!txn.closed || txn.pending > 0) {
+                break;
+            }
+            if (!txn.aborted && txn.endLsn.isAfter(at)) {
+                at = txn.endLsn;
+            }
+        }
+        return at;
+    }
+
     /** The largest position whose position record Kafka acknowledged. */
     synchronized Lsn acknowledgedPosition() {
         return acknowledgedPosition;

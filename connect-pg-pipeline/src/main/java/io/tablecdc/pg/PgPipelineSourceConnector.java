@@ -14,6 +14,7 @@ import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
+import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
 import org.apache.kafka.connect.source.ExactlyOnceSupport;
 import org.apache.kafka.connect.source.SourceConnector;
 import org.slf4j.Logger;
@@ -106,9 +107,22 @@ public class PgPipelineSourceConnector extends SourceConnector {
         return PgPipelineConfig.CONFIG_DEF;
     }
 
+    /**
+     * Supported (docs/pg-pipeline.md, Exactly-once delivery): the flow's position and the table offsets are Connect
+     * offsets, written in the same Kafka transaction as the records; what lives outside Kafka (the catalog's synced
+     * batches, {@code ready}, a copy's move to {@code catchup}, the slot's confirmed position) moves only from
+     * {@code commit()}, which an exactly-once worker calls right after a transaction committed (see
+     * {@link PgPipelineSourceTask#commit()}).
+     */
     @Override
     public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
-        return ExactlyOnceSupport.UNSUPPORTED;
+        return ExactlyOnceSupport.SUPPORTED;
+    }
+
+    /** Every task ends Kafka transactions at batch ends ({@code transaction.boundary=connector}). */
+    @Override
+    public ConnectorTransactionBoundaries canDefineTransactionBoundaries(Map<String, String> connectorConfig) {
+        return ConnectorTransactionBoundaries.SUPPORTED;
     }
 
     @Override

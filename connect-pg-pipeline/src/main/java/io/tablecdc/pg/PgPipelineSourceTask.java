@@ -7,6 +7,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.connect.source.SourceRecord;
 import org.apache.kafka.connect.source.SourceTask;
 
+import io.tablecdc.common.TransactionBoundaries;
 import io.tablecdc.common.Version;
 
 /**
@@ -28,6 +29,7 @@ public class PgPipelineSourceTask extends SourceTask {
     static final String ROLE_APPLY_AND_COPY = "apply+copy";
 
     private SourceTask role;
+    private TransactionBoundaries boundaries = new TransactionBoundaries(null);
 
     @Override
     public String version() {
@@ -39,23 +41,37 @@ public class PgPipelineSourceTask extends SourceTask {
         String name = props.get(ROLE_PROP);
         role = ROLE_COPY.equals(name) ? new CopyTask() : ROLE_APPLY_AND_COPY.equals(name) ? new ApplyAndCopyTask()
                 : new ApplyTask();
+        boundaries = new TransactionBoundaries(context.transactionContext());
         role.initialize(context);
         role.start(props);
     }
 
+    /**
+     * On a worker with {@code transaction.boundary=connector}, each poll's Kafka transaction ends on its last record,
+     * which ends a batch: every role returns whole batches (and position records, which belong to none).
+     */
     @Override
     public List<SourceRecord> poll() throws InterruptedException {
-        return role.poll();
+        return boundaries.polled(role.poll());
     }
 
+    /**
+     * With connector-defined boundaries the role learns of its committed records here, each once (see
+     * {@link TransactionBoundaries}), before its own {@code commit()}.
+     */
     @Override
     public void commit() throws InterruptedException {
+        for (SourceRecord record : boundaries.committed()) {
+            role.commitRecord(record, null);
+        }
         role.commit();
     }
 
     @Override
     public void commitRecord(SourceRecord record, RecordMetadata metadata) throws InterruptedException {
-        role.commitRecord(record, metadata);
+        if (!boundaries.active()) {
+            role.commitRecord(record, metadata);
+        }
     }
 
     @Override

@@ -347,4 +347,44 @@ class ChangeBatcherTest {
         assertEquals(Lsn.parse("0/250"), b.safePosition());
         assertTrue(b.flush().isEmpty());
     }
+
+    /**
+     * Under connector-defined Kafka transactions the position record rides in the same Kafka transaction as the
+     * records before it: its position is what was handed out, in order, acknowledged or not; held, unsent and open
+     * changes keep it back, an aborted transaction never counts.
+     */
+    @Test
+    void theEmittedPositionCountsWhatWasHandedOutInOrder() {
+        ChangeBatcher b = new ChangeBatcher("f", "slot_1", "__hb", 100, t -> "pg." + t,
+                BatchIds.countingFrom(t -> 0L), Lsn.parse("0/100"), true);
+        b.hold("s.h");
+        b.begin(Lsn.parse("0/200"), T, T);
+        b.add(change("s.a", Op.CREATE, 1));
+        b.commit(Lsn.parse("0/250"));
+        assertEquals(Lsn.parse("0/100"), b.emittedPosition(), "committed but not yet made into records");
+        List<SourceRecord> out = new ArrayList<>(b.flush());
+        assertEquals(Lsn.parse("0/250"), b.emittedPosition(), "handed out, not yet acknowledged");
+        assertEquals(Lsn.parse("0/100"), b.safePosition());
+        b.begin(Lsn.parse("0/300"), T, T);
+        b.add(change("s.h", Op.CREATE, 1));
+        b.commit(Lsn.parse("0/350"));
+        b.begin(Lsn.parse("0/400"), T, T);
+        b.add(change("s.a", Op.UPDATE, 1));
+        b.commit(Lsn.parse("0/450"));
+        out.addAll(b.flush());
+        assertEquals(Lsn.parse("0/250"), b.emittedPosition(), "the held change of 0/350 keeps it back");
+        b.begin(Lsn.parse("0/500"), T, T);
+        b.add(change("s.a", Op.DELETE, 1));
+        assertEquals(Lsn.parse("0/250"), b.emittedPosition());
+        out.addAll(b.release("s.h"));
+        assertEquals(Lsn.parse("0/450"), b.emittedPosition(), "the open transaction does not count");
+        b.abort();
+        b.idle(Lsn.parse("0/600"));
+        assertEquals(Lsn.parse("0/600"), b.emittedPosition(), "the aborted transaction never counts");
+        for (SourceRecord r : out) {
+            b.acknowledged(r);
+        }
+        assertEquals(Lsn.parse("0/600"), b.safePosition());
+        assertEquals(b.safePosition(), b.emittedPosition(), "never behind the acknowledged position");
+    }
 }

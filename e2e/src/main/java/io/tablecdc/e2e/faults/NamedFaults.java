@@ -54,6 +54,16 @@ public final class NamedFaults {
         return Fault.at("pg-caught-up-not-ready", PG_APPLY, "refresh", "AT INVOKE markCaughtUpReady");
     }
 
+    /**
+     * Any source on an exactly-once worker: Kafka acknowledged one more record of the task's open Kafka transaction
+     * (written to the log, not committed). Counted over the task's records: its n-th occurrence lands in the middle
+     * of a batch when n is not at a batch's end.
+     */
+    public static Fault.Step eosRecordWrittenNotCommitted() {
+        return Fault.at("eos-record-written-not-committed", "org.apache.kafka.connect.runtime.ExactlyOnceWorkerSourceTask",
+                "recordSent", "AT ENTRY");
+    }
+
     /** Postgres pipeline: a copy's batch is acknowledged and recorded, the copy goes on (the middle of a COPY). */
     public static Fault.Step pgMidCopy() {
         return Fault.at("pg-mid-copy", PG_COPY, "recordSynced", "AFTER INVOKE recordCopySync");

@@ -67,6 +67,18 @@ public final class ConnectWorker implements AutoCloseable {
         return props;
     }
 
+    /**
+     * {@code props} for a worker with exactly-once source support ({@code exactly.once.source.support=enabled},
+     * KIP-618): source tasks write their records and offsets in Kafka transactions, and the worker's internal topics
+     * are read with {@code read_committed}. Every worker of a cluster needs it. The broker needs the transaction
+     * state log ({@link LocalKafka} sets its replication factor and min ISR to 1).
+     */
+    public static Map<String, String> exactlyOnce(Map<String, String> props) {
+        Map<String, String> eos = new HashMap<>(props);
+        eos.put("exactly.once.source.support", "enabled");
+        return eos;
+    }
+
     public static ConnectWorker external() {
         String url = StackPaths.env(ENV_URL);
         return url == null ? null : new ConnectWorker(URI.create(url), null, null);
