@@ -171,17 +171,30 @@ public final class FinalTableDdl {
                 + ", " + Sql.id(StageSchema.IS_DELETED_COLUMN) + " AS " + Sql.id("_tablecdc_d") + ", toUInt8(1) AS " + Sql.id("_tablecdc_f")
                 + " FROM " + finalTable + " WHERE (" + Sql.idList(keys.stream().map(StageColumn::column).toList()) + ") IN (SELECT ";
         String marked = " FROM " + tableFunction + " WHERE notEmpty(" + Sql.id(StageSchema.UNCHANGED_COLUMN) + "))";
+        // the stage file's key fields are read with the types ClickHouse infers from Avro (a uuid as String): cast to
+        // the key columns' types, so that the join compares like with like
         StringBuilder previousOn = new StringBuilder();
         StringBuilder ownOn = new StringBuilder();
+        StringBuilder previousKeys = new StringBuilder();
+        StringBuilder ownKeys = new StringBuilder();
+        StringBuilder staged = new StringBuilder("(SELECT *");
         for (int i = 0; i < keys.size(); i++) {
-            previousOn.append("s.").append(Sql.id(lookupKeys.get(i).avroName())).append(" = p.").append(Sql.id("_tablecdc_k" + i)).append(" AND ");
-            ownOn.append("s.").append(Sql.id(keys.get(i).avroName())).append(" = o.").append(Sql.id("_tablecdc_k" + i)).append(" AND ");
+            String type = keys.get(i).type();
+            String lookupKey = "CAST(" + Sql.id(lookupKeys.get(i).avroName()) + " AS " + type + ")";
+            String ownKey = "CAST(" + Sql.id(keys.get(i).avroName()) + " AS " + type + ")";
+            staged.append(", ").append(lookupKey).append(" AS ").append(Sql.id("_tablecdc_l" + i))
+                    .append(", ").append(ownKey).append(" AS ").append(Sql.id("_tablecdc_o" + i));
+            previousKeys.append(i == 0 ? "" : ", ").append(lookupKey);
+            ownKeys.append(i == 0 ? "" : ", ").append(ownKey);
+            previousOn.append("s.").append(Sql.id("_tablecdc_l" + i)).append(" = p.").append(Sql.id("_tablecdc_k" + i)).append(" AND ");
+            ownOn.append("s.").append(Sql.id("_tablecdc_o" + i)).append(" = o.").append(Sql.id("_tablecdc_k" + i)).append(" AND ");
         }
-        String previous = versions + Sql.idList(lookupKeys.stream().map(StageColumn::avroName).toList()) + marked;
-        String own = versions + Sql.idList(keys.stream().map(StageColumn::avroName).toList()) + marked;
+        staged.append(" FROM ").append(tableFunction).append(")");
+        String previous = versions + previousKeys + marked;
+        String own = versions + ownKeys + marked;
         String message = "table " + sourceTable + ": a row updated with unchanged (TOAST) values in " + database + "." + table
                 + " has no earlier live version to keep them from (the row was never loaded, or was deleted)";
-        return "INSERT INTO " + finalTable + " (" + targets + ") SELECT " + sources + " FROM " + tableFunction + " AS s"
+        return "INSERT INTO " + finalTable + " (" + targets + ") SELECT " + sources + " FROM " + staged + " AS s"
                 + " ASOF LEFT JOIN (" + previous + ") AS p ON " + previousOn + "s." + Sql.id(StageSchema.LOOKUP_VERSION_COLUMN)
                 + " > p." + Sql.id("_tablecdc_v")
                 + " ASOF LEFT JOIN (" + own + ") AS o ON " + ownOn + "s." + Sql.id(StageSchema.VERSION_COLUMN)
