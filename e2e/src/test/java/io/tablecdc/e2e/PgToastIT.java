@@ -8,8 +8,13 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Random;
 
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -154,10 +159,43 @@ class PgToastIT {
             }
             check(round + 1);
         }
-        System.out.printf("pg toast: %d updates over two tables, six checks, both tables ready%n", updates);
+        // the untouched values did travel as marks (not as values) under DEFAULT, and never under FULL
+        int[] marked = markedRecords("pgtoast.toast.docs");
+        int[] markedFull = markedRecords("pgtoast.toast.docs_full");
+        System.out.printf("pg toast: %d updates over two tables, six checks, both tables ready; records with"
+                + " tablecdc.unchanged: %d under DEFAULT (%d of them moved their row), %d under FULL%n", updates, marked[0],
+                marked[1], markedFull[0]);
         assertTrue(updates > 2000, "updates " + updates);
+        assertTrue(marked[0] > 500, "records with unchanged values: " + marked[0]);
+        assertEquals(0, markedFull[0]);
         rest.delete(FLOW);
         rest.delete(SINK);
+    }
+
+    /** {records with a tablecdc.unchanged header, those of them with tablecdc.key.changed} in {@code topic}. */
+    private static int[] markedRecords(String topic) {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", stack.kafka().bootstrapServers());
+        props.put("group.id", "pgtoast-check-" + System.nanoTime());
+        props.put("auto.offset.reset", "earliest");
+        int[] counts = new int[2];
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            TopicPartition partition = new TopicPartition(topic, 0);
+            consumer.assign(List.of(partition));
+            consumer.seekToBeginning(List.of(partition));
+            long end = consumer.endOffsets(List.of(partition)).get(partition);
+            while (consumer.position(partition) < end) {
+                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(500))) {
+                    if (record.headers().lastHeader("tablecdc.unchanged") != null) {
+                        counts[0]++;
+                        if (record.headers().lastHeader("tablecdc.key.changed") != null) {
+                            counts[1]++;
+                        }
+                    }
+                }
+            }
+        }
+        return counts;
     }
 
     /** ClickHouse equals Postgres, and neither table was ever errored or copied again. */
