@@ -239,6 +239,7 @@ class PgPipelineIT {
 
         transaction("UPDATE iso.toasty SET n = 2 WHERE id = 1", "INSERT INTO iso.good VALUES (2, 'b')",
                 "INSERT INTO iso.bad VALUES ('2024-01-01', 1)");
+        awaitCount("iso_bad", 1);
         sql("INSERT INTO iso.bad VALUES ('infinity', 2)", "INSERT INTO iso.good VALUES (3, 'c')");
         awaitCount("iso_good", 3);
         String[] bad = awaitTable(flow, "iso.bad", row -> "errored".equals(row[0]));
