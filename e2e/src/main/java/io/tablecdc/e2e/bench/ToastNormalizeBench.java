@@ -57,7 +57,7 @@ public final class ToastNormalizeBench {
                     seconds[variant] = measure(stack, clickhouse, catalogUrl, run + "_" + rep + "_" + variant, variant == 1, rows,
                             batches, bodyBytes);
                     System.out.printf(Locale.ROOT, "rep %d, %s: %.2f s for %d update batches%n", rep,
-                            variant == 1 ? "10 %% untouched" : "all values sent", seconds[variant], batches);
+                            variant == 1 ? "10 % untouched" : "all values sent", seconds[variant], batches);
                 }
                 results.add(seconds);
             }
