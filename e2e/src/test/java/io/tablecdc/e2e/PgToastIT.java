@@ -162,7 +162,7 @@ class PgToastIT {
         // the untouched values did travel as marks (not as values) under DEFAULT, and never under FULL
         int[] marked = markedRecords("pgtoast.toast.docs");
         int[] markedFull = markedRecords("pgtoast.toast.docs_full");
-        System.out.printf("pg toast: %d updates over two tables, six checks, both tables ready; records with"
+        System.out.printf("pg toast: %d updates over two tables, seven checks, both tables ready; records with"
                 + " tablecdc.unchanged: %d under DEFAULT (%d of them moved their row), %d under FULL%n", updates, marked[0],
                 marked[1], markedFull[0]);
         assertTrue(updates > 2000, "updates " + updates);
