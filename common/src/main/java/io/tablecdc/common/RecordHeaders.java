@@ -25,6 +25,16 @@ public final class RecordHeaders {
      * de-duplicating by id never drops one fragment of a multi-table TRUNCATE. Informational for the stage sink.
      */
     public static final String REPLAY_ID = "tablecdc.replay.id";
+    /**
+     * On an update: one header per column whose value the source did not have (a Postgres unchanged TOAST value). The
+     * value's field is null and means "the value this row had before this change", never SQL NULL.
+     */
+    public static final String UNCHANGED = "tablecdc.unchanged";
+    /**
+     * {@code true} on an update that moved its row to another key; the record right before it, in the same batch, is
+     * the delete of the old key, whose row holds the {@link #UNCHANGED} values.
+     */
+    public static final String KEY_CHANGED = "tablecdc.key.changed";
 
     private RecordHeaders() {
     }

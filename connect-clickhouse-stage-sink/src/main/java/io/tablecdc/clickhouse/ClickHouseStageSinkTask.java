@@ -339,7 +339,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (op == RecordHeaders.Op.TRUNCATE) {
             stager.truncate(record, batch, now);
         } else {
-            stager.append(record, batch, version, op, now);
+            stager.append(record, batch, version, op, headers.unchanged(), headers.keyChanged(), now);
         }
         if (tablecdc && headers.lastOfBatch()) {
             closeBatch(stager);

@@ -1,6 +1,8 @@
 package io.tablecdc.clickhouse;
 
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 
 import org.apache.kafka.connect.header.Header;
 import org.apache.kafka.connect.header.Headers;
@@ -10,10 +12,16 @@ import io.tablecdc.common.RecordHeaders;
 /**
  * The tablecdc headers of one record, read in one pass over its header list (the last header of a name wins, as
  * with {@link Headers#lastWithName}). Checked on arrival: a record whose batch header is not a positive integer
- * goes to the errant record reporter instead of being staged.
+ * goes to the errant record reporter instead of being staged. {@code tablecdc.unchanged} may appear several times (one
+ * column each); all are kept, in order.
  */
-record SinkHeaders(String flow, String table, String op, String batch, String last) {
-    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null);
+record SinkHeaders(String flow, String table, String op, String batch, String last, List<String> unchanged,
+                   boolean keyChanged) {
+    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, List.of(), false);
+
+    SinkHeaders(String flow, String table, String op, String batch, String last) {
+        this(flow, table, op, batch, last, List.of(), false);
+    }
 
     static SinkHeaders of(Headers headers) {
         if (headers == null || headers.isEmpty()) {
@@ -24,6 +32,8 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
         String op = null;
         String batch = null;
         String last = null;
+        List<String> unchanged = null;
+        boolean keyChanged = false;
         for (Header header : headers) {
             switch (header.key()) {
                 case RecordHeaders.FLOW -> flow = text(header);
@@ -31,11 +41,23 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
                 case RecordHeaders.OP -> op = text(header);
                 case RecordHeaders.BATCH -> batch = text(header);
                 case RecordHeaders.BATCH_LAST -> last = text(header);
+                case RecordHeaders.UNCHANGED -> {
+                    String column = text(header);
+                    if (column != null) {
+                        if (unchanged == null) {
+                            unchanged = new ArrayList<>(2);
+                        }
+                        if (!unchanged.contains(column)) {
+                            unchanged.add(column);
+                        }
+                    }
+                }
+                case RecordHeaders.KEY_CHANGED -> keyChanged = "true".equals(text(header));
                 default -> {
                 }
             }
         }
-        return new SinkHeaders(flow, table, op, batch, last);
+        return new SinkHeaders(flow, table, op, batch, last, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged);
     }
 
     private static String text(Header header) {

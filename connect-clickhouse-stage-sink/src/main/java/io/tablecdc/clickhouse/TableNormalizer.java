@@ -357,7 +357,13 @@ final class TableNormalizer {
             }
             throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
         }
-        List<StageColumn> columns = readColumns(file.uri());
+        org.apache.avro.Schema fileSchema = readSchema(file.uri());
+        List<StageColumn> columns = StageSchema.columnsOf(fileSchema);
+        List<StageColumn> lookupColumns = StageSchema.lookupColumnsOf(fileSchema);
+        if (!lookupColumns.isEmpty() && push) {
+            throw new IllegalStateException("table " + key.table() + ": batch " + stage.batchId()
+                    + " has rows with unchanged (TOAST) values, which only normalize.mode=pull fills in from the final table");
+        }
         String token = token(key.flow(), key.table(), stage.batchId(), part, stage.files().size(), file.rows(), epoch) + attempt;
         try {
             destination.ensureTable(key.table(), key.clickHouseTable(), columns);
@@ -365,6 +371,9 @@ final class TableNormalizer {
                 try (InputStream in = store.open(file.uri())) {
                     destination.loadPush(key.clickHouseTable(), columns, in, token);
                 }
+            } else if (!lookupColumns.isEmpty()) {
+                destination.loadPullFilling(key.table(), key.clickHouseTable(), columns, lookupColumns,
+                        store.pullSource(file.uri()), token);
             } else {
                 destination.loadPull(key.clickHouseTable(), columns, store.pullSource(file.uri()), token);
             }
@@ -375,10 +384,10 @@ final class TableNormalizer {
         }
     }
 
-    private List<StageColumn> readColumns(String uri) throws IOException {
+    private org.apache.avro.Schema readSchema(String uri) throws IOException {
         try (InputStream in = store.open(uri);
              DataFileStream<GenericRecord> avro = new DataFileStream<>(in, new GenericDatumReader<>())) {
-            return StageSchema.columnsOf(avro.getSchema());
+            return avro.getSchema();
         } catch (IOException e) {
             throw new IOException("stage file " + uri + " is not a readable Avro file: " + e.getMessage(), e);
         }

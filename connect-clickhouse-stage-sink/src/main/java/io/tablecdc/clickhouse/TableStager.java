@@ -44,6 +44,23 @@ final class TableStager {
     private long deletes;
     private long openedAtMs;
     private final Map<TopicPartition, Long> firstOffsets = new HashMap<>();
+    /** The batch has a row with unchanged values: its records from then on carry the lookup fields. */
+    private boolean lookup;
+    private boolean schemaLookup;
+    /**
+     * Per key whose latest record in the open batch still has unchanged values: where they come from. A later
+     * record of the key with unchanged values has them from the same place (the source filled every value the
+     * batch itself holds). Keys only, never values.
+     */
+    private final Map<Struct, Lookup> lookups = new HashMap<>();
+    /** The previous record of the batch, when it was a delete: its key, version and the lookup its row had. */
+    private Struct deletedKey;
+    private java.math.BigInteger deletedVersion;
+    private Lookup deletedLookup;
+
+    /** The row version that unchanged values are kept from: the newest version of {@code key} below {@code version}. */
+    record Lookup(Struct key, java.math.BigInteger version) {
+    }
 
     TableStager(TableKey key, Path localDir, String codec, long maxFileBytes) {
         this.key = key;
@@ -109,6 +126,16 @@ final class TableStager {
      */
     void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, long nowMs)
             throws IOException {
+        append(record, recordBatchId, version, op, List.of(), false, nowMs);
+    }
+
+    /**
+     * Appends one record whose {@code unchanged} columns (an update's unchanged TOAST values, {@code tablecdc.unchanged})
+     * keep the values the row had before: the row's own newest version below this one, or, for an update that moved
+     * the row ({@code keyChanged}), that of the old key deleted by the record right before it.
+     */
+    void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, List<String> unchanged,
+                boolean keyChanged, long nowMs) throws IOException {
         Schema valueSchema = record.valueSchema();
         if (record.value() != null && !(record.value() instanceof Struct)) {
             throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()
@@ -125,11 +152,20 @@ final class TableStager {
             throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()
                     + "@" + record.kafkaOffset() + " has no value Struct with a schema; use a converter that keeps schemas");
         }
-        if (valueSchema != schemaFor) {
-            schema = StageSchema.of(key.table(), valueSchema, keyColumns(record, valueSchema));
-            schemaFor = valueSchema;
+        Struct rowKey = record.key() instanceof Struct k ? k : null;
+        Lookup lookupOf = null;
+        if (!unchanged.isEmpty()) {
+            lookupOf = lookupOf(record, valueSchema, rowKey, version, op, unchanged, keyChanged);
         }
-        var avro = schema.toAvro(value, version, op == RecordHeaders.Op.DELETE);
+        boolean wantLookup = lookup || lookupOf != null;
+        if (valueSchema != schemaFor || wantLookup != schemaLookup) {
+            schema = StageSchema.of(key.table(), valueSchema, keyColumns(record, valueSchema), wantLookup);
+            schemaFor = valueSchema;
+            schemaLookup = wantLookup;
+        }
+        var avro = lookupOf == null
+                ? schema.toAvro(value, version, op == RecordHeaders.Op.DELETE, List.of(), rowKey, version)
+                : schema.toAvro(value, version, false, unchanged, lookupOf.key(), lookupOf.version());
         if (writer == null) {
             writer = new StageWriter(localDir, key.fileName() + "-" + recordBatchId + "-" + System.nanoTime(), codec, maxFileBytes);
             if (!truncateBefore) {
@@ -138,6 +174,21 @@ final class TableStager {
             }
         }
         writer.append(schema, avro);
+        lookup = wantLookup;
+        if (rowKey != null) {
+            if (op == RecordHeaders.Op.DELETE) {
+                deletedLookup = lookups.remove(rowKey);
+                deletedKey = rowKey;
+                deletedVersion = version;
+            } else {
+                if (lookupOf != null) {
+                    lookups.put(rowKey, lookupOf);
+                } else if (!lookups.isEmpty()) {
+                    lookups.remove(rowKey);
+                }
+                deletedKey = null;
+            }
+        }
         switch (op) {
             case UPDATE -> updates++;
             case DELETE -> deletes++;
@@ -145,6 +196,36 @@ final class TableStager {
         }
         TopicPartition tp = OriginalPartition.of(record);
         firstOffsets.putIfAbsent(tp, record.kafkaOffset());
+    }
+
+    private Lookup lookupOf(SinkRecord record, Schema valueSchema, Struct rowKey, java.math.BigInteger version, RecordHeaders.Op op,
+                            List<String> unchanged, boolean keyChanged) {
+        String at = "table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition() + "@"
+                + record.kafkaOffset();
+        if (op != RecordHeaders.Op.UPDATE) {
+            throw new TypeMappingException(at + " is a " + op + " with " + RecordHeaders.UNCHANGED + " headers; only an update"
+                    + " keeps values of the row's previous version");
+        }
+        Set<String> keys = keyColumns(record, valueSchema);
+        if (rowKey == null || keys.isEmpty()) {
+            throw new TypeMappingException(at + " has unchanged values in " + unchanged + " but no key to find the row's"
+                    + " previous version by");
+        }
+        for (String column : unchanged) {
+            if (valueSchema.field(column) == null || keys.contains(column)) {
+                throw new TypeMappingException(at + ": unchanged column " + column + (keys.contains(column)
+                        ? " is a key column" : " is not in the record value"));
+            }
+        }
+        if (keyChanged && deletedKey != null) {
+            return deletedLookup != null ? deletedLookup : new Lookup(deletedKey, deletedVersion);
+        }
+        if (keyChanged) {
+            throw new TypeMappingException(at + " moved its row to another key but the record before it in batch is not the"
+                    + " delete of the old key, so the unchanged values in " + unchanged + " cannot be found");
+        }
+        Lookup earlier = lookups.get(rowKey);
+        return earlier != null ? earlier : new Lookup(rowKey, version);
     }
 
     /** Closes the open batch and returns it; the stager is empty afterwards. */
@@ -171,6 +252,10 @@ final class TableStager {
         truncateBefore = false;
         inserts = updates = deletes = 0;
         firstOffsets.clear();
+        lookup = false;
+        lookups.clear();
+        deletedKey = null;
+        deletedLookup = null;
     }
 
     /** The key columns: the fields of the record key's Struct schema (a table without a key has none). */

@@ -7,7 +7,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+
+import org.apache.avro.file.DataFileReader;
+import org.apache.avro.generic.GenericDatumReader;
+import org.apache.avro.generic.GenericRecord;
 
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.connect.data.Schema;
@@ -17,6 +23,8 @@ import org.apache.kafka.connect.sink.SinkRecord;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
+import io.tablecdc.clickhouse.schema.StageSchema;
+import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.catalog.RowCounts;
 
@@ -95,5 +103,82 @@ class TableStagerTest {
         assertThrows(IllegalStateException.class, () -> stager.truncate(truncateRecord(63), 7, 2_002));
         stager.abandon();
         assertFalse(stager.open());
+    }
+
+    private static final Schema DOC = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA)
+            .field("n", Schema.OPTIONAL_INT32_SCHEMA).field("big", Schema.OPTIONAL_STRING_SCHEMA).build();
+
+    private static SinkRecord doc(long id, Integer n, String big, long offset) {
+        return new SinkRecord(TP.topic(), TP.partition(), KEY, new Struct(KEY).put("id", id), DOC,
+                new Struct(DOC).put("id", id).put("n", n).put("big", big), offset);
+    }
+
+    private static List<GenericRecord> read(TableStager.ClosedBatch closed) throws Exception {
+        List<GenericRecord> rows = new ArrayList<>();
+        for (var part : closed.parts()) {
+            try (DataFileReader<GenericRecord> reader = new DataFileReader<>(part.file().toFile(), new GenericDatumReader<>())) {
+                reader.forEach(rows::add);
+            }
+        }
+        return rows;
+    }
+
+    @Test
+    void unchangedValuesCarryTheRowVersionTheyAreKeptFromAndTheBatchSwitchesToTheLookupLayoutOnce() throws Exception {
+        TableStager stager = stager();
+        stager.append(doc(1, 1, "B", 1), 9, java.math.BigInteger.valueOf(100), Op.CREATE, 1_000);
+        // row 2's value is not in the batch: kept from its own version below 110
+        stager.append(doc(2, 5, null, 2), 9, java.math.BigInteger.valueOf(110), Op.UPDATE, List.of("big"), false, 1_001);
+        stager.append(doc(3, 1, "C", 3), 9, java.math.BigInteger.valueOf(120), Op.CREATE, 1_002);
+        // row 2 again: still from below 110 (its version 110 in this batch has no value either)
+        stager.append(doc(2, 6, null, 4), 9, java.math.BigInteger.valueOf(130), Op.UPDATE, List.of("big"), false, 1_003);
+        // row 4 moves to key 40: kept from row 4 below the delete's version
+        stager.append(doc(4, null, null, 5), 9, java.math.BigInteger.valueOf(140), Op.DELETE, 1_004);
+        stager.append(doc(40, 1, null, 6), 9, java.math.BigInteger.valueOf(141), Op.UPDATE, List.of("big"), true, 1_005);
+        stager.append(doc(40, 2, null, 7), 9, java.math.BigInteger.valueOf(150), Op.UPDATE, List.of("big"), false, 1_006);
+        TableStager.ClosedBatch closed = stager.close();
+        assertEquals(2, closed.parts().size(), "one part before the first unchanged value, one after");
+        List<GenericRecord> rows = read(closed);
+        assertEquals(7, rows.size());
+        assertEquals(null, rows.get(0).getSchema().getField(StageSchema.UNCHANGED_COLUMN));
+        long[][] expected = {{2, 110}, {3, 120}, {2, 110}, {4, 140}, {4, 140}, {4, 140}};
+        for (int i = 1; i < rows.size(); i++) {
+            GenericRecord row = rows.get(i);
+            assertEquals(expected[i - 1][0], row.get(StageSchema.LOOKUP_KEY_PREFIX + "0"), "row " + i);
+            assertEquals(java.math.BigInteger.valueOf(expected[i - 1][1]),
+                    io.tablecdc.clickhouse.schema.ClickHouseTypes.versionOf(row.get(StageSchema.LOOKUP_VERSION_COLUMN)), "row " + i);
+        }
+        assertEquals("[big]", rows.get(1).get(StageSchema.UNCHANGED_COLUMN).toString());
+        assertEquals("[]", rows.get(2).get(StageSchema.UNCHANGED_COLUMN).toString());
+        assertEquals("[]", rows.get(4).get(StageSchema.UNCHANGED_COLUMN).toString());
+        assertEquals(null, rows.get(1).get("big"));
+        // the aux fields are never columns of the final table
+        assertEquals(List.of("id", "n", "big", StageSchema.VERSION_COLUMN, StageSchema.IS_DELETED_COLUMN),
+                StageSchema.columnsOf(rows.get(1).getSchema()).stream().map(c -> c.column()).toList());
+        assertEquals(3 + 0, StageSchema.lookupColumnsOf(rows.get(1).getSchema()).size());
+
+        // the next batch starts without the lookup layout
+        stager.append(doc(5, 1, "E", 8), 10, java.math.BigInteger.valueOf(200), Op.CREATE, 1_007);
+        assertEquals(List.of(), StageSchema.lookupColumnsOf(read(stager.close()).get(0).getSchema()));
+    }
+
+    @Test
+    void unchangedValuesWhereNoRowVersionCanHoldThemAreRefusedNamingTheRecord() throws Exception {
+        TableStager stager = stager();
+        var insert = assertThrows(TypeMappingException.class,
+                () -> stager.append(doc(1, 1, null, 1), 9, java.math.BigInteger.valueOf(100), Op.CREATE, List.of("big"), false, 1_000));
+        assertTrue(insert.getMessage().contains("only an update"), insert.getMessage());
+        var keyColumn = assertThrows(TypeMappingException.class,
+                () -> stager.append(doc(1, 1, null, 2), 9, java.math.BigInteger.valueOf(100), Op.UPDATE, List.of("id"), false, 1_000));
+        assertTrue(keyColumn.getMessage().contains("unchanged column id is a key column"), keyColumn.getMessage());
+        var moved = assertThrows(TypeMappingException.class,
+                () -> stager.append(doc(1, 1, null, 3), 9, java.math.BigInteger.valueOf(100), Op.UPDATE, List.of("big"), true, 1_000));
+        assertTrue(moved.getMessage().contains("not the delete of the old key"), moved.getMessage());
+        SinkRecord keyless = new SinkRecord(TP.topic(), TP.partition(), null, null, DOC,
+                new Struct(DOC).put("id", 1L).put("n", 1), 4);
+        var noKey = assertThrows(TypeMappingException.class,
+                () -> stager.append(keyless, 9, java.math.BigInteger.valueOf(100), Op.UPDATE, List.of("big"), false, 1_000));
+        assertTrue(noKey.getMessage().contains("no key"), noKey.getMessage());
+        assertFalse(stager.hasRows(), "nothing was staged");
     }
 }

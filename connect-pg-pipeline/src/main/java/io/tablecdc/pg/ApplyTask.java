@@ -75,7 +75,7 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * then reads on from the flow's {@link FlowPosition}. Held changes are bounded ({@code hold.max.bytes}, 20 x
  * {@code batch.rows}): past that, reading pauses, also inside a transaction, with standby status updates sent on.
  *
- * <p>A table whose change cannot be converted (or carries an unchanged TOAST value) is marked {@code errored} in
+ * <p>A table whose change cannot be converted is marked {@code errored} in
  * the catalog and its changes are skipped from then on; the other tables carry on. A message that cannot be
  * decoded at all fails the task: it cannot be attributed to a table.
  */
@@ -752,9 +752,7 @@ public class ApplyTask extends SourceTask {
             failTable(table, tables.get(table), e.getMessage());
             return;
         }
-        for (Change change : changes) {
-            out.addAll(batcher.add(change));
-        }
+        out.addAll(batcher.addAll(changes));
         if (tables.get(table).state == RunState.HOLDING) {
             heldBytes.merge(table, (long) messageBytes, Long::sum);
             openTxnHeldBytes.merge(table, (long) messageBytes, Long::sum);

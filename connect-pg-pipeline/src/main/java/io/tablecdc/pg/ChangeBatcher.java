@@ -3,12 +3,15 @@ package io.tablecdc.pg;
 import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Deque;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.Struct;
@@ -57,9 +60,28 @@ final class ChangeBatcher {
      * key nor value, and carries its replay id ({@code <xid>/<ordinal>/table/<oid>}).
      */
     record Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
-                  String replayId) {
+                  String replayId, Set<String> unchanged, boolean keyChanged) {
+        Change {
+            unchanged = unchanged == null ? Set.of() : Collections.unmodifiableSet(new LinkedHashSet<>(unchanged));
+        }
+
         Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value) {
-            this(table, op, keySchema, key, valueSchema, value, null);
+            this(table, op, keySchema, key, valueSchema, value, null, Set.of(), false);
+        }
+
+        Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
+               String replayId) {
+            this(table, op, keySchema, key, valueSchema, value, replayId, Set.of(), false);
+        }
+
+        /**
+         * An update: {@code unchanged} names the columns the server did not send (unchanged TOAST values, null in
+         * {@code value}); {@code keyChanged} when the update moved the row to another key (the change before it is
+         * the delete of the old key).
+         */
+        static Change update(String table, Schema keySchema, Struct key, Schema valueSchema, Struct value,
+                             Set<String> unchanged, boolean keyChanged) {
+            return new Change(table, RecordHeaders.Op.UPDATE, keySchema, key, valueSchema, value, null, unchanged, keyChanged);
         }
 
         /** A TRUNCATE of {@code table}, as its own batch. */
@@ -155,6 +177,31 @@ final class ChangeBatcher {
 
     /** Adds a change of the open transaction; returns the records of a batch it completed ({@code batch.rows}). */
     List<SourceRecord> add(Change change) {
+        return addAll(List.of(change));
+    }
+
+    /**
+     * Adds the changes of one row message (two for an update that changes the key: the delete of the old key and
+     * the update, which are never cut into two batches); returns the records of a batch they completed.
+     */
+    List<SourceRecord> addAll(List<Change> changes) {
+        if (changes.isEmpty()) {
+            return List.of();
+        }
+        for (int i = 0; i < changes.size() - 1; i++) {
+            addOne(changes.get(i));
+        }
+        Change change = changes.get(changes.size() - 1);
+        Slice slice = addOne(change);
+        if (slice.changes.size() >= batchRows) {
+            List<SourceRecord> out = new ArrayList<>();
+            close(change.table(), slices.remove(change.table()), out);
+            return out;
+        }
+        return List.of();
+    }
+
+    private Slice addOne(Change change) {
         if (open == null) {
             throw new IllegalStateException("a change of " + change.table() + " outside a transaction");
         }
@@ -164,12 +211,7 @@ final class ChangeBatcher {
         synchronized (this) {
             open.pending++;
         }
-        if (slice.changes.size() >= batchRows) {
-            List<SourceRecord> out = new ArrayList<>();
-            close(change.table(), slices.remove(change.table()), out);
-            return out;
-        }
-        return List.of();
+        return slice;
     }
 
     /**
@@ -413,8 +455,9 @@ final class ChangeBatcher {
         Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, last.commitLsn.toString());
         String topic = topicOf.apply(table);
         List<SourceRecord> records = new ArrayList<>(rows);
+        UnchangedToast.Resolver toast = new UnchangedToast.Resolver();
         for (int i = from; i < to; i++) {
-            Change change = slice.changes.get(i);
+            Change change = toast.resolve(slice.changes.get(i));
             ConnectHeaders headers = new ConnectHeaders();
             headers.addString(RecordHeaders.FLOW, flow);
             headers.addString(RecordHeaders.TABLE, table);
@@ -423,6 +466,12 @@ final class ChangeBatcher {
             headers.addString(RecordHeaders.BATCH, Long.toString(id));
             if (change.replayId() != null) {
                 headers.addString(RecordHeaders.REPLAY_ID, change.replayId());
+            }
+            for (String column : change.unchanged()) {
+                headers.addString(RecordHeaders.UNCHANGED, column);
+            }
+            if (change.keyChanged()) {
+                headers.addString(RecordHeaders.KEY_CHANGED, "true");
             }
             if (i == to - 1) {
                 headers.addString(RecordHeaders.BATCH_LAST, "true");

@@ -66,7 +66,11 @@ final class ChangeDecoder {
      * The changes an Insert, Update or Delete makes: one, or two for an update that changes the key (a delete of
      * the old key, then the update).
      *
-     * @throws ConversionException when a value cannot be converted or an unchanged TOAST value has no old value
+     * An update's unchanged TOAST columns that the old tuple does not carry are listed in its change
+     * ({@link Change#unchanged()}), null in its value.
+     *
+     * @throws ConversionException when a value cannot be converted, or a table without a key has an unchanged TOAST
+     *     value without an old value
      */
     List<Change> changes(PgOutputMessage message) throws SQLException {
         List<Change> changes = new ArrayList<>(2);
@@ -76,15 +80,23 @@ final class ChangeDecoder {
             changes.add(change(schema, Op.CREATE, row.value()));
         } else if (message instanceof Update update) {
             RelationSchema schema = schema(relations.get(update.relationOid()));
-            RelationSchema.Row row = checked(schema, schema.row(update.newTuple(), update.oldTuple()));
+            RelationSchema.Row row = schema.row(update.newTuple(), update.oldTuple());
+            boolean keyChanged = false;
             if (update.oldTuple() != null && schema.keySchema() != null) {
                 RelationSchema.Row old = schema.row(update.oldTuple().tuple());
                 if (!schema.key(old.value()).equals(schema.key(row.value()))) {
                     // the key changed: the old key's row is gone
                     changes.add(change(schema, Op.DELETE, old.value()));
+                    keyChanged = true;
                 }
             }
-            changes.add(change(schema, Op.UPDATE, row.value()));
+            if (!row.unchangedToastColumns().isEmpty() && schema.keySchema() == null) {
+                throw new ConversionException("table " + schema.relation().qualifiedName() + ": unchanged TOAST value in "
+                        + row.unchangedToastColumns() + " of a table without a key: the sink cannot find the row to keep"
+                        + " the value of (give the table a primary key, or set REPLICA IDENTITY FULL)");
+            }
+            changes.add(Change.update(schema.relation().qualifiedName(), schema.keySchema(), schema.key(row.value()),
+                    schema.valueSchema(), row.value(), row.unchangedToastColumns(), keyChanged));
         } else if (message instanceof Delete delete) {
             RelationSchema schema = schema(relations.get(delete.relationOid()));
             RelationSchema.Row old = schema.row(delete.oldTuple().tuple());
@@ -114,9 +126,8 @@ final class ChangeDecoder {
 
     private static RelationSchema.Row checked(RelationSchema schema, RelationSchema.Row row) {
         if (!row.unchangedToastColumns().isEmpty()) {
-            throw new ConversionException("table " + schema.relation().qualifiedName() + ": unchanged TOAST value in "
-                    + row.unchangedToastColumns() + " without an old value; keeping the previous value is not supported yet"
-                    + " (set REPLICA IDENTITY FULL on the table)");
+            throw new ConversionException("table " + schema.relation().qualifiedName() + ": an insert with unchanged TOAST"
+                    + " values in " + row.unchangedToastColumns());
         }
         return row;
     }

@@ -422,9 +422,7 @@ final class TableCopy {
             long oid = message instanceof Insert i ? i.relationOid()
                     : message instanceof Update u ? u.relationOid() : ((Delete) message).relationOid();
             if (decoder.table(oid).equals(table)) {
-                for (Change change : decoder.changes(message)) {
-                    out.addAll(batcher.add(change));
-                }
+                out.addAll(batcher.addAll(decoder.changes(message)));
             }
         } else if (message instanceof Truncate truncate) {
             ordinal++;

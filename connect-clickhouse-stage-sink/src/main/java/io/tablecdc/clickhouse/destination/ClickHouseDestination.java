@@ -206,6 +206,21 @@ public final class ClickHouseDestination implements AutoCloseable {
                 "load into " + table);
     }
 
+    /**
+     * Pull mode, for a stage file whose rows may keep unchanged values ({@link FinalTableDdl#insertSelectFilling}):
+     * the values are taken from the final table in the same statement, so it never shows such a row without them.
+     */
+    public void loadPullFilling(String sourceTable, String table, List<StageColumn> columns, List<StageColumn> lookupColumns,
+                                StageStore.PullSource source, String deduplicationToken) throws Exception {
+        CommandSettings settings = new CommandSettings();
+        settings.serverSetting("insert_deduplicate", "1");
+        settings.serverSetting("insert_deduplication_token", deduplicationToken);
+        cluster.insertSettings().forEach(settings::serverSetting);
+        Map<String, Object> params = new HashMap<>(source.parameters());
+        await(client.execute(ddl.insertSelectFilling(sourceTable, table, columns, lookupColumns, source.tableFunction()), params,
+                settings), "load into " + table);
+    }
+
     /** Push mode: streams the stage file as {@code INSERT … FORMAT Avro}. */
     public void loadPush(String table, List<StageColumn> columns, InputStream avroFile, String deduplicationToken) throws Exception {
         List<String> names = new ArrayList<>();

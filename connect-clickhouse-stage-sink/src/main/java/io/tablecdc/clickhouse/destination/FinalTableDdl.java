@@ -138,4 +138,85 @@ public final class FinalTableDdl {
         }).collect(Collectors.joining(", "));
         return "INSERT INTO " + Sql.table(database, table) + " (" + targets + ") SELECT " + sources + " FROM " + tableFunction;
     }
+
+    /**
+     * The pull-mode load of a stage file whose rows may keep unchanged values ({@code lookupColumns}: the
+     * {@link StageSchema#UNCHANGED_COLUMN}, lookup key and {@link StageSchema#LOOKUP_VERSION_COLUMN} fields). In the
+     * same statement, each such row takes each column it lists as unchanged from
+     * <ol>
+     * <li>its own key's oldest version at or above its own version, when the table has one (the row was loaded
+     * before, e.g. a change the source sent again after a restart: that version holds the right value, or a later one
+     * replaces this row anyway), else</li>
+     * <li>the lookup key's newest version below the lookup version, which must be a live row.</li>
+     * </ol>
+     * A row that finds neither stops the statement (nothing is inserted) with an error naming the table. Versions
+     * below or at a row's own are never written by the load itself, so a repeated load computes the same rows.
+     */
+    public String insertSelectFilling(String sourceTable, String table, List<StageColumn> columns, List<StageColumn> lookupColumns,
+                                      String tableFunction) {
+        String finalTable = Sql.table(database, table);
+        List<StageColumn> keys = columns.stream().filter(StageColumn::key).toList();
+        List<StageColumn> lookupKeys = lookupColumns.stream().filter(StageColumn::key).toList();
+        if (keys.isEmpty() || keys.size() != lookupKeys.size()) {
+            throw new IllegalArgumentException("table " + sourceTable + ": a stage file with unchanged values has key columns "
+                    + keys.stream().map(StageColumn::column).toList() + " but lookup fields "
+                    + lookupKeys.stream().map(StageColumn::avroName).toList());
+        }
+        String unchanged = "s." + Sql.id(StageSchema.UNCHANGED_COLUMN);
+        StringBuilder targets = new StringBuilder();
+        StringBuilder sources = new StringBuilder();
+        StringBuilder versionsOf = new StringBuilder();
+        for (int i = 0; i < keys.size(); i++) {
+            versionsOf.append(i == 0 ? "" : ", ").append(Sql.id(keys.get(i).column())).append(" AS ").append(Sql.id("_tablecdc_k" + i));
+        }
+        int c = 0;
+        for (StageColumn column : columns) {
+            targets.append(targets.length() == 0 ? "" : ", ").append(Sql.id(column.column()));
+            String staged = "s." + Sql.id(column.avroName());
+            sources.append(sources.length() == 0 ? "" : ", ");
+            if (column.key() || column.column().equals(StageSchema.VERSION_COLUMN) || column.column().equals(StageSchema.IS_DELETED_COLUMN)) {
+                sources.append(staged);
+                continue;
+            }
+            String alias = Sql.id("_tablecdc_c" + c++);
+            versionsOf.append(", ").append(Sql.id(column.column())).append(" AS ").append(alias);
+            sources.append("if(has(").append(unchanged).append(", ").append(Sql.literal(column.column())).append("), if(o.")
+                    .append(Sql.id("_tablecdc_f")).append(" = 1, o.").append(alias).append(", p.").append(alias).append("), ")
+                    .append(staged).append(")");
+        }
+        String versions = "SELECT " + versionsOf + ", toInt64(" + Sql.id(StageSchema.VERSION_COLUMN) + ") AS " + Sql.id("_tablecdc_v")
+                + ", " + Sql.id(StageSchema.IS_DELETED_COLUMN) + " AS " + Sql.id("_tablecdc_d") + ", toUInt8(1) AS " + Sql.id("_tablecdc_f")
+                + " FROM " + finalTable + " WHERE (" + Sql.idList(keys.stream().map(StageColumn::column).toList()) + ") IN (SELECT ";
+        String marked = " FROM " + tableFunction + " WHERE notEmpty(" + Sql.id(StageSchema.UNCHANGED_COLUMN) + "))";
+        // the stage file's key fields are read with the types ClickHouse infers from Avro (a uuid as String): cast to
+        // the key columns' types, so that the join compares like with like
+        StringBuilder previousOn = new StringBuilder();
+        StringBuilder ownOn = new StringBuilder();
+        StringBuilder previousKeys = new StringBuilder();
+        StringBuilder ownKeys = new StringBuilder();
+        StringBuilder staged = new StringBuilder("(SELECT *");
+        for (int i = 0; i < keys.size(); i++) {
+            String type = keys.get(i).type();
+            String lookupKey = "CAST(" + Sql.id(lookupKeys.get(i).avroName()) + " AS " + type + ")";
+            String ownKey = "CAST(" + Sql.id(keys.get(i).avroName()) + " AS " + type + ")";
+            staged.append(", ").append(lookupKey).append(" AS ").append(Sql.id("_tablecdc_l" + i))
+                    .append(", ").append(ownKey).append(" AS ").append(Sql.id("_tablecdc_o" + i));
+            previousKeys.append(i == 0 ? "" : ", ").append(lookupKey);
+            ownKeys.append(i == 0 ? "" : ", ").append(ownKey);
+            previousOn.append("s.").append(Sql.id("_tablecdc_l" + i)).append(" = p.").append(Sql.id("_tablecdc_k" + i)).append(" AND ");
+            ownOn.append("s.").append(Sql.id("_tablecdc_o" + i)).append(" = o.").append(Sql.id("_tablecdc_k" + i)).append(" AND ");
+        }
+        staged.append(" FROM ").append(tableFunction).append(")");
+        String previous = versions + previousKeys + marked;
+        String own = versions + ownKeys + marked;
+        String message = "table " + sourceTable + ": a row updated with unchanged (TOAST) values in " + database + "." + table
+                + " has no earlier live version to keep them from (the row was never loaded, or was deleted)";
+        return "INSERT INTO " + finalTable + " (" + targets + ") SELECT " + sources + " FROM " + staged + " AS s"
+                + " ASOF LEFT JOIN (" + previous + ") AS p ON " + previousOn + "s." + Sql.id(StageSchema.LOOKUP_VERSION_COLUMN)
+                + " > p." + Sql.id("_tablecdc_v")
+                + " ASOF LEFT JOIN (" + own + ") AS o ON " + ownOn + "s." + Sql.id(StageSchema.VERSION_COLUMN)
+                + " <= o." + Sql.id("_tablecdc_v")
+                + " WHERE throwIf(notEmpty(" + unchanged + ") AND o." + Sql.id("_tablecdc_f") + " = 0 AND (p." + Sql.id("_tablecdc_f")
+                + " = 0 OR p." + Sql.id("_tablecdc_d") + " = 1), " + Sql.literal(message) + ") = 0";
+    }
 }

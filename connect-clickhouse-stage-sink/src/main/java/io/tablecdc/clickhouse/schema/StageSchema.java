@@ -45,6 +45,14 @@ public final class StageSchema {
     static final String COLUMN_PROPERTY = "tablecdc.column";
     static final String TYPE_PROPERTY = "tablecdc.type";
     static final String KEY_PROPERTY = "tablecdc.key";
+    /** Marks a field that the normalize reads but that is not a column of the final table. */
+    static final String AUX_PROPERTY = "tablecdc.aux";
+    /** The columns of a row whose value is "kept from the row's previous version" (unchanged TOAST values). */
+    public static final String UNCHANGED_COLUMN = "_tablecdc_unchanged";
+    /** The i-th key column of the row version whose values the unchanged columns keep: {@code _tablecdc_lookup_<i>}. */
+    public static final String LOOKUP_KEY_PREFIX = "_tablecdc_lookup_";
+    /** The kept values are those of the lookup key's newest version below this one. */
+    public static final String LOOKUP_VERSION_COLUMN = "_tablecdc_lookup_version";
     private static final Pattern AVRO_NAME = Pattern.compile("[A-Za-z_][A-Za-z0-9_]*");
 
     private final String table;
@@ -52,21 +60,32 @@ public final class StageSchema {
     private final org.apache.avro.Schema avroSchema;
     private final List<StageColumn> columns;
     private final List<Field> fields;
+    /** Key column names in field order when the layout carries the lookup fields, else null. */
+    private final List<String> lookupKeys;
 
     private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema,
-                        List<StageColumn> columns, List<Field> fields) {
+                        List<StageColumn> columns, List<Field> fields, List<String> lookupKeys) {
         this.table = table;
         this.valueSchema = valueSchema;
         this.avroSchema = avroSchema;
         this.columns = columns;
         this.fields = fields;
+        this.lookupKeys = lookupKeys;
+    }
+
+    /** The layout without the lookup fields. */
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns) {
+        return of(table, valueSchema, keyColumns, false);
     }
 
     /**
      * Builds the layout for {@code valueSchema} (a STRUCT) of {@code table}, with {@code keyColumns} as the
-     * table's key. Fails naming the table and the column when a field's type cannot be staged.
+     * table's key. Fails naming the table and the column when a field's type cannot be staged. With {@code lookup}
+     * (a batch that has unchanged TOAST values) every record also carries {@link #UNCHANGED_COLUMN}, the key of the
+     * row version the unchanged values come from ({@link #LOOKUP_KEY_PREFIX}{@code <i>}) and
+     * {@link #LOOKUP_VERSION_COLUMN}; these are never columns of the final table.
      */
-    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns) {
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns, boolean lookup) {
         if (valueSchema == null || valueSchema.type() != Schema.Type.STRUCT) {
             throw new TypeMappingException("table " + table + ": the record value has no STRUCT schema ("
                     + (valueSchema == null ? "no schema" : valueSchema.type())
@@ -106,6 +125,27 @@ public final class StageSchema {
                 throw new TypeMappingException("table " + table + ": key column " + keyColumn + " is not in the record value");
             }
         }
+        List<StageColumn> aux = new ArrayList<>();
+        List<String> lookupKeys = null;
+        if (lookup) {
+            if (keyColumns.isEmpty()) {
+                throw new TypeMappingException("table " + table + ": unchanged values need a key to find the row's previous version");
+            }
+            record = record.name(UNCHANGED_COLUMN).type().array().items().stringType().noDefault();
+            aux.add(new StageColumn(UNCHANGED_COLUMN, UNCHANGED_COLUMN, "Array(String)", false));
+            lookupKeys = new ArrayList<>();
+            for (StageColumn column : columns) {
+                if (column.key()) {
+                    String name = LOOKUP_KEY_PREFIX + lookupKeys.size();
+                    Field field = valueSchema.field(column.column());
+                    record = record.name(name).type(avroType(table, field.name(), field.schema())).noDefault();
+                    aux.add(new StageColumn(name, name, column.type(), true));
+                    lookupKeys.add(column.column());
+                }
+            }
+            record = record.name(LOOKUP_VERSION_COLUMN).type(ClickHouseTypes.versionAvroType()).noDefault();
+            aux.add(new StageColumn(LOOKUP_VERSION_COLUMN, LOOKUP_VERSION_COLUMN, ClickHouseTypes.VERSION_TYPE, false));
+        }
         org.apache.avro.Schema avro = record.endRecord();
         for (StageColumn column : columns) {
             org.apache.avro.Schema.Field field = avro.getField(column.avroName());
@@ -113,7 +153,20 @@ public final class StageSchema {
             field.addProp(TYPE_PROPERTY, column.type());
             field.addProp(KEY_PROPERTY, column.key());
         }
-        return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields());
+        for (StageColumn column : aux) {
+            org.apache.avro.Schema.Field field = avro.getField(column.avroName());
+            field.addProp(COLUMN_PROPERTY, column.column());
+            field.addProp(TYPE_PROPERTY, column.type());
+            field.addProp(KEY_PROPERTY, column.key());
+            field.addProp(AUX_PROPERTY, true);
+        }
+        return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields(),
+                lookupKeys == null ? null : List.copyOf(lookupKeys));
+    }
+
+    /** Whether records of this layout carry the lookup fields. */
+    public boolean lookup() {
+        return lookupKeys != null;
     }
 
     /**
@@ -122,8 +175,23 @@ public final class StageSchema {
      * its file alone.
      */
     public static List<StageColumn> columnsOf(org.apache.avro.Schema fileSchema) {
+        return fieldsOf(fileSchema, false);
+    }
+
+    /**
+     * The lookup fields of a stage file ({@link #UNCHANGED_COLUMN}, the lookup key, {@link #LOOKUP_VERSION_COLUMN}),
+     * empty when its rows have no unchanged values to fill.
+     */
+    public static List<StageColumn> lookupColumnsOf(org.apache.avro.Schema fileSchema) {
+        return fieldsOf(fileSchema, true);
+    }
+
+    private static List<StageColumn> fieldsOf(org.apache.avro.Schema fileSchema, boolean aux) {
         List<StageColumn> columns = new ArrayList<>();
         for (org.apache.avro.Schema.Field field : fileSchema.getFields()) {
+            if (Boolean.TRUE.equals(field.getObjectProp(AUX_PROPERTY)) != aux) {
+                continue;
+            }
             Object column = field.getObjectProp(COLUMN_PROPERTY);
             Object type = field.getObjectProp(TYPE_PROPERTY);
             if (column == null || type == null) {
@@ -161,14 +229,36 @@ public final class StageSchema {
      * null when optional, or as their type's zero value otherwise (the row is deleted; they are never read).
      */
     public GenericRecord toAvro(Struct value, java.math.BigInteger version, boolean deleted) {
+        return toAvro(value, version, deleted, List.of(), null, version);
+    }
+
+    /**
+     * The Avro record of one row whose {@code unchanged} columns keep the values of the newest version below
+     * {@code lookupVersion} of the row with key {@code lookupKey} (the row's own key and version when it has no
+     * unchanged column). The lookup arguments are ignored by a layout without the lookup fields.
+     */
+    public GenericRecord toAvro(Struct value, java.math.BigInteger version, boolean deleted, List<String> unchanged,
+                                Struct lookupKey, java.math.BigInteger lookupVersion) {
         GenericData.Record out = new GenericData.Record(avroSchema);
         for (int i = 0; i < fields.size(); i++) {
             Field field = fields.get(i);
-            Object raw = value == null ? null : value.get(field.name());
+            Object raw = value == null || unchanged.contains(field.name()) ? null : value.get(field.name());
             out.put(i, avroValue(field.name(), field.schema(), raw, deleted));
         }
         out.put(fields.size(), ClickHouseTypes.versionAvroValue(version));
         out.put(fields.size() + 1, deleted ? 1 : 0);
+        if (lookupKeys != null) {
+            out.put(fields.size() + 2, List.copyOf(unchanged));
+            Struct key = lookupKey == null ? value : lookupKey;
+            for (int i = 0; i < lookupKeys.size(); i++) {
+                Field field = valueSchema.field(lookupKeys.get(i));
+                Object raw = key == null || key.schema().field(field.name()) == null ? null : key.get(field.name());
+                out.put(fields.size() + 3 + i, avroValue(field.name(), field.schema(), raw, true));
+            }
+            out.put(fields.size() + 3 + lookupKeys.size(), ClickHouseTypes.versionAvroValue(lookupVersion));
+        } else if (!unchanged.isEmpty()) {
+            throw new IllegalStateException("table " + table + ": a row with unchanged columns needs the lookup layout");
+        }
         return out;
     }
 
