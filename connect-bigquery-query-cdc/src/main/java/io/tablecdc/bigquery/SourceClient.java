@@ -176,7 +176,7 @@ public class SourceClient {
 
     /**
      * {@link #query(String, Map)} writing the result into {@code destination} (WRITE_TRUNCATE, created if needed) when
-     * it is not null: the table is set to expire after {@link #DESTINATION_EXPIRATION} once the job finished, and
+     * it is not null: the table is created first with an expiration of {@link #DESTINATION_EXPIRATION}, and
      * dropped when the last page has been read. A query run again into the same table replaces its rows.
      */
     public Pages query(String sql, Map<String, QueryParameterValue> parameters, TableId destination) throws InterruptedException {
@@ -199,6 +199,9 @@ public class SourceClient {
     }
 
     private Pages run(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
+        if (destination != null) {
+            createExpiring(destination);
+        }
         JobId jobId = location.isEmpty() ? JobId.of() : JobId.newBuilder().setLocation(location).build();
         Job job = bigQuery.create(JobInfo.newBuilder(configuration).setJobId(jobId).build()).waitFor();
         if (job == null) {
@@ -207,11 +210,6 @@ public class SourceClient {
         BigQueryError error = job.getStatus().getError();
         if (error != null) {
             throw new BigQueryException(400, error.getMessage(), error);
-        }
-        if (destination != null) {
-            // a table left by a task that dies before reading it goes away by itself
-            bigQuery.update(TableInfo.newBuilder(destination, StandardTableDefinition.newBuilder().build())
-                    .setExpirationTime(System.currentTimeMillis() + DESTINATION_EXPIRATION.toMillis()).build());
         }
         TableResult first = job.getQueryResults(BigQuery.QueryResultsOption.pageSize(pageSize));
         TableId results = ((QueryJobConfiguration) job.getConfiguration()).getDestinationTable();
@@ -267,6 +265,23 @@ public class SourceClient {
             throw e;
         }
         return null;
+    }
+
+    /**
+     * Creates the destination table, empty, expiring after {@link #DESTINATION_EXPIRATION}, before the query writes
+     * into it (WRITE_TRUNCATE replaces its rows and schema; the table, with its expiration, stays): a table left by a
+     * task that dies at any point afterwards goes away by itself. A table of that name is already there when this task
+     * runs a query again after a failure; it was created with an expiration too.
+     */
+    private void createExpiring(TableId destination) {
+        try {
+            bigQuery.create(TableInfo.newBuilder(destination, StandardTableDefinition.newBuilder().build())
+                    .setExpirationTime(System.currentTimeMillis() + DESTINATION_EXPIRATION.toMillis()).build());
+        } catch (BigQueryException e) {
+            if (e.getCode() != 409) {
+                throw e;
+            }
+        }
     }
 
     /** Drops a destination table; false when BigQuery refused or failed (the table then expires by itself). */

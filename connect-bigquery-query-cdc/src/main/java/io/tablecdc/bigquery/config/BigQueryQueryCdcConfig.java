@@ -69,8 +69,9 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             + " one of bigquery.billing.project) into which the snapshot chunks and change windows are written before"
             + " they are read page by page, for results too large to return (BigQuery fails a query whose result exceeds"
             + " its response limit, about 10 GB, with 'Response too large to return' unless it has a destination table)."
-            + " Each table's task writes to a table of its own (tablecdc_<flow>_<table>_<task start id>, WRITE_TRUNCATE),"
-            + " set to expire after 24 hours and dropped once its rows are read. The dataset must exist in the location of"
+            + " Each table's task writes to a table of its own (tablecdc_<flow>_<dataset>_<table>_<random per task start>,"
+            + " WRITE_TRUNCATE),"
+            + " created with an expiration of 24 hours and dropped once its rows are read. The dataset must exist in the location of"
             + " the tables and the credentials need bigquery.tables.create, updateData, getData and delete on it. Empty (the"
             + " default): results are read from BigQuery's anonymous result tables.";
     private static final String DESTINATION_DATASET_DEFAULT = "";
