@@ -163,18 +163,21 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             }
         }
         CatalogConnectionCheck.check(parsed.catalog(), result, values);
-        checkTables(parsed, result, values);
+        checkTables(flow(connectorConfigs), parsed, result, values);
         return result;
     }
 
     /** Checks tables and columns against BigQuery; skipped (with a log line) when BigQuery does not answer. */
-    private static void checkTables(BigQueryQueryCdcConfig config, Config result, Map<String, ConfigValue> values) {
+    private static void checkTables(String flow, BigQueryQueryCdcConfig config, Config result, Map<String, ConfigValue> values) {
         SourceClient client;
         try {
             client = SourceClient.create(config, Duration.ofSeconds(10));
         } catch (RuntimeException e) {
             addError(result, values, config.credentialsJson() != null ? BigQueryQueryCdcConfig.CREDENTIALS_JSON_CONFIG
                     : BigQueryQueryCdcConfig.CREDENTIALS_FILE_CONFIG, e.getMessage());
+            return;
+        }
+        if (!checkDestination(flow, config, client, result, values)) {
             return;
         }
         for (TableSpec table : config.tables()) {
@@ -206,6 +209,37 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, e.getMessage());
             }
         }
+    }
+
+    /**
+     * Checks {@code query.destination.dataset}, when set: it exists (in {@code bigquery.location}), and the credentials
+     * may create and drop tables in it. False when BigQuery cannot be asked (the error, if the configuration's fault, is
+     * reported, and nothing else is checked).
+     */
+    private static boolean checkDestination(String flow, BigQueryQueryCdcConfig config, SourceClient client, Config result,
+                                            Map<String, ConfigValue> values) {
+        String[] dataset = config.destinationDataset();
+        if (dataset == null) {
+            return true;
+        }
+        String problem;
+        try {
+            problem = client.destinationProblem(dataset[0], dataset[1]);
+        } catch (BigQueryException e) {
+            String[] failure = bigQueryProblem(config, e);
+            if (failure != null) {
+                addError(result, values, failure[0], failure[1]);
+            } else {
+                log.info("validate: BigQuery did not answer for dataset {}.{} ({}); it is checked when the tasks query",
+                        dataset[0], dataset[1], e.getMessage());
+            }
+            return false;
+        }
+        if (problem != null) {
+            addError(result, values, BigQueryQueryCdcConfig.DESTINATION_DATASET_CONFIG, "connector " + flow + ": "
+                    + BigQueryQueryCdcConfig.DESTINATION_DATASET_CONFIG + ": " + problem);
+        }
+        return true;
     }
 
     /**

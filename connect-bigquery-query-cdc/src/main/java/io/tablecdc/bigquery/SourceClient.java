@@ -31,6 +31,7 @@ import com.google.cloud.bigquery.Schema;
 import com.google.cloud.bigquery.StandardTableDefinition;
 import com.google.cloud.bigquery.Table;
 import com.google.cloud.bigquery.TableId;
+import com.google.cloud.bigquery.TableInfo;
 import com.google.cloud.bigquery.TableResult;
 import com.google.cloud.http.HttpTransportOptions;
 
@@ -44,6 +45,7 @@ import io.tablecdc.bigquery.sql.CdcSql;
  * emulator does (APPENDS and CHANGES results, counting clock queries).
  */
 public class SourceClient {
+    private static final org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(SourceClient.class);
     private static final String SCOPE = "https://www.googleapis.com/auth/bigquery";
 
     private final BigQuery bigQuery;
@@ -159,14 +161,49 @@ public class SourceClient {
     }
 
     /**
+     * How long a destination table lives at most ({@code query.destination.dataset}): it is dropped once its rows are
+     * read, and expires after this when the task that wrote it died first.
+     */
+    static final Duration DESTINATION_EXPIRATION = Duration.ofHours(24);
+
+    /**
      * Runs a query with named parameters and returns its first page. Later pages are read with
      * {@link Pages#next()}, each at most {@code bigquery.page.size} rows.
      */
     public Pages query(String sql, Map<String, QueryParameterValue> parameters) throws InterruptedException {
+        return run(queryConfiguration(sql, parameters, null), null);
+    }
+
+    /**
+     * {@link #query(String, Map)} writing the result into {@code destination} (WRITE_TRUNCATE, created if needed) when
+     * it is not null: the table is created first with an expiration of {@link #DESTINATION_EXPIRATION}, and
+     * dropped when the last page has been read. A query run again into the same table replaces its rows.
+     */
+    public Pages query(String sql, Map<String, QueryParameterValue> parameters, TableId destination) throws InterruptedException {
+        if (destination == null) {
+            return query(sql, parameters);
+        }
+        return run(queryConfiguration(sql, parameters, destination), destination);
+    }
+
+    /** The job configuration of a query: standard SQL, the cost guard, the parameters, the destination if any. */
+    QueryJobConfiguration queryConfiguration(String sql, Map<String, QueryParameterValue> parameters, TableId destination) {
         QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(sql));
         parameters.forEach(builder::addNamedParameter);
+        if (destination != null) {
+            builder.setDestinationTable(destination)
+                    .setWriteDisposition(JobInfo.WriteDisposition.WRITE_TRUNCATE)
+                    .setCreateDisposition(JobInfo.CreateDisposition.CREATE_IF_NEEDED);
+        }
+        return builder.build();
+    }
+
+    private Pages run(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
+        if (destination != null) {
+            createExpiring(destination);
+        }
         JobId jobId = location.isEmpty() ? JobId.of() : JobId.newBuilder().setLocation(location).build();
-        Job job = bigQuery.create(JobInfo.newBuilder(builder.build()).setJobId(jobId).build()).waitFor();
+        Job job = bigQuery.create(JobInfo.newBuilder(configuration).setJobId(jobId).build()).waitFor();
         if (job == null) {
             throw new BigQueryException(404, "the query job vanished before it finished");
         }
@@ -176,7 +213,87 @@ public class SourceClient {
         }
         TableResult first = job.getQueryResults(BigQuery.QueryResultsOption.pageSize(pageSize));
         TableId results = ((QueryJobConfiguration) job.getConfiguration()).getDestinationTable();
-        return new Pages(first, results);
+        return new Pages(first, results, destination);
+    }
+
+    /**
+     * Why {@code project.dataset} cannot take the query results ({@code query.destination.dataset}), or null when it
+     * can: it must exist, be in {@code bigquery.location} when that is set, and the credentials must be able to create
+     * and drop a table in it (checked by creating an empty table that expires within an hour and dropping it).
+     *
+     * @throws BigQueryException when BigQuery fails otherwise (the caller decides what that means)
+     */
+    public String destinationProblem(String project, String dataset) {
+        String name = project + "." + dataset;
+        com.google.cloud.bigquery.Dataset found;
+        try {
+            found = bigQuery.getDataset(com.google.cloud.bigquery.DatasetId.of(project, dataset));
+        } catch (BigQueryException e) {
+            if (e.getCode() == 403) {
+                return "permission denied: the credentials may not read dataset " + name + ": " + e.getMessage();
+            }
+            throw e;
+        }
+        if (found == null) {
+            return "dataset " + name + " does not exist; create it in the location of the tables (a default table"
+                    + " expiration of a day keeps it clean) or leave the setting empty";
+        }
+        if (!location.isEmpty() && found.getLocation() != null && !found.getLocation().equalsIgnoreCase(location)) {
+            return "dataset " + name + " is in location " + found.getLocation() + " but the queries run in " + location
+                    + " (bigquery.location); a query's destination must be in the location of its tables";
+        }
+        TableId probe = TableId.of(project, dataset, "tablecdc_probe_" + java.util.UUID.randomUUID().toString().replace("-", ""));
+        try {
+            bigQuery.create(TableInfo.newBuilder(probe, StandardTableDefinition.of(Schema.of(
+                            com.google.cloud.bigquery.Field.of("probe", com.google.cloud.bigquery.StandardSQLTypeName.INT64))))
+                    .setExpirationTime(System.currentTimeMillis() + Duration.ofHours(1).toMillis()).build());
+        } catch (BigQueryException e) {
+            if (e.getCode() == 403) {
+                return "permission denied: the credentials may not create tables in dataset " + name
+                        + " (they need bigquery.tables.create, updateData, getData and delete there): " + e.getMessage();
+            }
+            throw e;
+        }
+        try {
+            bigQuery.delete(probe);
+        } catch (BigQueryException e) {
+            if (e.getCode() == 403) {
+                return "permission denied: the credentials may not drop tables in dataset " + name
+                        + " (they need bigquery.tables.delete there; the probe table " + probe.getTable()
+                        + " expires within an hour): " + e.getMessage();
+            }
+            throw e;
+        }
+        return null;
+    }
+
+    /**
+     * Creates the destination table, empty, expiring after {@link #DESTINATION_EXPIRATION}, before the query writes
+     * into it (WRITE_TRUNCATE replaces its rows and schema; the table, with its expiration, stays): a table left by a
+     * task that dies at any point afterwards goes away by itself. A table of that name is already there when this task
+     * runs a query again after a failure; it was created with an expiration too.
+     */
+    private void createExpiring(TableId destination) {
+        try {
+            bigQuery.create(TableInfo.newBuilder(destination, StandardTableDefinition.newBuilder().build())
+                    .setExpirationTime(System.currentTimeMillis() + DESTINATION_EXPIRATION.toMillis()).build());
+        } catch (BigQueryException e) {
+            if (e.getCode() != 409) {
+                throw e;
+            }
+        }
+    }
+
+    /** Drops a destination table; false when BigQuery refused or failed (the table then expires by itself). */
+    public boolean dropTable(TableId table) {
+        try {
+            bigQuery.delete(table);
+            return true;
+        } catch (BigQueryException e) {
+            log.info("dropping query result table {}.{}.{} failed ({}); it expires by itself", table.getProject(),
+                    table.getDataset(), table.getTable(), e.getMessage());
+            return false;
+        }
     }
 
     private QueryJobConfiguration.Builder configure(QueryJobConfiguration.Builder builder) {
@@ -197,6 +314,8 @@ public class SourceClient {
         private List<FieldValueList> page;
         private String token;
         private final long totalRows;
+        /** The destination table of the query, dropped once the last page is read; null for an anonymous result. */
+        private TableId owned;
 
         /** One page of rows and nothing after it (for a fake client in tests). */
         Pages(Schema schema, List<FieldValueList> rows) {
@@ -207,12 +326,14 @@ public class SourceClient {
             this.token = null;
         }
 
-        Pages(TableResult first, TableId results) {
+        Pages(TableResult first, TableId results, TableId owned) {
             this.schema = first.getSchema();
             this.results = results;
             this.totalRows = first.getTotalRows();
             this.page = rows(first);
             this.token = first.getNextPageToken();
+            this.owned = owned;
+            dropWhenRead();
         }
 
         public long totalRows() {
@@ -235,7 +356,16 @@ public class SourceClient {
                     BigQuery.TableDataListOption.pageToken(token));
             page = rows(result);
             token = result.getNextPageToken();
+            dropWhenRead();
             return page;
+        }
+
+        /** Once the last page is in memory, the destination table is no longer needed. */
+        private void dropWhenRead() {
+            if (owned != null && !hasNext()) {
+                dropTable(owned);
+                owned = null;
+            }
         }
 
         private List<FieldValueList> rows(TableResult result) {

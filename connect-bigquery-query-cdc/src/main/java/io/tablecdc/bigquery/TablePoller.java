@@ -85,6 +85,11 @@ final class TablePoller {
     private final ErrorEpisode episode;
     private final AtomicLong inFlight = new AtomicLong();
     private final TableMetrics.Table metrics;
+    /**
+     * Where this task's queries write their result ({@code query.destination.dataset}), or null: a name of its own per
+     * task start, so that two tasks of the table (during a rebalance) never write into each other's result.
+     */
+    private final com.google.cloud.bigquery.TableId destination;
 
     private Instant cursor;
     private long lastBatchId;
@@ -161,6 +166,24 @@ final class TablePoller {
         this.offsetBatchId = stored.batch();
         this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
         this.metrics = metrics;
+        String[] dataset = config.destinationDataset();
+        this.destination = dataset == null ? null : com.google.cloud.bigquery.TableId.of(dataset[0], dataset[1],
+                destinationTable(flow, table, java.util.UUID.randomUUID()));
+    }
+
+    /** The name of the destination table of a task start: {@code tablecdc_<flow>_<dataset>_<table>_<random>}. */
+    static String destinationTable(String flow, TableSpec table, java.util.UUID start) {
+        return "tablecdc_" + part(flow) + "_" + part(table.dataset()) + "_" + part(table.table()) + "_"
+                + Long.toHexString(start.getMostSignificantBits()) + Long.toHexString(start.getLeastSignificantBits());
+    }
+
+    private static String part(String name) {
+        String clean = name.replaceAll("[^A-Za-z0-9_]", "_");
+        return clean.length() > 250 ? clean.substring(0, 250) : clean;
+    }
+
+    com.google.cloud.bigquery.TableId destination() {
+        return destination;
     }
 
     static Map<String, String> partition(TableSpec table) {
@@ -187,10 +210,13 @@ final class TablePoller {
         this.cutShort = action;
     }
 
-    /** Closes the catalog, if it was opened. */
+    /** Closes the catalog, if it was opened, and drops the destination table of a batch not read to its end. */
     void close() {
         if (catalog != null) {
             catalog.close();
+        }
+        if (destination != null && streaming != null) {
+            client.dropTable(destination);
         }
     }
 
@@ -422,7 +448,7 @@ final class TablePoller {
         parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
         parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
         try {
-            return client.query(sql(), parameters);
+            return client.query(sql(), parameters, destination);
         } catch (BigQueryException e) {
             if (e.getMessage() == null || !e.getMessage().contains("Unrecognized name")) {
                 throw e;
@@ -431,7 +457,7 @@ final class TablePoller {
             log.info("flow {}, table {}: {}; reading the table's columns again", flow, table.fullName(), e.getMessage());
             schema = null;
             refreshSchema();
-            return client.query(sql(), parameters);
+            return client.query(sql(), parameters, destination);
         }
     }
 
@@ -457,7 +483,7 @@ final class TablePoller {
                 mirrorCursorOnly();
                 return null;
             }
-            SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of());
+            SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of(), destination);
             return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow, null);
         }
         Instant max = client.maxWatermark(table, watermarkSql());
@@ -485,7 +511,7 @@ final class TablePoller {
         snapshotUntil = upper;
         log.info("flow {}, table {}: initial snapshot up to {} in chunks of max.query.window.ms from {}", flow,
                 table.fullName(), Cursor.format(upper), Cursor.format(min));
-        SourceClient.Pages pages = client.query(CdcSql.snapshotWithoutWatermark(table, schema.columns()), Map.of());
+        SourceClient.Pages pages = client.query(CdcSql.snapshotWithoutWatermark(table, schema.columns()), Map.of(), destination);
         if (pages.page().isEmpty() && !pages.hasNext()) {
             // no row without a watermark: the chunks of the walk come next, in this same poll
             cursor = min.minusNanos(1_000);

@@ -64,6 +64,18 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             + " per table a query reads, so keep it above that. 0 for no limit.";
     private static final long MAXIMUM_BYTES_BILLED_DEFAULT = 0L;
 
+    public static final String DESTINATION_DATASET_CONFIG = "query.destination.dataset";
+    private static final String DESTINATION_DATASET_DOC = "Dataset (dataset, or project.dataset; without a project, the"
+            + " one of bigquery.billing.project) into which the snapshot chunks and change windows are written before"
+            + " they are read page by page, for results too large to return (BigQuery fails a query whose result exceeds"
+            + " its response limit, about 10 GB, with 'Response too large to return' unless it has a destination table)."
+            + " Each table's task writes to a table of its own (tablecdc_<flow>_<dataset>_<table>_<random per task start>,"
+            + " WRITE_TRUNCATE),"
+            + " created with an expiration of 24 hours and dropped once its rows are read. The dataset must exist in the location of"
+            + " the tables and the credentials need bigquery.tables.create, updateData, getData and delete on it. Empty (the"
+            + " default): results are read from BigQuery's anonymous result tables.";
+    private static final String DESTINATION_DATASET_DEFAULT = "";
+
     public static final String TABLES_CONFIG = "tables";
     private static final String TABLES_DOC = "The tables to replicate, each table[:watermark_column[:key1+key2]]; a table is"
             + " table, dataset.table or project.dataset.table. The watermark column (TIMESTAMP, DATETIME or DATE) must move"
@@ -175,7 +187,9 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
                 .define(PAGE_SIZE_CONFIG, Type.INT, PAGE_SIZE_DEFAULT, ConfigDef.Range.between(1, 1_000_000), Importance.LOW,
                         PAGE_SIZE_DOC, BIGQUERY_GROUP, ++order, Width.SHORT, "Page size")
                 .define(MAXIMUM_BYTES_BILLED_CONFIG, Type.LONG, MAXIMUM_BYTES_BILLED_DEFAULT, ConfigDef.Range.atLeast(0L),
-                        Importance.MEDIUM, MAXIMUM_BYTES_BILLED_DOC, BIGQUERY_GROUP, ++order, Width.SHORT, "Maximum bytes billed");
+                        Importance.MEDIUM, MAXIMUM_BYTES_BILLED_DOC, BIGQUERY_GROUP, ++order, Width.SHORT, "Maximum bytes billed")
+                .define(DESTINATION_DATASET_CONFIG, Type.STRING, DESTINATION_DATASET_DEFAULT, new DatasetName(),
+                        Importance.MEDIUM, DESTINATION_DATASET_DOC, BIGQUERY_GROUP, ++order, Width.MEDIUM, "Destination dataset");
         order = 0;
         def.define(TABLES_CONFIG, Type.LIST, ConfigDef.NO_DEFAULT_VALUE, new NonEmptyList(), Importance.HIGH, TABLES_DOC,
                         TABLES_GROUP, ++order, Width.LONG, "Tables")
@@ -289,6 +303,19 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
 
     public List<TableSpec> tables() {
         return tables;
+    }
+
+    /**
+     * {@code query.destination.dataset} as {project, dataset} (the project defaults to {@link #billingProject()}), or
+     * null when query results are read from BigQuery's anonymous result tables.
+     */
+    public String[] destinationDataset() {
+        String value = getString(DESTINATION_DATASET_CONFIG).trim();
+        if (value.isEmpty()) {
+            return null;
+        }
+        int dot = value.lastIndexOf('.');
+        return dot < 0 ? new String[] {billingProject(), value} : new String[] {value.substring(0, dot), value.substring(dot + 1)};
     }
 
     /** {@code watermark.time.zone}: the zone of DATETIME and DATE watermarks. */
@@ -418,6 +445,22 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         @Override
         public String toString() {
             return "empty, or an http:// or https:// URL";
+        }
+    }
+
+    /** Empty, {@code dataset} or {@code project.dataset}. */
+    static final class DatasetName implements ConfigDef.Validator {
+        @Override
+        public void ensureValid(String name, Object value) {
+            String text = value == null ? "" : value.toString().trim();
+            if (!text.isEmpty() && !text.matches("([A-Za-z0-9:.\\-]+\\.)?[A-Za-z0-9_]{1,1024}")) {
+                throw new ConfigException(name, value, "must be empty, a dataset (letters, digits, _) or project.dataset");
+            }
+        }
+
+        @Override
+        public String toString() {
+            return "empty, dataset or project.dataset";
         }
     }
 
