@@ -174,7 +174,11 @@ public final class FinalTableDdl {
             targets.append(targets.length() == 0 ? "" : ", ").append(Sql.id(column.column()));
             String staged = "s." + Sql.id(column.avroName());
             sources.append(sources.length() == 0 ? "" : ", ");
-            if (column.key() || column.column().equals(StageSchema.VERSION_COLUMN) || column.column().equals(StageSchema.IS_DELETED_COLUMN)) {
+            if (column.column().equals(StageSchema.VERSION_COLUMN)) {
+                sources.append("s.").append(Sql.id("_tablecdc_sv"));
+                continue;
+            }
+            if (column.key() || column.column().equals(StageSchema.IS_DELETED_COLUMN)) {
                 sources.append(staged);
                 continue;
             }
@@ -184,7 +188,7 @@ public final class FinalTableDdl {
                     .append(Sql.id("_tablecdc_f")).append(" = 1, o.").append(alias).append(", p.").append(alias).append("), ")
                     .append(staged).append(")");
         }
-        String versions = "SELECT " + versionsOf + ", toInt64(" + Sql.id(StageSchema.VERSION_COLUMN) + ") AS " + Sql.id("_tablecdc_v")
+        String versions = "SELECT " + versionsOf + ", toUInt128(" + Sql.id(StageSchema.VERSION_COLUMN) + ") AS " + Sql.id("_tablecdc_v")
                 + ", " + Sql.id(StageSchema.IS_DELETED_COLUMN) + " AS " + Sql.id("_tablecdc_d") + ", toUInt8(1) AS " + Sql.id("_tablecdc_f")
                 + " FROM " + finalTable + " WHERE (" + Sql.idList(keys.stream().map(StageColumn::column).toList()) + ") IN (SELECT ";
         String marked = " FROM " + tableFunction + " WHERE notEmpty(" + Sql.id(StageSchema.UNCHANGED_COLUMN) + "))";
@@ -194,7 +198,10 @@ public final class FinalTableDdl {
         StringBuilder ownOn = new StringBuilder();
         StringBuilder previousKeys = new StringBuilder();
         StringBuilder ownKeys = new StringBuilder();
-        StringBuilder staged = new StringBuilder("(SELECT *");
+        // versions are staged as Avro fixed(16), which a query that is not an INSERT's own source reads as FixedString(16)
+        StringBuilder staged = new StringBuilder("(SELECT *, reinterpretAsUInt128(" + Sql.id(StageSchema.VERSION_COLUMN) + ") AS "
+                + Sql.id("_tablecdc_sv") + ", reinterpretAsUInt128(" + Sql.id(StageSchema.LOOKUP_VERSION_COLUMN) + ") AS "
+                + Sql.id("_tablecdc_lv"));
         for (int i = 0; i < keys.size(); i++) {
             String type = keys.get(i).type();
             String lookupKey = "CAST(" + Sql.id(lookupKeys.get(i).avroName()) + " AS " + type + ")";
@@ -212,9 +219,9 @@ public final class FinalTableDdl {
         String message = "table " + sourceTable + ": a row updated with unchanged (TOAST) values in " + database + "." + table
                 + " has no earlier live version to keep them from (the row was never loaded, or was deleted)";
         return "INSERT INTO " + finalTable + " (" + targets + ") SELECT " + sources + " FROM " + staged + " AS s"
-                + " ASOF LEFT JOIN (" + previous + ") AS p ON " + previousOn + "s." + Sql.id(StageSchema.LOOKUP_VERSION_COLUMN)
+                + " ASOF LEFT JOIN (" + previous + ") AS p ON " + previousOn + "s." + Sql.id("_tablecdc_lv")
                 + " > p." + Sql.id("_tablecdc_v")
-                + " ASOF LEFT JOIN (" + own + ") AS o ON " + ownOn + "s." + Sql.id(StageSchema.VERSION_COLUMN)
+                + " ASOF LEFT JOIN (" + own + ") AS o ON " + ownOn + "s." + Sql.id("_tablecdc_sv")
                 + " <= o." + Sql.id("_tablecdc_v")
                 + " WHERE throwIf(notEmpty(" + unchanged + ") AND o." + Sql.id("_tablecdc_f") + " = 0 AND (p." + Sql.id("_tablecdc_f")
                 + " = 0 OR p." + Sql.id("_tablecdc_d") + " = 1), " + Sql.literal(message) + ") = 0";

@@ -73,26 +73,27 @@ class FinalTableDdlTest {
                 new StageColumn("_tablecdc_unchanged", "_tablecdc_unchanged", "Array(String)", false),
                 new StageColumn("_tablecdc_lookup_0", "_tablecdc_lookup_0", "Int64", true),
                 new StageColumn("_tablecdc_lookup_1", "_tablecdc_lookup_1", "String", true),
-                new StageColumn("_tablecdc_lookup_version", "_tablecdc_lookup_version", "UInt64", false));
+                new StageColumn("_tablecdc_lookup_version", "_tablecdc_lookup_version", "UInt128", false));
         String sql = new FinalTableDdl("db", Cluster.single()).insertSelectFilling("shop.orders", "orders", KEYED, lookup,
                 "file({path:String}, 'Avro')");
         String versions = "SELECT `id` AS `_tablecdc_k0`, `region` AS `_tablecdc_k1`, `name` AS `_tablecdc_c0`,"
-                + " toInt64(`_tablecdc_version`) AS `_tablecdc_v`, `_tablecdc_is_deleted` AS `_tablecdc_d`, toUInt8(1) AS"
+                + " toUInt128(`_tablecdc_version`) AS `_tablecdc_v`, `_tablecdc_is_deleted` AS `_tablecdc_d`, toUInt8(1) AS"
                 + " `_tablecdc_f` FROM `db`.`orders` WHERE (`id`, `region`) IN (SELECT ";
         String marked = " FROM file({path:String}, 'Avro') WHERE notEmpty(`_tablecdc_unchanged`))";
         assertEquals("INSERT INTO `db`.`orders` (`id`, `region`, `name`, `_tablecdc_version`, `_tablecdc_is_deleted`)"
                 + " SELECT s.`id`, s.`region`, if(has(s.`_tablecdc_unchanged`, 'name'), if(o.`_tablecdc_f` = 1,"
-                + " o.`_tablecdc_c0`, p.`_tablecdc_c0`), s.`name`), s.`_tablecdc_version`, s.`_tablecdc_is_deleted`"
-                + " FROM (SELECT *, CAST(`_tablecdc_lookup_0` AS Int64) AS `_tablecdc_l0`, CAST(`id` AS Int64) AS `_tablecdc_o0`,"
+                + " o.`_tablecdc_c0`, p.`_tablecdc_c0`), s.`name`), s.`_tablecdc_sv`, s.`_tablecdc_is_deleted`"
+                + " FROM (SELECT *, reinterpretAsUInt128(`_tablecdc_version`) AS `_tablecdc_sv`,"
+                + " reinterpretAsUInt128(`_tablecdc_lookup_version`) AS `_tablecdc_lv`, CAST(`_tablecdc_lookup_0` AS Int64) AS `_tablecdc_l0`, CAST(`id` AS Int64) AS `_tablecdc_o0`,"
                 + " CAST(`_tablecdc_lookup_1` AS String) AS `_tablecdc_l1`, CAST(`region` AS String) AS `_tablecdc_o1`"
                 + " FROM file({path:String}, 'Avro')) AS s"
                 + " ASOF LEFT JOIN (" + versions + "CAST(`_tablecdc_lookup_0` AS Int64), CAST(`_tablecdc_lookup_1` AS String)"
                 + marked + ") AS p"
                 + " ON s.`_tablecdc_l0` = p.`_tablecdc_k0` AND s.`_tablecdc_l1` = p.`_tablecdc_k1`"
-                + " AND s.`_tablecdc_lookup_version` > p.`_tablecdc_v`"
+                + " AND s.`_tablecdc_lv` > p.`_tablecdc_v`"
                 + " ASOF LEFT JOIN (" + versions + "CAST(`id` AS Int64), CAST(`region` AS String)" + marked + ") AS o"
                 + " ON s.`_tablecdc_o0` = o.`_tablecdc_k0` AND s.`_tablecdc_o1` = o.`_tablecdc_k1`"
-                + " AND s.`_tablecdc_version` <= o.`_tablecdc_v`"
+                + " AND s.`_tablecdc_sv` <= o.`_tablecdc_v`"
                 + " WHERE throwIf(notEmpty(s.`_tablecdc_unchanged`) AND o.`_tablecdc_f` = 0 AND (p.`_tablecdc_f` = 0"
                 + " OR p.`_tablecdc_d` = 1), 'table shop.orders: a row updated with unchanged (TOAST) values in db.orders"
                 + " has no earlier live version to keep them from (the row was never loaded, or was deleted)') = 0", sql);
