@@ -34,6 +34,12 @@ import io.tablecdc.common.TablecdcTypes;
  * decimal → {@code Decimal(P,S)}, date → {@code Date32}, timestamp-micros → {@code DateTime64(6,'UTC')},
  * uuid → {@code UUID}. Optional fields are unions with null → {@code Nullable(T)}; arrays are never
  * Nullable in ClickHouse, so a null array is staged as an empty one.
+ *
+ * <p>Dates and timestamps outside {@code Date32}/{@code DateTime64}'s range (1900-01-01 to 2299-12-31, which
+ * ClickHouse would clamp on insert without a word) are stored at the range's edge here and reported by
+ * {@link #lastClamps()}, so the caller counts and logs them; in a key column they are refused, since two clamped
+ * keys would merge two rows. Columns chosen with {@code integerTemporal} are {@code Int32} days /
+ * {@code Int64} microseconds instead and hold every value exactly.
  */
 public final class StageSchema {
     public static final String VERSION_COLUMN = "_tablecdc_version";
@@ -52,14 +58,26 @@ public final class StageSchema {
     private final org.apache.avro.Schema avroSchema;
     private final List<StageColumn> columns;
     private final List<Field> fields;
+    private final Set<String> keyColumns;
+    private final Set<String> integerColumns;
+    private final List<Clamp> clamps = new ArrayList<>();
+
+    /**
+     * A value ClickHouse cannot hold, stored at the edge of its column type's range: the column, the value and the
+     * edge as ISO 8601 text (a date, or an instant in UTC).
+     */
+    public record Clamp(String column, String value, String storedAs) {
+    }
 
     private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema,
-                        List<StageColumn> columns, List<Field> fields) {
+                        List<StageColumn> columns, List<Field> fields, Set<String> keyColumns, Set<String> integerColumns) {
         this.table = table;
         this.valueSchema = valueSchema;
         this.avroSchema = avroSchema;
         this.columns = columns;
         this.fields = fields;
+        this.keyColumns = keyColumns;
+        this.integerColumns = integerColumns;
     }
 
     /**
@@ -67,6 +85,15 @@ public final class StageSchema {
      * table's key. Fails naming the table and the column when a field's type cannot be staged.
      */
     public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns) {
+        return of(table, valueSchema, keyColumns, column -> false);
+    }
+
+    /**
+     * {@link #of(String, Schema, Set)} with the date and timestamp columns {@code integerTemporal} accepts (by column
+     * name) as {@code Int32} days since 1970-01-01 / {@code Int64} microseconds since the epoch.
+     */
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns,
+                                 java.util.function.Predicate<String> integerTemporal) {
         if (valueSchema == null || valueSchema.type() != Schema.Type.STRUCT) {
             throw new TypeMappingException("table " + table + ": the record value has no STRUCT schema ("
                     + (valueSchema == null ? "no schema" : valueSchema.type())
@@ -76,6 +103,7 @@ public final class StageSchema {
                 SchemaBuilder.record(avroRecordName(table)).namespace("io.tablecdc.stage").fields();
         List<StageColumn> columns = new ArrayList<>();
         Set<String> usedNames = new HashSet<>();
+        Set<String> integerColumns = new HashSet<>();
         for (Field field : valueSchema.fields()) {
             if (field.name().startsWith("_tablecdc_")) {
                 throw new TypeMappingException("table " + table + ", column " + field.name()
@@ -83,14 +111,18 @@ public final class StageSchema {
             }
             String avroName = avroName(field, usedNames);
             boolean key = keyColumns.contains(field.name());
-            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), field.schema());
+            boolean integer = integerTemporal.test(field.name());
+            if (integer) {
+                integerColumns.add(field.name());
+            }
+            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), field.schema(), integer);
             if (field.schema().isOptional() && field.schema().type() != Schema.Type.ARRAY) {
                 fieldSchema = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), fieldSchema);
                 record = record.name(avroName).type(fieldSchema).withDefault(null);
             } else {
                 record = record.name(avroName).type(fieldSchema).noDefault();
             }
-            String type = ClickHouseTypes.columnType(table, field.name(), field.schema());
+            String type = ClickHouseTypes.columnType(table, field.name(), field.schema(), integer);
             if (key && type.startsWith("Nullable(")) {
                 // ORDER BY columns cannot be Nullable without allow_nullable_key; keys are never null anyway
                 type = type.substring("Nullable(".length(), type.length() - 1);
@@ -113,7 +145,8 @@ public final class StageSchema {
             field.addProp(TYPE_PROPERTY, column.type());
             field.addProp(KEY_PROPERTY, column.key());
         }
-        return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields());
+        return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields(), Set.copyOf(keyColumns),
+                Set.copyOf(integerColumns));
     }
 
     /**
@@ -161,6 +194,7 @@ public final class StageSchema {
      * null when optional, or as their type's zero value otherwise (the row is deleted; they are never read).
      */
     public GenericRecord toAvro(Struct value, long version, boolean deleted) {
+        clamps.clear();
         GenericData.Record out = new GenericData.Record(avroSchema);
         for (int i = 0; i < fields.size(); i++) {
             Field field = fields.get(i);
@@ -170,6 +204,11 @@ public final class StageSchema {
         out.put(fields.size(), ClickHouseTypes.versionAvroValue(version));
         out.put(fields.size() + 1, deleted ? 1 : 0);
         return out;
+    }
+
+    /** The values of the last {@link #toAvro} row stored at the edge of ClickHouse's range (usually none). */
+    public List<Clamp> lastClamps() {
+        return List.copyOf(clamps);
     }
 
     private Object avroValue(String column, Schema schema, Object raw, boolean deleted) {
@@ -208,13 +247,17 @@ public final class StageSchema {
             return ByteBuffer.wrap(decimal.unscaledValue().toByteArray());
         }
         if (Date.LOGICAL_NAME.equals(name)) {
-            return (int) Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
+            long day = Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
+            return (int) (integerColumns.contains(column) ? day
+                    : clamp(column, day, ClickHouseTypes.DATE32_MIN_DAY, ClickHouseTypes.DATE32_MAX_DAY, false));
         }
         if (Time.LOGICAL_NAME.equals(name)) {
             return ((java.util.Date) raw).getTime() * 1000L;
         }
-        if (Timestamp.LOGICAL_NAME.equals(name)) {
-            return Math.multiplyExact(((java.util.Date) raw).getTime(), 1000L);
+        if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
+            long micros = raw instanceof java.util.Date date ? Math.multiplyExact(date.getTime(), 1000L) : (Long) raw;
+            return integerColumns.contains(column) ? micros
+                    : clamp(column, micros, ClickHouseTypes.DATETIME64_MIN_MICROS, ClickHouseTypes.DATETIME64_MAX_MICROS, true);
         }
         switch (schema.type()) {
             case INT8:
@@ -253,6 +296,36 @@ public final class StageSchema {
         }
     }
 
+    /** {@code value} within {@code [min, max]}: an edge is recorded as a clamp, and refused in a key column. */
+    private long clamp(String column, long value, long min, long max, boolean micros) {
+        if (value >= min && value <= max) {
+            return value;
+        }
+        long edge = value < min ? min : max;
+        String shown = temporalText(value, micros);
+        if (keyColumns.contains(column)) {
+            throw new TypeMappingException("table " + table + ", key column " + column + ": " + shown + " is outside ClickHouse's "
+                    + (micros ? "DateTime64" : "Date32") + " range (" + temporalText(min, micros) + " to " + temporalText(max, micros)
+                    + "); stored at the edge it would merge rows; list the column in temporal.integer.columns to keep it exact");
+        }
+        clamps.add(new Clamp(column, shown, temporalText(edge, micros)));
+        return edge;
+    }
+
+    /** A day or a microsecond instant as ISO 8601 text; the extremes a source uses for infinity as {@code ±infinity}. */
+    static String temporalText(long value, boolean micros) {
+        if (micros ? value == Long.MAX_VALUE : value == Integer.MAX_VALUE) {
+            return "infinity";
+        }
+        if (micros ? value == Long.MIN_VALUE : value == Integer.MIN_VALUE) {
+            return "-infinity";
+        }
+        if (!micros) {
+            return java.time.LocalDate.ofEpochDay(value).toString();
+        }
+        return java.time.Instant.ofEpochSecond(Math.floorDiv(value, 1_000_000L), Math.floorMod(value, 1_000_000L) * 1000L).toString();
+    }
+
     private Object zeroValue(String column, Schema schema) {
         if (Decimal.LOGICAL_NAME.equals(schema.name())) {
             return ByteBuffer.wrap(new byte[] {0});
@@ -277,7 +350,7 @@ public final class StageSchema {
         return precision == null ? DEFAULT_DECIMAL_PRECISION : Integer.parseInt(precision);
     }
 
-    static org.apache.avro.Schema avroType(String table, String column, Schema schema) {
+    static org.apache.avro.Schema avroType(String table, String column, Schema schema, boolean integerTemporal) {
         String name = schema.name();
         if (Decimal.LOGICAL_NAME.equals(name)) {
             int scale = Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD));
@@ -289,10 +362,11 @@ public final class StageSchema {
             return LogicalTypes.decimal(precision, scale).addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.BYTES));
         }
         if (Date.LOGICAL_NAME.equals(name)) {
-            return LogicalTypes.date().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT));
+            return integerTemporal ? org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT)
+                    : LogicalTypes.date().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT));
         }
         if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
-            return LogicalTypes.timestampMicros().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG));
+            return integerTemporal ? org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG) : LogicalTypes.timestampMicros().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG));
         }
         if (Time.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIME)) {
             return org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG);
@@ -313,7 +387,7 @@ public final class StageSchema {
                 if (element.type() == Schema.Type.ARRAY) {
                     throw new TypeMappingException("table " + table + ", column " + column + ": arrays of arrays are not supported");
                 }
-                org.apache.avro.Schema item = avroType(table, column, element);
+                org.apache.avro.Schema item = avroType(table, column, element, integerTemporal);
                 if (element.isOptional()) {
                     item = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), item);
                 }
