@@ -156,6 +156,21 @@ class StageSchemaTest {
     }
 
     @Test
+    void aDecimalWiderThanItsColumnIsRefusedNamingTableAndColumnNeverRounded() {
+        // BigQuery's largest BIGNUMERIC has 77 digits; BIGNUMERIC maps to Decimal(76, 38)
+        Schema big = Decimal.builder(38).parameter(StageSchema.PRECISION_PARAMETER, "76").optional().build();
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("n", big).build();
+        StageSchema stage = StageSchema.of("ds.big", valueSchema, Set.of("id"));
+        BigDecimal max = new BigDecimal("578960446186580977117854925043439539266.34992332820282019728792003956564819967");
+        TypeMappingException e = assertThrows(TypeMappingException.class,
+                () -> stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max), 1, false));
+        assertTrue(e.getMessage().startsWith("table ds.big, column n: "), e.getMessage());
+        assertTrue(e.getMessage().contains("more than 76 digits"), e.getMessage());
+        // one integer digit fewer fits
+        stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max.movePointLeft(1).setScale(38, java.math.RoundingMode.DOWN)), 1, false);
+    }
+
+    @Test
     void decimalKeepsItsScaleAndPrecision() throws IOException {
         Schema amount = Decimal.builder(4).parameter(StageSchema.PRECISION_PARAMETER, "12").optional().build();
         Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("amount", amount).build();
