@@ -209,4 +209,147 @@ class PgTypesIT {
         rest.delete(flow);
         rest.delete(sink);
     }
+
+    // ------------------------------------------------------------------------------------- one column per type
+
+    /**
+     * One column of {@code ty.all}: its Postgres type, the values of rows 1 and 2 (row 3 is all null), and the text
+     * each side renders for it ({@code %s} is the column). The ClickHouse side renders what arrived; the Postgres side
+     * what the types table of docs/types.md says arrives, from the source value.
+     */
+    private record Col(String name, String type, String value1, String value2, String pg, String ch) {
+        String pgText() {
+            return "coalesce(" + pg.replace("%s", name) + ", '-')";
+        }
+
+        String chText() {
+            return "ifNull(" + ch.replace("%s", name) + ", '-')";
+        }
+    }
+
+    private static final String PG_FLOAT = "CASE WHEN %s IN ('NaN', 'Infinity', '-Infinity') THEN '0' ELSE %s::text END";
+    private static final String CH_FLOAT = "multiIf(isNaN(%s), 'NaN', isInfinite(%s) AND %s > 0, 'Infinity', isInfinite(%s), '-Infinity',"
+            + " toString(%s))";
+    // a null array arrives as an empty one
+    private static final String PG_ARRAY = "coalesce(array_to_string(%s, '~', '-'), '')";
+    private static final String CH_ARRAY = "arrayStringConcat(arrayMap(x -> ifNull(toString(x), '-'), %s), '~')";
+
+    private static final Col[] COLS = {
+        new Col("i2", "int2", "1", "'-32768'", "%s::text", "toString(%s)"),
+        new Col("i4", "int4", "1", "2147483647", "%s::text", "toString(%s)"),
+        new Col("i8", "int8", "1", "'-9223372036854775808'", "%s::text", "toString(%s)"),
+        new Col("o", "oid", "1", "4294967295", "%s::text", "toString(%s)"),
+        // ClickHouse prints a Decimal without trailing zeros; NaN, which a Decimal cannot hold, arrives as null
+        new Col("n", "numeric(10,2)", "12.50", "'NaN'", "CASE WHEN %s <> 'NaN' THEN trim_scale(%s)::text END", "toString(%s)"),
+        new Col("nfree", "numeric", "123456789012345678901234567890.123456789", "'NaN'", "%s::text", "%s"),
+        new Col("nwide", "numeric(80,2)", "123456789012345678901234567890123456789012345678901234567890123456789012345678.99",
+                "'-1'", "%s::text", "%s"),
+        // NaN and ±Infinity arrive as 0 through Kafka's JsonConverter (the stack's): a known silent change, stated in
+        // docs/types.md; this fails once they arrive as they are
+        new Col("f4", "float4", "3.25", "'NaN'", PG_FLOAT, CH_FLOAT),
+        new Col("f8", "float8", "0.1", "'-Infinity'", PG_FLOAT, CH_FLOAT),
+        new Col("b", "bool", "true", "false", "CASE %s WHEN true THEN 'true' WHEN false THEN 'false' END", "toString(%s)"),
+        new Col("t", "text", "'plain'", "'Zoë 😀 e\u0301 \u200d\u200f שלום 𝔘 \uFFFD tab\tnewline\n'", "%s", "%s"),
+        new Col("vc", "varchar(10)", "'abc'", "''", "%s::text", "%s"),
+        // char(n) keeps its padding: Postgres's own ::text would trim it
+        new Col("cp", "char(5)", "'ab'", "'abcde'", "rpad(%s, 5)", "%s"),
+        new Col("nm", "name", "'a_name'", "'x'", "%s::text", "%s"),
+        new Col("by", "bytea", "'\\x00ff10'", "'\\x'", "encode(%s, 'hex')", "lower(hex(%s))"),
+        new Col("u", "uuid", "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'", "'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12'", "%s::text", "toString(%s)"),
+        new Col("j", "json", "'{\"b\": 1,  \"a\": [1, 2]}'", "'[]'", "%s::text", "%s"),
+        new Col("jb", "jsonb", "'{\"b\": 1,  \"a\": [1, 2]}'", "'\"x\"'", "%s::text", "%s"),
+        new Col("d", "date", "'2024-02-29'", "'1999-12-31'", "%s::text", "toString(%s)"),
+        new Col("ts", "timestamp", "'2024-02-29 12:34:56.123456'", "'1970-01-01 00:00:00'", "to_char(%s, 'YYYY-MM-DD HH24:MI:SS.US')",
+                "toString(%s)"),
+        new Col("tz", "timestamptz", "'2024-02-29 12:34:56.123456+05:30'", "'1969-12-31 23:59:59.999999+00'",
+                "to_char(%s AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')", "toString(%s)"),
+        // microseconds since midnight
+        new Col("tm", "time", "'12:34:56.789'", "'24:00:00'", "(extract(epoch FROM %s) * 1000000)::bigint::text", "toString(%s)"),
+        new Col("ttz", "timetz", "'12:34:56.789+05:30'", "'00:00:00-03'", "%s::text", "%s"),
+        // ISO 8601 as Postgres prints it with IntervalStyle=iso_8601 (the comparing session sets it)
+        new Col("iv", "interval", "'1 year 2 mons -3 days 04:05:06.5'", "'-1 mons'", "%s::text", "%s"),
+        new Col("m", "money", "1234.56", "'-1'", "%s::text", "%s"),
+        // concat() prints with the type's output function, as the server sends it (inet's ::text adds /128)
+        new Col("ip", "inet", "'192.168.0.1/24'", "'::1'", "CASE WHEN %s IS NOT NULL THEN concat(%s) END", "%s"),
+        new Col("ci", "cidr", "'10.0.0.0/8'", "'2001:db8::/32'", "%s::text", "%s"),
+        new Col("mac", "macaddr", "'08:00:2b:01:02:03'", "'FF-FF-FF-FF-FF-FF'", "%s::text", "%s"),
+        new Col("bt", "bit(4)", "B'1010'", "B'0000'", "%s::text", "%s"),
+        new Col("vb", "varbit", "B'101'", "B''", "%s::text", "%s"),
+        new Col("r", "int4range", "'[1,5)'", "'empty'", "%s::text", "%s"),
+        new Col("dr", "daterange", "'[2024-01-01,2024-02-01)'", "'(,2024-01-01]'", "%s::text", "%s"),
+        new Col("comp", "ty.pair", "ROW(1, 'x y')", "ROW(NULL, '')", "%s::text", "%s"),
+        new Col("dom", "ty.posint", "42", "1", "%s::text", "%s"),
+        new Col("en", "ty.mood", "'happy'", "'sad'", "%s::text", "%s"),
+        new Col("x", "xml", "'<a k=\"v\">1</a>'", "'text'", "%s::text", "%s"),
+        new Col("pt", "point", "'(1,2)'", "'(-1.5,0)'", "%s::text", "%s"),
+        new Col("ai", "int4[]", "'{1,NULL,3}'", "'{}'", PG_ARRAY, CH_ARRAY),
+        new Col("at", "text[]", "'{\"a b\",NULL,\"NULL\",\"q\\\"uote\"}'", "'{\"\"}'", PG_ARRAY, CH_ARRAY),
+    };
+
+    /**
+     * A table with a column of every type of docs/types.md, copied and then streamed (inserts of the same values, an
+     * update): ClickHouse equals Postgres value by value, each rendered as the same text.
+     */
+    @Test
+    void everyTypeArrivesAsTheTypesTableSaysCopiedAndStreamed() throws Exception {
+        String prefix = "pgty";
+        String flow = "pgty-flow";
+        String sink = "pgty-sink";
+        StringBuilder ddl = new StringBuilder("CREATE TABLE ty.all (id int PRIMARY KEY");
+        StringBuilder row1 = new StringBuilder("(1");
+        StringBuilder row2 = new StringBuilder("(2");
+        StringBuilder pgRow = new StringBuilder("id::text");
+        StringBuilder chRow = new StringBuilder("concat(toString(id)");
+        StringBuilder names = new StringBuilder();
+        for (Col col : COLS) {
+            ddl.append(", ").append(col.name()).append(' ').append(col.type());
+            row1.append(", ").append(col.value1()).append("::").append(col.type());
+            row2.append(", ").append(col.value2()).append("::").append(col.type());
+            pgRow.append(" || '|' || ").append(col.pgText());
+            chRow.append(", '|', ").append(col.chText());
+            names.append(", ").append(col.name());
+        }
+        pg.sql("DROP PUBLICATION IF EXISTS pgty_pub",
+                "DROP SCHEMA IF EXISTS ty CASCADE",
+                "CREATE SCHEMA ty",
+                "CREATE TYPE ty.pair AS (a int, b text)",
+                "CREATE DOMAIN ty.posint AS int CHECK (VALUE > 0)",
+                "CREATE TYPE ty.mood AS ENUM ('happy', 'sad')",
+                ddl.append(")").toString(),
+                "INSERT INTO ty.all VALUES " + row1 + "), " + row2 + ")",
+                "INSERT INTO ty.all (id) VALUES (3)",
+                "CREATE PUBLICATION pgty_pub FOR TABLE ty.all");
+
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(sink, sinkConfig(prefix));
+        rest.putConfig(flow, sourceConfig(prefix, "pgty_pub"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
+        pg.awaitTable(flow, "ty.all", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
+        Map<String, String[]> tables = Map.of("ty.all", new String[] {pgRow.toString(), chRow.append(")").toString()});
+        PgChecks iso = isoIntervals();
+        iso.awaitEqual(tables, Duration.ofSeconds(120));
+
+        // streamed: the same values again under new keys, and an update
+        pg.transaction("INSERT INTO ty.all SELECT id + 100" + names + " FROM ty.all",
+                "UPDATE ty.all SET t = t || '!', i4 = i4 - 1, ai = ai || 4 WHERE id = 101");
+        iso.awaitEqual(tables, Duration.ofSeconds(120));
+        assertEquals(6, iso.postgresRows("ty.all", "id").size());
+
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
+    /** {@link #pg} with sessions that print intervals as ISO 8601. */
+    private static PgChecks isoIntervals() {
+        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        return new PgChecks(stack, () -> {
+            Connection c = stack.postgres().connect(DATABASE);
+            try (Statement s = c.createStatement()) {
+                s.execute("SET IntervalStyle = iso_8601");
+            }
+            return c;
+        }, catalogUrl, clickhouse);
+    }
 }
