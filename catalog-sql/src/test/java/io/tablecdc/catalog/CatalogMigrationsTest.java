@@ -97,9 +97,9 @@ class CatalogMigrationsTest {
                 "synced_batch_id", "normalized_batch_id", "phase", "phase_lsn", "copy_attempt", "paused_reason",
                 "paused_at", "last_error", "last_error_at", "error_count", "next_retry_at", "inserts_count",
                 "updates_count", "deletes_count", "first_row_received_at", "first_row_commit_time", "updated_at",
-                "copy_lease_owner", "copy_lease_until", "copy_rows_done", "copy_rows_total", "reserved_batch_id", "copy_failures")));
+                "copy_lease_owner", "copy_lease_until", "copy_rows_done", "copy_rows_total", "reserved_batch_id", "copy_failures", "clamped_values_count")));
         assertEquals(List.of("flow_name", "source_table_identifier", "batch_id", "avro_files", "rows", "inserts",
-                "updates", "deletes", "created_at", "truncate_before"), columns(ds, "cdc_table_avro_stage"));
+                "updates", "deletes", "created_at", "truncate_before", "clamped_values"), columns(ds, "cdc_table_avro_stage"));
         String schemaAfterFirst = schemaFingerprint(ds);
 
         CatalogMigrations.Outcome second = CatalogMigrations.migrate(ds);

@@ -61,6 +61,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     private ClickHouseStageSinkConfig config;
     private String connectorName;
+    /** flow, table and column of every column this task logged a clamped value of: logged once per task. */
+    private final Set<List<String>> clampsLogged = ConcurrentHashMap.newKeySet();
     private Catalog catalog;
     /** While the catalog could not be reached (at start, or since): when to try again. */
     private final Backoff catalogBackoff = new Backoff(1_000, 60_000);
@@ -297,7 +299,18 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 refuseCollision(key, other.get(), tp);
                 return false;
             }
-            stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes());
+            TableKey k = key;
+            stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes(),
+                    column -> config.integerTemporal(k.table(), column),
+                    clamp -> {
+                        if (clampsLogged.add(List.of(k.flow(), k.table(), clamp.column()))) {
+                            log.warn("sink {}, flow {}, table {}, column {}: {} is outside the range of the column's ClickHouse type"
+                                + " and is stored as {}; such values are counted (clamped_values in tablecdc-status, the"
+                                + " values-clamped-total metric) and not logged again for this column until the task restarts; list"
+                                + " the column in {} to keep them exact", connectorName, k.flow(), k.table(), clamp.column(),
+                                clamp.value(), clamp.storedAs(), ClickHouseStageSinkConfig.TEMPORAL_INTEGER_COLUMNS_CONFIG);
+                        }
+                    });
             stagers.put(key, stager);
             metrics.table(key.flow(), key.table());
         }
@@ -508,6 +521,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             if (stored) {
                 tableMetrics.batchStaged(batch.batchId(), batch.rows(), Instant.now());
+                tableMetrics.valuesClamped(batch.counts().clampedValues());
                 TableNormalizer normalizer = normalizerOf(key);
                 normalizer.staged();
                 normalizer.wake();

@@ -33,6 +33,9 @@ final class TableStager {
     private final Path localDir;
     private final String codec;
     private final long maxFileBytes;
+    private final java.util.function.Predicate<String> integerTemporal;
+    private final java.util.function.Consumer<StageSchema.Clamp> firstClampOfColumn;
+    private final Set<String> clampedColumns = new java.util.HashSet<>();
 
     private StageSchema schema;
     private Schema schemaFor;
@@ -42,6 +45,7 @@ final class TableStager {
     private long inserts;
     private long updates;
     private long deletes;
+    private long clampedValues;
     private long openedAtMs;
     private final Map<TopicPartition, Long> firstOffsets = new HashMap<>();
     /** The batch has a row with unchanged values: its records from then on carry the lookup fields. */
@@ -63,10 +67,21 @@ final class TableStager {
     }
 
     TableStager(TableKey key, Path localDir, String codec, long maxFileBytes) {
+        this(key, localDir, codec, maxFileBytes, column -> false, clamp -> { });
+    }
+
+    /**
+     * {@code integerTemporal}: the date and timestamp columns staged as integers; {@code firstClampOfColumn} is told
+     * of the first value of each column this stager stores at the edge of ClickHouse's range (to log it once).
+     */
+    TableStager(TableKey key, Path localDir, String codec, long maxFileBytes, java.util.function.Predicate<String> integerTemporal,
+                java.util.function.Consumer<StageSchema.Clamp> firstClampOfColumn) {
         this.key = key;
         this.localDir = localDir;
         this.codec = codec;
         this.maxFileBytes = maxFileBytes;
+        this.integerTemporal = integerTemporal;
+        this.firstClampOfColumn = firstClampOfColumn;
     }
 
     /**
@@ -159,13 +174,15 @@ final class TableStager {
         }
         boolean wantLookup = lookup || lookupOf != null;
         if (valueSchema != schemaFor || wantLookup != schemaLookup) {
-            schema = StageSchema.of(key.table(), valueSchema, keyColumns(record, valueSchema), wantLookup);
+            schema = StageSchema.of(key.table(), valueSchema, keyColumns(record, valueSchema), wantLookup, integerTemporal);
             schemaFor = valueSchema;
             schemaLookup = wantLookup;
         }
         var avro = lookupOf == null
                 ? schema.toAvro(value, version, op == RecordHeaders.Op.DELETE, List.of(), rowKey, version)
                 : schema.toAvro(value, version, false, unchanged, lookupOf.key(), lookupOf.version());
+        // a delete's image is not loaded as a value: what it holds is not counted
+        List<StageSchema.Clamp> clamps = op == RecordHeaders.Op.DELETE ? List.of() : schema.lastClamps();
         if (writer == null) {
             writer = new StageWriter(localDir, key.fileName() + "-" + recordBatchId + "-" + System.nanoTime(), codec, maxFileBytes);
             if (!truncateBefore) {
@@ -187,6 +204,12 @@ final class TableStager {
                     lookups.remove(rowKey);
                 }
                 deletedKey = null;
+            }
+        }
+        clampedValues += clamps.size();
+        for (StageSchema.Clamp clamp : clamps) {
+            if (clampedColumns.add(clamp.column())) {
+                firstClampOfColumn.accept(clamp);
             }
         }
         switch (op) {
@@ -232,7 +255,7 @@ final class TableStager {
     ClosedBatch close() throws IOException {
         List<StagePart> parts = writer == null ? List.of() : writer.finish();
         long rows = writer == null ? 0 : writer.rows();
-        ClosedBatch closed = new ClosedBatch(key, batchId, parts, rows, new RowCounts(inserts, updates, deletes),
+        ClosedBatch closed = new ClosedBatch(key, batchId, parts, rows, new RowCounts(inserts, updates, deletes, clampedValues),
                 truncateBefore, Map.copyOf(firstOffsets));
         reset();
         return closed;
@@ -250,7 +273,7 @@ final class TableStager {
         writer = null;
         batchId = -1;
         truncateBefore = false;
-        inserts = updates = deletes = 0;
+        inserts = updates = deletes = clampedValues = 0;
         firstOffsets.clear();
         lookup = false;
         lookups.clear();

@@ -59,7 +59,7 @@ public final class Catalog implements AutoCloseable {
             + " synced_rows_count, phase, phase_lsn, copy_attempt, copy_lease_owner, copy_lease_until,"
             + " paused_reason, paused_at, last_error, last_error_at, error_count, next_retry_at, inserts_count,"
             + " updates_count, deletes_count, first_row_received_at, first_row_commit_time, updated_at,"
-            + " copy_rows_done, copy_rows_total";
+            + " copy_rows_done, copy_rows_total, clamped_values_count";
 
     private static final String FLOW_COLUMNS = "flow_name, source_kind, source_system_identifier, source_timeline,"
             + " source_slot, source_publication, destination_identity, config_hash, created_at, updated_at";
@@ -282,12 +282,13 @@ public final class Catalog implements AutoCloseable {
             String caughtUp = "EXCLUDED.normalized_batch_id >= s.synced_batch_id";
             try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STATE + " AS s"
                     + " (flow_name, source_table_identifier, normalized_batch_id, inserts_count, updates_count,"
-                    + " deletes_count, last_normalized_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    + " deletes_count, last_normalized_at, clamped_values_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                     + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
                     + " normalized_batch_id = EXCLUDED.normalized_batch_id,"
                     + " inserts_count = s.inserts_count + EXCLUDED.inserts_count,"
                     + " updates_count = s.updates_count + EXCLUDED.updates_count,"
                     + " deletes_count = s.deletes_count + EXCLUDED.deletes_count,"
+                    + " clamped_values_count = s.clamped_values_count + EXCLUDED.clamped_values_count,"
                     + " last_normalized_at = GREATEST(s.last_normalized_at, EXCLUDED.last_normalized_at),"
                     + " first_row_received_at = CASE WHEN " + caughtUp + " THEN NULL"
                     + "   ELSE s.first_row_received_at END,"
@@ -301,6 +302,7 @@ public final class Catalog implements AutoCloseable {
                 ps.setLong(5, counts.updates());
                 ps.setLong(6, counts.deletes());
                 ps.setTimestamp(7, ts(at));
+                ps.setLong(8, counts.clampedValues());
                 return ps.executeUpdate() == 1;
             }
         });
@@ -792,17 +794,17 @@ public final class Catalog implements AutoCloseable {
             Array byteArray = c.createArrayOf("int8", bytes);
             try (PreparedStatement ps = c.prepareStatement("INSERT INTO " + STAGE + " AS st"
                     + " (flow_name, source_table_identifier, batch_id, truncate_before, avro_files, rows, inserts, updates,"
-                    + "  deletes)"
+                    + "  deletes, clamped_values)"
                     + " SELECT ?, ?, ?, ?, COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
                     + "   'bytes', f.bytes) ORDER BY f.ord)"
                     + "   FROM unnest(?::text[], ?::int8[], ?::int8[]) WITH ORDINALITY AS f(uri, rows, bytes, ord)),"
-                    + "   '[]'::jsonb), ?, ?, ?, ?"
+                    + "   '[]'::jsonb), ?, ?, ?, ?, ?"
                     + " WHERE NOT EXISTS (SELECT 1 FROM " + STATE + " s WHERE s.flow_name = ?"
                     + "   AND s.source_table_identifier = ? AND s.normalized_batch_id >= ?)"
                     + " ON CONFLICT (flow_name, source_table_identifier, batch_id) DO UPDATE SET"
                     + " truncate_before = EXCLUDED.truncate_before, avro_files = EXCLUDED.avro_files,"
                     + " rows = EXCLUDED.rows, inserts = EXCLUDED.inserts, updates = EXCLUDED.updates,"
-                    + " deletes = EXCLUDED.deletes")) {
+                    + " deletes = EXCLUDED.deletes, clamped_values = EXCLUDED.clamped_values")) {
                 int i = 0;
                 ps.setString(++i, flow);
                 ps.setString(++i, table);
@@ -815,6 +817,7 @@ public final class Catalog implements AutoCloseable {
                 ps.setLong(++i, stage.counts().inserts());
                 ps.setLong(++i, stage.counts().updates());
                 ps.setLong(++i, stage.counts().deletes());
+                ps.setLong(++i, stage.counts().clampedValues());
                 ps.setString(++i, flow);
                 ps.setString(++i, table);
                 ps.setLong(++i, stage.batchId());
@@ -1215,7 +1218,7 @@ public final class Catalog implements AutoCloseable {
             throws SQLException {
         try (PreparedStatement ps = c.prepareStatement("SELECT st.batch_id, st.rows, st.inserts, st.updates,"
                 + " st.deletes, st.created_at, f.value ->> 'uri', (f.value ->> 'rows')::int8,"
-                + " (f.value ->> 'bytes')::int8, st.truncate_before"
+                + " (f.value ->> 'bytes')::int8, st.truncate_before, st.clamped_values"
                 + " FROM " + STAGE + " st"
                 + " LEFT JOIN LATERAL jsonb_array_elements(st.avro_files) WITH ORDINALITY AS f(value, ord) ON true"
                 + " WHERE st.flow_name = ? AND st.source_table_identifier = ? AND st.batch_id BETWEEN ? AND ?"
@@ -1231,7 +1234,7 @@ public final class Catalog implements AutoCloseable {
                     long batchId = rs.getLong(1);
                     if (!stages.containsKey(batchId)) {
                         stages.put(batchId, new Stage(batchId, List.of(), rs.getLong(2),
-                                new RowCounts(rs.getLong(3), rs.getLong(4), rs.getLong(5)), rs.getBoolean(10),
+                                new RowCounts(rs.getLong(3), rs.getLong(4), rs.getLong(5), rs.getLong(11)), rs.getBoolean(10),
                                 instant(rs.getTimestamp(6))));
                         files.put(batchId, new ArrayList<>());
                     }
@@ -1294,7 +1297,7 @@ public final class Catalog implements AutoCloseable {
                 rs.getLong(9), Phase.fromSqlName(rs.getString(10)), rs.getString(11), rs.getInt(12),
                 rs.getString(13), instant(rs.getTimestamp(14)), rs.getString(15), instant(rs.getTimestamp(16)),
                 rs.getString(17), instant(rs.getTimestamp(18)), rs.getInt(19), instant(rs.getTimestamp(20)),
-                new RowCounts(rs.getLong(21), rs.getLong(22), rs.getLong(23)), instant(rs.getTimestamp(24)),
+                new RowCounts(rs.getLong(21), rs.getLong(22), rs.getLong(23), rs.getLong(29)), instant(rs.getTimestamp(24)),
                 instant(rs.getTimestamp(25)), instant(rs.getTimestamp(26)), nullableLong(rs, 27), nullableLong(rs, 28));
     }
 

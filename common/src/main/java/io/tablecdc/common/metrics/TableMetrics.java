@@ -141,6 +141,8 @@ public final class TableMetrics implements AutoCloseable {
         private final AtomicLong rowsNormalized = new AtomicLong();
         private final AtomicLong batchesNormalized = new AtomicLong();
         private final AtomicLong normalizedBatchId = new AtomicLong();
+        /** Sink: values stored at the edge of ClickHouse's range (dates and timestamps it cannot hold). */
+        private final AtomicLong valuesClamped = new AtomicLong();
         /** Source: the newest time the table is known replicated up to (epoch ms); 0: unknown. */
         private final AtomicLong upToMs = new AtomicLong();
         /** Sink: staged batches not yet normalized, batch id to staging time (epoch ms). */
@@ -279,6 +281,15 @@ public final class TableMetrics implements AutoCloseable {
             return normalizedBatchId.get();
         }
 
+        /** Sink: {@code count} values of a staged batch were stored at the edge of ClickHouse's range. */
+        public void valuesClamped(long count) {
+            valuesClamped.addAndGet(count);
+        }
+
+        public long valuesClamped() {
+            return valuesClamped.get();
+        }
+
         public long rowsNormalized() {
             return rowsNormalized.get();
         }
@@ -332,6 +343,9 @@ public final class TableMetrics implements AutoCloseable {
                         now -> (double) batchesWaiting()));
                 gauges.add(new Gauge("lag-seconds", "age in seconds of the oldest staged batch not yet loaded; 0 when none waits",
                         this::lagSeconds));
+                gauges.add(new Gauge("values-clamped-total", "values of this table staged since the task started that ClickHouse"
+                        + " cannot hold (dates and timestamps outside its range), stored at the range's edge",
+                        now -> (double) valuesClamped()));
             }
             gauges.add(new Gauge("paused", "1 while back-pressure holds this table, else 0",
                     now -> pausedReason == null ? 0.0 : 1.0));

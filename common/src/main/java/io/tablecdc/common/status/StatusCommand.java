@@ -193,7 +193,7 @@ public final class StatusCommand {
                      Instant lastAttemptAt, Instant lastSyncedAt, Instant lastNormalizedAt,
                      Instant firstRowReceivedAt, Instant firstRowCommitTime, String pausedReason, Instant pausedAt,
                      String lastError, Instant lastErrorAt, int errorCount, Instant nextRetryAt,
-                     Long copyRowsDone, Long copyRowsTotal) {
+                     Long copyRowsDone, Long copyRowsTotal, long clampedValues) {
 
         /** {@code copying 1200/20000 (6%)} while a copy runs; the phase and its LSN otherwise. */
         String phaseText() {
@@ -258,7 +258,8 @@ public final class StatusCommand {
                     + " phase_lsn, cursor_text, synced_batch_id, normalized_batch_id, synced_rows_count,"
                     + " inserts_count, updates_count, deletes_count, last_attempt_at, last_synced_at,"
                     + " last_normalized_at, first_row_received_at, first_row_commit_time, paused_reason, paused_at,"
-                    + " last_error, last_error_at, error_count, next_retry_at, copy_rows_done, copy_rows_total"
+                    + " last_error, last_error_at, error_count, next_retry_at, copy_rows_done, copy_rows_total,"
+                    + " clamped_values_count"
                     + " FROM cdc_table_replication_state WHERE ? OR flow_name = ANY (?)"
                     + " ORDER BY flow_name, source_table_identifier")) {
                 ps.setBoolean(1, all);
@@ -272,7 +273,7 @@ public final class StatusCommand {
                                 instant(rs.getTimestamp(14)), instant(rs.getTimestamp(15)),
                                 instant(rs.getTimestamp(16)), rs.getString(17), instant(rs.getTimestamp(18)),
                                 rs.getString(19), instant(rs.getTimestamp(20)), rs.getInt(21),
-                                instant(rs.getTimestamp(22)), (Long) rs.getObject(23), (Long) rs.getObject(24)));
+                                instant(rs.getTimestamp(22)), (Long) rs.getObject(23), (Long) rs.getObject(24), rs.getLong(25)));
                     }
                 }
             }
@@ -306,7 +307,7 @@ public final class StatusCommand {
             if (flows.isEmpty()) {
                 sb.append("no flows in the catalog\n");
             }
-            String[] header = {"TABLE", "PHASE", "CURSOR", "SYNCED", "NORMALIZED", "ROWS", "LAG", "PAUSED",
+            String[] header = {"TABLE", "PHASE", "CURSOR", "SYNCED", "NORMALIZED", "ROWS", "CLAMPED", "LAG", "PAUSED",
                     "LAST ERROR"};
             for (Map.Entry<String, List<TableLine>> flow : flows.entrySet()) {
                 String kind = flowKinds.get(flow.getKey());
@@ -330,6 +331,7 @@ public final class StatusCommand {
                         Long.toString(t.syncedBatchId()),
                         Long.toString(t.normalizedBatchId()),
                         Long.toString(t.normalizedRows()),
+                        Long.toString(t.clampedValues()),
                         t.lag(now) == null ? "-" : human(t.lag(now)),
                         t.pausedReason() == null ? "-"
                                 : t.pausedReason() + (t.pausedAt() == null ? "" : " (" + human(Duration.between(
@@ -419,6 +421,7 @@ public final class StatusCommand {
                     o.put("inserts", t.inserts());
                     o.put("updates", t.updates());
                     o.put("deletes", t.deletes());
+                    o.put("clamped_values", t.clampedValues());
                     o.put("last_attempt_at", t.lastAttemptAt());
                     o.put("last_synced_at", t.lastSyncedAt());
                     o.put("last_normalized_at", t.lastNormalizedAt());

@@ -118,6 +118,10 @@ class TableMetricsTest {
         assertEquals(3.0, attribute(name, "batches-waiting"));
         assertEquals(6.0, attribute(name, "staged-batch-id"));
         assertEquals(150.0, attribute(name, "rows-staged-total"), "a batch from before the task is not counted as staged by it");
+        assertEquals(0.0, attribute(name, "values-clamped-total"));
+        t.valuesClamped(3);
+        t.valuesClamped(0);
+        assertEquals(3.0, attribute(name, "values-clamped-total"), "dates ClickHouse cannot hold, stored at its range's edge");
 
         t.normalizedUpTo(4); // it was loaded before a crash
         assertEquals(10.0, attribute(name, "lag-seconds"));

@@ -56,7 +56,7 @@ class StatusCommandTest {
         catalog.recordSync("bq_shop", "proj.shop.orders",
                 new SyncedBatch("2026-12-02T10:15:00.123456789Z", 12, 1200, now.minusSeconds(95),
                         now.minusSeconds(160)), now.minusSeconds(90));
-        catalog.recordNormalize("bq_shop", "proj.shop.orders", 10, new RowCounts(900, 80, 20), now.minusSeconds(30));
+        catalog.recordNormalize("bq_shop", "proj.shop.orders", 10, new RowCounts(900, 80, 20, 7), now.minusSeconds(30));
         catalog.setPause("bq_shop", "proj.shop.orders", "normalize_buffer_full", now.minusSeconds(40));
         catalog.initTable("bq_shop", "proj.shop.customers");
         catalog.recordError("bq_shop", "proj.shop.customers",
@@ -101,7 +101,7 @@ class StatusCommandTest {
         assertTrue(out.contains("LAST ERROR"), out);
         String orders = line(out, "proj.shop.orders");
         assertTrue(orders.contains("2026-12-02T10:15:00.123456789Z"), orders);
-        assertTrue(orders.matches(".*\\s12\\s+10\\s+1000\\s+1m3\\ds\\s+normalize_buffer_full \\(4\\ds ago\\).*"), orders);
+        assertTrue(orders.matches(".*\\s12\\s+10\\s+1000\\s+7\\s+1m3\\ds\\s+normalize_buffer_full \\(4\\ds ago\\).*"), orders);
         String customers = line(out, "proj.shop.customers");
         assertTrue(customers.contains("Access Denied"), customers);
         assertTrue(customers.contains("retry in"), customers);
@@ -125,7 +125,7 @@ class StatusCommandTest {
         assertFalse(json.contains("pg_main"), json);
         assertTrue(json.contains("\"table\":\"proj.shop.orders\""), json);
         assertTrue(json.contains("\"synced_batch_id\":12,\"normalized_batch_id\":10,\"unnormalized_batches\":2"), json);
-        assertTrue(json.contains("\"inserts\":900,\"updates\":80,\"deletes\":20"), json);
+        assertTrue(json.contains("\"inserts\":900,\"updates\":80,\"deletes\":20,\"clamped_values\":7"), json);
         assertTrue(json.contains("\"paused_reason\":\"normalize_buffer_full\""), json);
         assertTrue(json.contains("permission\\nsecond line"), "newlines escaped: " + json);
         assertTrue(json.matches(".*\"lag_ms\":9\\d{4},.*"), json);

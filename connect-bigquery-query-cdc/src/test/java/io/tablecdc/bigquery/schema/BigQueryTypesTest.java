@@ -87,6 +87,54 @@ class BigQueryTypesTest {
         assertNull(value(f("a", StandardSQLTypeName.INT64), FieldValue.of(FieldValue.Attribute.PRIMITIVE, null)));
     }
 
+    /**
+     * The extremes of each BigQuery type arrive exactly in the record; what ClickHouse then holds of them is the sink's
+     * decision (dates outside 1900..2299 clamped and counted, or exact as integers; see docs/types.md).
+     */
+    @Test
+    void extremeValuesOfEveryTypeArriveExactly() {
+        // DATE, DATETIME and TIMESTAMP run from 0001-01-01 to 9999-12-31 23:59:59.999999
+        assertEquals(new java.util.Date(java.time.LocalDate.of(1, 1, 1).toEpochDay() * 86_400_000L),
+                value(f("a", StandardSQLTypeName.DATE), v("0001-01-01")));
+        assertEquals(new java.util.Date(java.time.LocalDate.of(9999, 12, 31).toEpochDay() * 86_400_000L),
+                value(f("a", StandardSQLTypeName.DATE), v("9999-12-31")));
+        assertEquals(-62_135_596_800_000_000L, value(f("a", StandardSQLTypeName.DATETIME), v("0001-01-01T00:00:00")));
+        assertEquals(253_402_300_799_999_999L, value(f("a", StandardSQLTypeName.DATETIME), v("9999-12-31T23:59:59.999999")));
+        assertEquals(-62_135_596_800_000_000L, value(f("a", StandardSQLTypeName.TIMESTAMP), v("-62135596800.000000")));
+        assertEquals(253_402_300_799_999_999L, value(f("a", StandardSQLTypeName.TIMESTAMP), v("253402300799.999999")));
+        // BIGNUMERIC's extremes: 77 digits, one more than Decimal(76, 38) holds; the record keeps them all (the sink
+        // refuses the row naming table and column rather than round it)
+        BigDecimal bigMax = new BigDecimal("578960446186580977117854925043439539266.34992332820282019728792003956564819967");
+        assertEquals(bigMax, value(f("a", StandardSQLTypeName.BIGNUMERIC), v(bigMax.toPlainString())));
+        assertEquals(bigMax.negate().subtract(new BigDecimal("1E-38")),
+                value(f("a", StandardSQLTypeName.BIGNUMERIC), v("-578960446186580977117854925043439539266.34992332820282019728792003956564819968")));
+        assertEquals(new BigDecimal("99999999999999999999999999999.999999999"),
+                value(f("a", StandardSQLTypeName.NUMERIC), v("99999999999999999999999999999.999999999")));
+        // FLOAT64's specials
+        assertTrue(Double.isNaN((Double) value(f("a", StandardSQLTypeName.FLOAT64), v("NaN"))));
+        assertEquals(Double.NEGATIVE_INFINITY, value(f("a", StandardSQLTypeName.FLOAT64), v("-Infinity")));
+        // TIME's last microsecond
+        assertEquals(86_399_999_999L, value(f("a", StandardSQLTypeName.TIME), v("23:59:59.999999")));
+        // GEOGRAPHY, JSON, INTERVAL and RANGE arrive as the text BigQuery returns
+        assertEquals("LINESTRING(0 0, 1 1)", value(f("a", StandardSQLTypeName.GEOGRAPHY), v("LINESTRING(0 0, 1 1)")));
+        assertEquals("{\"a\":null,\"b\":[1.5,\"\u00e9\"]}", value(f("a", StandardSQLTypeName.JSON), v("{\"a\":null,\"b\":[1.5,\"\u00e9\"]}")));
+        assertEquals("-1-2 3 -4:5:6.789", value(f("a", StandardSQLTypeName.INTERVAL), v("-1-2 3 -4:5:6.789")));
+        assertEquals("[2024-01-01, UNBOUNDED)", value(f("a", StandardSQLTypeName.RANGE), v("[2024-01-01, UNBOUNDED)")));
+    }
+
+    @Test
+    void nestedStructsAndArraysInsideStructsBecomeJsonWithNulls() {
+        Field inner = Field.of("in", StandardSQLTypeName.STRUCT, f("d", StandardSQLTypeName.DATE),
+                Field.newBuilder("n", StandardSQLTypeName.BIGNUMERIC).setMode(Field.Mode.REPEATED).build());
+        Field outer = Field.of("o", StandardSQLTypeName.STRUCT, inner, f("s", StandardSQLTypeName.STRING));
+        FieldValue innerValue = FieldValue.of(FieldValue.Attribute.RECORD, FieldValueList.of(List.of(v("0001-01-01"),
+                FieldValue.of(FieldValue.Attribute.REPEATED, List.of(v("1.5"), v("-0.000001")))), inner.getSubFields()));
+        FieldValue outerValue = FieldValue.of(FieldValue.Attribute.RECORD, FieldValueList.of(List.of(innerValue,
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, null)), outer.getSubFields()));
+        // a date inside a struct is JSON text, so no ClickHouse range applies to it
+        assertEquals("{\"in\":{\"d\":\"0001-01-01\",\"n\":[1.5,-0.000001]},\"s\":null}", value(outer, outerValue));
+    }
+
     @Test
     void structsBecomeJsonAndArraysConnectArrays() {
         Field struct = Field.of("s", StandardSQLTypeName.STRUCT, f("x", StandardSQLTypeName.INT64), f("y", StandardSQLTypeName.STRING),

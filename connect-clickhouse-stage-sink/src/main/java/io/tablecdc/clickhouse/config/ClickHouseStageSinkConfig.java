@@ -137,6 +137,16 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
             + " column stops that table with an error. Other changes always stop only that table.";
     private static final String SCHEMA_EVOLUTION_DEFAULT = "add_columns";
 
+    public static final String TEMPORAL_INTEGER_COLUMNS_CONFIG = "temporal.integer.columns";
+    private static final String TEMPORAL_INTEGER_COLUMNS_DOC = "Date and timestamp columns stored as integers, exactly: a date as"
+            + " Int32 days since 1970-01-01, a timestamp as Int64 microseconds since 1970-01-01 00:00:00 UTC (a source's"
+            + " infinity as the type's largest or smallest value). Entries <table>.<column> (the source table as in the"
+            + " tablecdc.table header, e.g. public.events.created_at), <table>.* for every such column of a table, or * for"
+            + " all. Other date and timestamp columns are Date32 and DateTime64(6, 'UTC'), which hold 1900-01-01 to 2299-12-31:"
+            + " a value outside that range is stored at the nearest edge and counted (clamped_values in tablecdc-status, the"
+            + " values-clamped-total metric), and refused in a key column. Applies when a table's ClickHouse table is"
+            + " created; changing it for an existing table stops that table with an incompatible change.";
+
     public static final String DEDUPLICATION_WINDOW_CONFIG = "clickhouse.deduplication.window";
     private static final String DEDUPLICATION_WINDOW_DOC = "non_replicated_deduplication_window of created tables"
             + " (replicated_deduplication_window on a cluster): how many recent loads ClickHouse remembers, so that"
@@ -271,7 +281,23 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 TABLES_GROUP, ++order, Width.SHORT, "Create tables");
         def.define(SCHEMA_EVOLUTION_CONFIG, Type.STRING, SCHEMA_EVOLUTION_DEFAULT, ConfigDef.ValidString.in("add_columns", "none"),
                 Importance.MEDIUM, SCHEMA_EVOLUTION_DOC, TABLES_GROUP, ++order, Width.SHORT, "Schema evolution");
+        def.define(TEMPORAL_INTEGER_COLUMNS_CONFIG, Type.LIST, "", Importance.MEDIUM, TEMPORAL_INTEGER_COLUMNS_DOC,
+                TABLES_GROUP, ++order, Width.LONG, "Dates and timestamps as integers");
         return CatalogConfig.addTo(def);
+    }
+
+    /**
+     * Whether {@code column} of source table {@code table} is listed in {@value #TEMPORAL_INTEGER_COLUMNS_CONFIG}
+     * (exactly, through {@code <table>.*}, or through {@code *}).
+     */
+    public boolean integerTemporal(String table, String column) {
+        for (String entry : getList(TEMPORAL_INTEGER_COLUMNS_CONFIG)) {
+            String e = entry.trim();
+            if (e.equals("*") || e.equals(table + ".*") || e.equals(table + "." + column)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     public String clickHouseUrl() {

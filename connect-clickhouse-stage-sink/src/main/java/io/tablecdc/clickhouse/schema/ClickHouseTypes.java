@@ -19,6 +19,14 @@ public final class ClickHouseTypes {
     private static final java.math.BigInteger VERSION_LIMIT = java.math.BigInteger.ONE.shiftLeft(128);
     private static final org.apache.avro.Schema VERSION_AVRO = org.apache.avro.Schema.createFixed("tablecdc_uint128",
             "a UInt128, little-endian (how ClickHouse reads Avro fixed(16) into UInt128)", "io.tablecdc", 16);
+    /** The first day {@code Date32} holds, 1900-01-01, in days since 1970-01-01. */
+    public static final int DATE32_MIN_DAY = (int) java.time.LocalDate.of(1900, 1, 1).toEpochDay();
+    /** The last day {@code Date32} holds, 2299-12-31, in days since 1970-01-01. */
+    public static final int DATE32_MAX_DAY = (int) java.time.LocalDate.of(2299, 12, 31).toEpochDay();
+    /** The first instant {@code DateTime64(6)} holds, 1900-01-01 00:00:00 UTC, in microseconds since the epoch. */
+    public static final long DATETIME64_MIN_MICROS = DATE32_MIN_DAY * 86_400_000_000L;
+    /** The last instant {@code DateTime64(6)} holds, 2299-12-31 23:59:59.999999 UTC, in microseconds since the epoch. */
+    public static final long DATETIME64_MAX_MICROS = (DATE32_MAX_DAY + 1L) * 86_400_000_000L - 1;
 
     private ClickHouseTypes() {
     }
@@ -57,24 +65,33 @@ public final class ClickHouseTypes {
      * day are {@code Int64} microseconds since midnight.
      */
     public static String columnType(String table, String column, Schema schema) {
-        String type = baseType(table, column, schema);
+        return columnType(table, column, schema, false);
+    }
+
+    /**
+     * {@link #columnType(String, String, Schema)}, with dates as {@code Int32} days since 1970-01-01 and timestamps
+     * as {@code Int64} microseconds since the epoch when {@code integerTemporal}: every value arrives exactly, also
+     * those outside {@code Date32}/{@code DateTime64}'s range.
+     */
+    public static String columnType(String table, String column, Schema schema, boolean integerTemporal) {
+        String type = baseType(table, column, schema, integerTemporal);
         if (schema.type() == Schema.Type.ARRAY || !schema.isOptional()) {
             return type;
         }
         return "Nullable(" + type + ")";
     }
 
-    private static String baseType(String table, String column, Schema schema) {
+    private static String baseType(String table, String column, Schema schema, boolean integerTemporal) {
         String name = schema.name();
         if (Decimal.LOGICAL_NAME.equals(name)) {
             int scale = Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD));
             return "Decimal(" + StageSchema.precision(schema) + ", " + scale + ")";
         }
         if (Date.LOGICAL_NAME.equals(name)) {
-            return "Date32";
+            return integerTemporal ? "Int32" : "Date32";
         }
         if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
-            return "DateTime64(6, 'UTC')";
+            return integerTemporal ? "Int64" : "DateTime64(6, 'UTC')";
         }
         if (Time.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIME)) {
             return "Int64";
@@ -96,7 +113,7 @@ public final class ClickHouseTypes {
                 if (element.type() == Schema.Type.ARRAY) {
                     throw new TypeMappingException("table " + table + ", column " + column + ": arrays of arrays are not supported");
                 }
-                String inner = baseType(table, column, element);
+                String inner = baseType(table, column, element, integerTemporal);
                 yield "Array(" + (element.isOptional() ? "Nullable(" + inner + ")" : inner) + ")";
             }
         };

@@ -34,6 +34,12 @@ import io.tablecdc.common.TablecdcTypes;
  * decimal → {@code Decimal(P,S)}, date → {@code Date32}, timestamp-micros → {@code DateTime64(6,'UTC')},
  * uuid → {@code UUID}. Optional fields are unions with null → {@code Nullable(T)}; arrays are never
  * Nullable in ClickHouse, so a null array is staged as an empty one.
+ *
+ * <p>Dates and timestamps outside {@code Date32}/{@code DateTime64}'s range (1900-01-01 to 2299-12-31, which
+ * ClickHouse would clamp on insert without a word) are stored at the range's edge here and reported by
+ * {@link #lastClamps()}, so the caller counts and logs them; in a key column they are refused, since two clamped
+ * keys would merge two rows. Columns chosen with {@code integerTemporal} are {@code Int32} days /
+ * {@code Int64} microseconds instead and hold every value exactly.
  */
 public final class StageSchema {
     public static final String VERSION_COLUMN = "_tablecdc_version";
@@ -62,20 +68,32 @@ public final class StageSchema {
     private final List<Field> fields;
     /** Key column names in field order when the layout carries the lookup fields, else null. */
     private final List<String> lookupKeys;
+    private final Set<String> keyColumns;
+    private final Set<String> integerColumns;
+    private final List<Clamp> clamps = new ArrayList<>();
 
-    private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema,
-                        List<StageColumn> columns, List<Field> fields, List<String> lookupKeys) {
+    /**
+     * A value ClickHouse cannot hold, stored at the edge of its column type's range: the column, the value and the
+     * edge as ISO 8601 text (a date, or an instant in UTC).
+     */
+    public record Clamp(String column, String value, String storedAs) {
+    }
+
+    private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema, List<StageColumn> columns,
+                        List<Field> fields, List<String> lookupKeys, Set<String> keyColumns, Set<String> integerColumns) {
         this.table = table;
         this.valueSchema = valueSchema;
         this.avroSchema = avroSchema;
         this.columns = columns;
         this.fields = fields;
         this.lookupKeys = lookupKeys;
+        this.keyColumns = keyColumns;
+        this.integerColumns = integerColumns;
     }
 
     /** The layout without the lookup fields. */
     public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns) {
-        return of(table, valueSchema, keyColumns, false);
+        return of(table, valueSchema, keyColumns, false, column -> false);
     }
 
     /**
@@ -86,6 +104,21 @@ public final class StageSchema {
      * {@link #LOOKUP_VERSION_COLUMN}; these are never columns of the final table.
      */
     public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns, boolean lookup) {
+        return of(table, valueSchema, keyColumns, lookup, column -> false);
+    }
+
+    /**
+     * {@link #of(String, Schema, Set)} with the date and timestamp columns {@code integerTemporal} accepts (by column
+     * name) as {@code Int32} days since 1970-01-01 / {@code Int64} microseconds since the epoch.
+     */
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns,
+                                 java.util.function.Predicate<String> integerTemporal) {
+        return of(table, valueSchema, keyColumns, false, integerTemporal);
+    }
+
+    /** The layout with or without the lookup fields ({@code lookup}) and with {@code integerTemporal} columns as integers. */
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns, boolean lookup,
+                                 java.util.function.Predicate<String> integerTemporal) {
         if (valueSchema == null || valueSchema.type() != Schema.Type.STRUCT) {
             throw new TypeMappingException("table " + table + ": the record value has no STRUCT schema ("
                     + (valueSchema == null ? "no schema" : valueSchema.type())
@@ -95,6 +128,7 @@ public final class StageSchema {
                 SchemaBuilder.record(avroRecordName(table)).namespace("io.tablecdc.stage").fields();
         List<StageColumn> columns = new ArrayList<>();
         Set<String> usedNames = new HashSet<>();
+        Set<String> integerColumns = new HashSet<>();
         for (Field field : valueSchema.fields()) {
             if (field.name().startsWith("_tablecdc_")) {
                 throw new TypeMappingException("table " + table + ", column " + field.name()
@@ -102,14 +136,18 @@ public final class StageSchema {
             }
             String avroName = avroName(field, usedNames);
             boolean key = keyColumns.contains(field.name());
-            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), field.schema());
+            boolean integer = integerTemporal.test(field.name());
+            if (integer) {
+                integerColumns.add(field.name());
+            }
+            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), field.schema(), integer);
             if (field.schema().isOptional() && field.schema().type() != Schema.Type.ARRAY) {
                 fieldSchema = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), fieldSchema);
                 record = record.name(avroName).type(fieldSchema).withDefault(null);
             } else {
                 record = record.name(avroName).type(fieldSchema).noDefault();
             }
-            String type = ClickHouseTypes.columnType(table, field.name(), field.schema());
+            String type = ClickHouseTypes.columnType(table, field.name(), field.schema(), integer);
             if (key && type.startsWith("Nullable(")) {
                 // ORDER BY columns cannot be Nullable without allow_nullable_key; keys are never null anyway
                 type = type.substring("Nullable(".length(), type.length() - 1);
@@ -138,7 +176,8 @@ public final class StageSchema {
                 if (column.key()) {
                     String name = LOOKUP_KEY_PREFIX + lookupKeys.size();
                     Field field = valueSchema.field(column.column());
-                    record = record.name(name).type(avroType(table, field.name(), field.schema())).noDefault();
+                    record = record.name(name).type(avroType(table, field.name(), field.schema(),
+                            integerColumns.contains(field.name()))).noDefault();
                     aux.add(new StageColumn(name, name, column.type(), true));
                     lookupKeys.add(column.column());
                 }
@@ -161,7 +200,7 @@ public final class StageSchema {
             field.addProp(AUX_PROPERTY, true);
         }
         return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields(),
-                lookupKeys == null ? null : List.copyOf(lookupKeys));
+                lookupKeys == null ? null : List.copyOf(lookupKeys), Set.copyOf(keyColumns), Set.copyOf(integerColumns));
     }
 
     /** Whether records of this layout carry the lookup fields. */
@@ -239,6 +278,7 @@ public final class StageSchema {
      */
     public GenericRecord toAvro(Struct value, java.math.BigInteger version, boolean deleted, List<String> unchanged,
                                 Struct lookupKey, java.math.BigInteger lookupVersion) {
+        clamps.clear();
         GenericData.Record out = new GenericData.Record(avroSchema);
         for (int i = 0; i < fields.size(); i++) {
             Field field = fields.get(i);
@@ -260,6 +300,11 @@ public final class StageSchema {
             throw new IllegalStateException("table " + table + ": a row with unchanged columns needs the lookup layout");
         }
         return out;
+    }
+
+    /** The values of the last {@link #toAvro} row stored at the edge of ClickHouse's range (usually none). */
+    public List<Clamp> lastClamps() {
+        return List.copyOf(clamps);
     }
 
     private Object avroValue(String column, Schema schema, Object raw, boolean deleted) {
@@ -298,13 +343,17 @@ public final class StageSchema {
             return ByteBuffer.wrap(decimal.unscaledValue().toByteArray());
         }
         if (Date.LOGICAL_NAME.equals(name)) {
-            return (int) Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
+            long day = Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
+            return (int) (integerColumns.contains(column) ? day
+                    : clamp(column, day, ClickHouseTypes.DATE32_MIN_DAY, ClickHouseTypes.DATE32_MAX_DAY, false));
         }
         if (Time.LOGICAL_NAME.equals(name)) {
             return ((java.util.Date) raw).getTime() * 1000L;
         }
-        if (Timestamp.LOGICAL_NAME.equals(name)) {
-            return Math.multiplyExact(((java.util.Date) raw).getTime(), 1000L);
+        if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
+            long micros = raw instanceof java.util.Date date ? Math.multiplyExact(date.getTime(), 1000L) : (Long) raw;
+            return integerColumns.contains(column) ? micros
+                    : clamp(column, micros, ClickHouseTypes.DATETIME64_MIN_MICROS, ClickHouseTypes.DATETIME64_MAX_MICROS, true);
         }
         switch (schema.type()) {
             case INT8:
@@ -343,6 +392,36 @@ public final class StageSchema {
         }
     }
 
+    /** {@code value} within {@code [min, max]}: an edge is recorded as a clamp, and refused in a key column. */
+    private long clamp(String column, long value, long min, long max, boolean micros) {
+        if (value >= min && value <= max) {
+            return value;
+        }
+        long edge = value < min ? min : max;
+        String shown = temporalText(value, micros);
+        if (keyColumns.contains(column)) {
+            throw new TypeMappingException("table " + table + ", key column " + column + ": " + shown + " is outside ClickHouse's "
+                    + (micros ? "DateTime64" : "Date32") + " range (" + temporalText(min, micros) + " to " + temporalText(max, micros)
+                    + "); stored at the edge it would merge rows; list the column in temporal.integer.columns to keep it exact");
+        }
+        clamps.add(new Clamp(column, shown, temporalText(edge, micros)));
+        return edge;
+    }
+
+    /** A day or a microsecond instant as ISO 8601 text; the extremes a source uses for infinity as {@code ±infinity}. */
+    static String temporalText(long value, boolean micros) {
+        if (micros ? value == Long.MAX_VALUE : value == Integer.MAX_VALUE) {
+            return "infinity";
+        }
+        if (micros ? value == Long.MIN_VALUE : value == Integer.MIN_VALUE) {
+            return "-infinity";
+        }
+        if (!micros) {
+            return java.time.LocalDate.ofEpochDay(value).toString();
+        }
+        return java.time.Instant.ofEpochSecond(Math.floorDiv(value, 1_000_000L), Math.floorMod(value, 1_000_000L) * 1000L).toString();
+    }
+
     private Object zeroValue(String column, Schema schema) {
         if (Decimal.LOGICAL_NAME.equals(schema.name())) {
             return ByteBuffer.wrap(new byte[] {0});
@@ -367,7 +446,7 @@ public final class StageSchema {
         return precision == null ? DEFAULT_DECIMAL_PRECISION : Integer.parseInt(precision);
     }
 
-    static org.apache.avro.Schema avroType(String table, String column, Schema schema) {
+    static org.apache.avro.Schema avroType(String table, String column, Schema schema, boolean integerTemporal) {
         String name = schema.name();
         if (Decimal.LOGICAL_NAME.equals(name)) {
             int scale = Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD));
@@ -379,10 +458,11 @@ public final class StageSchema {
             return LogicalTypes.decimal(precision, scale).addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.BYTES));
         }
         if (Date.LOGICAL_NAME.equals(name)) {
-            return LogicalTypes.date().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT));
+            return integerTemporal ? org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT)
+                    : LogicalTypes.date().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.INT));
         }
         if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
-            return LogicalTypes.timestampMicros().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG));
+            return integerTemporal ? org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG) : LogicalTypes.timestampMicros().addToSchema(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG));
         }
         if (Time.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIME)) {
             return org.apache.avro.Schema.create(org.apache.avro.Schema.Type.LONG);
@@ -403,7 +483,7 @@ public final class StageSchema {
                 if (element.type() == Schema.Type.ARRAY) {
                     throw new TypeMappingException("table " + table + ", column " + column + ": arrays of arrays are not supported");
                 }
-                org.apache.avro.Schema item = avroType(table, column, element);
+                org.apache.avro.Schema item = avroType(table, column, element, integerTemporal);
                 if (element.isOptional()) {
                     item = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), item);
                 }

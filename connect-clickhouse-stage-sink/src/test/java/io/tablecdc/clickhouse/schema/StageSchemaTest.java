@@ -86,6 +86,90 @@ class StageSchemaTest {
         assertEquals(0, read.get(StageSchema.IS_DELETED_COLUMN));
     }
 
+    private static java.util.Date day(int year, int month, int dayOfMonth) {
+        return new java.util.Date(java.time.LocalDate.of(year, month, dayOfMonth).toEpochDay() * 86_400_000L);
+    }
+
+    private static long micros(String instant) {
+        java.time.Instant i = java.time.Instant.parse(instant);
+        return i.getEpochSecond() * 1_000_000L + i.getNano() / 1000;
+    }
+
+    @Test
+    void datesAndTimestampsOutsideClickHousesRangeAreStoredAtTheEdgeAndReported() throws IOException {
+        Schema ts = io.tablecdc.common.TablecdcTypes.microTimestamp().optional().build();
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("d", Date.builder().optional().build())
+                .field("t", ts).field("ds", SchemaBuilder.array(Date.builder().optional().build()).optional().build()).build();
+        StageSchema stage = StageSchema.of("db.t", valueSchema, Set.of("id"));
+        int min = (int) java.time.LocalDate.of(1900, 1, 1).toEpochDay();
+        int max = (int) java.time.LocalDate.of(2299, 12, 31).toEpochDay();
+
+        // inside the range, edges included: unchanged, nothing reported
+        Struct inside = new Struct(valueSchema).put("id", 1L).put("d", day(1900, 1, 1)).put("t", micros("2299-12-31T23:59:59.999999Z"))
+                .put("ds", List.of(day(2299, 12, 31)));
+        GenericRecord read = roundTrip(stage, stage.toAvro(inside, java.math.BigInteger.valueOf(1), false));
+        assertEquals(min, read.get("d"));
+        assertEquals(micros("2299-12-31T23:59:59.999999Z"), read.get("t"));
+        assertEquals(List.of(), stage.lastClamps());
+
+        Struct outside = new Struct(valueSchema).put("id", 2L).put("d", day(1850, 6, 1)).put("t", micros("2500-01-01T00:00:00Z"))
+                .put("ds", java.util.Arrays.asList(day(-43, 3, 15), null, day(2000, 1, 1), new java.util.Date(Integer.MAX_VALUE * 86_400_000L)));
+        read = roundTrip(stage, stage.toAvro(outside, java.math.BigInteger.valueOf(2), false));
+        assertEquals(min, read.get("d"));
+        assertEquals(micros("2299-12-31T23:59:59.999999Z"), read.get("t"));
+        assertEquals(java.util.Arrays.asList(min, null, (int) java.time.LocalDate.of(2000, 1, 1).toEpochDay(), max), read.get("ds"));
+        assertEquals(List.of(new StageSchema.Clamp("d", "1850-06-01", "1900-01-01"),
+                new StageSchema.Clamp("t", "2500-01-01T00:00:00Z", "2299-12-31T23:59:59.999999Z"),
+                new StageSchema.Clamp("ds", "-0043-03-15", "1900-01-01"),
+                new StageSchema.Clamp("ds", "infinity", "2299-12-31")), stage.lastClamps());
+        // the next row starts afresh
+        stage.toAvro(inside, java.math.BigInteger.valueOf(3), false);
+        assertEquals(List.of(), stage.lastClamps());
+    }
+
+    @Test
+    void anOutOfRangeDateInAKeyIsRefusedRatherThanMergedWithAnotherRow() {
+        Schema valueSchema = SchemaBuilder.struct().field("d", Date.SCHEMA).field("v", Schema.OPTIONAL_STRING_SCHEMA).build();
+        StageSchema stage = StageSchema.of("db.days", valueSchema, Set.of("d"));
+        TypeMappingException e = assertThrows(TypeMappingException.class,
+                () -> stage.toAvro(new Struct(valueSchema).put("d", day(1, 1, 1)), java.math.BigInteger.valueOf(1), false));
+        assertTrue(e.getMessage().contains("table db.days, key column d: 0001-01-01 is outside ClickHouse's Date32 range"), e.getMessage());
+        assertTrue(e.getMessage().contains("temporal.integer.columns"), e.getMessage());
+    }
+
+    @Test
+    void integerTemporalColumnsHoldEveryValueExactly() throws IOException {
+        Schema ts = io.tablecdc.common.TablecdcTypes.microTimestamp().optional().build();
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("d", Date.builder().optional().build())
+                .field("t", ts).field("ds", SchemaBuilder.array(Date.builder().optional().build()).optional().build())
+                .field("other", Date.builder().optional().build()).build();
+        StageSchema stage = StageSchema.of("db.t", valueSchema, Set.of("id"), Set.of("d", "t", "ds")::contains);
+        assertEquals(List.of("Int64", "Nullable(Int32)", "Nullable(Int64)", "Array(Nullable(Int32))", "Nullable(Date32)"),
+                stage.columns().subList(0, 5).stream().map(StageColumn::type).toList());
+        Struct row = new Struct(valueSchema).put("id", 1L).put("d", new java.util.Date(Integer.MIN_VALUE * 86_400_000L))
+                .put("t", Long.MAX_VALUE).put("ds", List.of(day(-43, 3, 15))).put("other", day(2000, 1, 1));
+        GenericRecord read = roundTrip(stage, stage.toAvro(row, java.math.BigInteger.valueOf(1), false));
+        assertEquals(Integer.MIN_VALUE, read.get("d"));
+        assertEquals(Long.MAX_VALUE, read.get("t"));
+        assertEquals(List.of((int) java.time.LocalDate.of(-43, 3, 15).toEpochDay()), read.get("ds"));
+        assertEquals(List.of(), stage.lastClamps());
+    }
+
+    @Test
+    void aDecimalWiderThanItsColumnIsRefusedNamingTableAndColumnNeverRounded() {
+        // BigQuery's largest BIGNUMERIC has 77 digits; BIGNUMERIC maps to Decimal(76, 38)
+        Schema big = Decimal.builder(38).parameter(StageSchema.PRECISION_PARAMETER, "76").optional().build();
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("n", big).build();
+        StageSchema stage = StageSchema.of("ds.big", valueSchema, Set.of("id"));
+        BigDecimal max = new BigDecimal("578960446186580977117854925043439539266.34992332820282019728792003956564819967");
+        TypeMappingException e = assertThrows(TypeMappingException.class,
+                () -> stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max), java.math.BigInteger.valueOf(1), false));
+        assertTrue(e.getMessage().startsWith("table ds.big, column n: "), e.getMessage());
+        assertTrue(e.getMessage().contains("more than 76 digits"), e.getMessage());
+        // one integer digit fewer fits
+        stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max.movePointLeft(1).setScale(38, java.math.RoundingMode.DOWN)), java.math.BigInteger.valueOf(1), false);
+    }
+
     @Test
     void decimalKeepsItsScaleAndPrecision() throws IOException {
         Schema amount = Decimal.builder(4).parameter(StageSchema.PRECISION_PARAMETER, "12").optional().build();

@@ -67,10 +67,13 @@ final class PgText {
         return c >= '0' && c <= '7';
     }
 
-    /** Days since 1970-01-01 of {@code YYYY-MM-DD[ BC]}; null for {@code infinity} and {@code -infinity}. */
-    static Long epochDay(String text) {
+    /**
+     * Days since 1970-01-01 of {@code YYYY-MM-DD[ BC]}; {@code infinity} and {@code -infinity} are
+     * {@link Integer#MAX_VALUE} and {@link Integer#MIN_VALUE}, as PostgreSQL itself stores them.
+     */
+    static long epochDay(String text) {
         if (isInfinity(text)) {
-            return null;
+            return text.startsWith("-") ? Integer.MIN_VALUE : Integer.MAX_VALUE;
         }
         Matcher m = DATE.matcher(text);
         if (!m.matches()) {
@@ -95,11 +98,12 @@ final class PgText {
     /**
      * Microseconds since 1970-01-01T00:00:00Z of a {@code timestamp} (no offset: the wall clock is read as
      * UTC) or a {@code timestamptz} (with the session's offset, {@code +05:30}, {@code -03}, {@code +00:09:21});
-     * null for {@code infinity} and {@code -infinity}.
+     * {@code infinity} and {@code -infinity} are {@link Long#MAX_VALUE} and {@link Long#MIN_VALUE}, as PostgreSQL
+     * itself stores them.
      */
-    static Long epochMicros(String text) {
+    static long epochMicros(String text) {
         if (isInfinity(text)) {
-            return null;
+            return text.startsWith("-") ? Long.MIN_VALUE : Long.MAX_VALUE;
         }
         Matcher m = TIMESTAMP.matcher(text);
         if (!m.matches()) {

@@ -22,7 +22,10 @@ import io.tablecdc.common.TablecdcTypes;
  *       {@code connect.decimal.precision} parameter the sink reads; {@code NaN} and {@code ±Infinity}, which a
  *       decimal cannot hold, become null. {@code numeric} without a modifier (or wider than 76 digits) stays
  *       exact text.</li>
- *   <li>{@code date}, {@code timestamp} and {@code timestamptz} {@code ±infinity} become null.</li>
+ *   <li>{@code date}, {@code timestamp} and {@code timestamptz} {@code ±infinity} become the largest and smallest
+ *       value of their Connect type ({@code Integer.MAX_VALUE}/{@code MIN_VALUE} days, {@code Long.MAX_VALUE}/
+ *       {@code MIN_VALUE} microseconds), as PostgreSQL stores them; the sink stores them at the edge of ClickHouse's
+ *       range and counts them, or keeps them exactly as integers.</li>
  *   <li>{@code interval} is ISO 8601 text as PostgreSQL's {@code iso_8601} style writes it.</li>
  *   <li>Types it does not know (enums, domains, extension types, geometric types) are text.</li>
  * </ul>
@@ -86,10 +89,7 @@ public final class ValueConverter {
             return of(TablecdcTypes.json(), optional, text -> text);
         }
         if (typeOid == PgTypes.DATE) {
-            return of(Date.builder(), optional, text -> {
-                Long day = PgText.epochDay(text);
-                return day == null ? null : new java.util.Date(Math.multiplyExact(day, 86_400_000L));
-            });
+            return of(Date.builder(), optional, text -> new java.util.Date(Math.multiplyExact(PgText.epochDay(text), 86_400_000L)));
         }
         if (typeOid == PgTypes.TIME) {
             return of(TablecdcTypes.microTime(), optional, PgText::microsOfDay);

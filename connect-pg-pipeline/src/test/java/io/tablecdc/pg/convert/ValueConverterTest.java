@@ -154,11 +154,18 @@ class ValueConverterTest {
     }
 
     @Test
-    void infiniteDatesAndTimestampsBecomeNullInsteadOfAnArbitraryExtreme() {
-        assertNull(convert(PgTypes.DATE, -1, "infinity"));
-        assertNull(convert(PgTypes.DATE, -1, "-infinity"));
-        assertNull(convert(PgTypes.TIMESTAMP, -1, "infinity"));
-        assertNull(convert(PgTypes.TIMESTAMPTZ, -1, "-infinity"));
+    void infiniteDatesAndTimestampsBecomeTheTypesExtremesAsPostgresStoresThemNeverNull() {
+        assertEquals(new java.util.Date(Integer.MAX_VALUE * 86_400_000L), convert(PgTypes.DATE, -1, "infinity"));
+        assertEquals(new java.util.Date(Integer.MIN_VALUE * 86_400_000L), convert(PgTypes.DATE, -1, "-infinity"));
+        assertEquals(Long.MAX_VALUE, convert(PgTypes.TIMESTAMP, -1, "infinity"));
+        assertEquals(Long.MIN_VALUE, convert(PgTypes.TIMESTAMP, -1, "-infinity"));
+        assertEquals(Long.MAX_VALUE, convert(PgTypes.TIMESTAMPTZ, -1, "infinity"));
+        assertEquals(Long.MIN_VALUE, convert(PgTypes.TIMESTAMPTZ, -1, "-infinity"));
+        // Connect's own Date logical type carries them as int days without loss
+        assertEquals(Integer.MAX_VALUE, org.apache.kafka.connect.data.Date.fromLogical(org.apache.kafka.connect.data.Date.SCHEMA,
+                (java.util.Date) convert(PgTypes.DATE, -1, "infinity")));
+        assertEquals(Integer.MIN_VALUE, org.apache.kafka.connect.data.Date.fromLogical(org.apache.kafka.connect.data.Date.SCHEMA,
+                (java.util.Date) convert(PgTypes.DATE, -1, "-infinity")));
     }
 
     @Test
