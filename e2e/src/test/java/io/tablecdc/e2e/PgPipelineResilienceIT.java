@@ -397,7 +397,7 @@ class PgPipelineResilienceIT {
     }
 
     /**
-     * One table's copy keeps failing (a key value the converter rejects: a date key of 'infinity' becomes null): it
+     * One table's copy keeps failing (a key value the converter cannot represent: a numeric key of 'NaN' becomes null): it
      * ends errored after max.table.retries with its reason and a hint, while the other tables are copied and stream;
      * once the value is fixed, the documented reset copies it.
      */
@@ -410,8 +410,8 @@ class PgPipelineResilienceIT {
                 "INSERT INTO rsc.good SELECT g, 'g' || g FROM generate_series(1, 3000) g",
                 "CREATE TABLE rsc.other (id int PRIMARY KEY, v text NOT NULL)",
                 "INSERT INTO rsc.other SELECT g, 'o' || g FROM generate_series(1, 1000) g",
-                "CREATE TABLE rsc.bad (d date PRIMARY KEY, v text NOT NULL)",
-                "INSERT INTO rsc.bad VALUES ('2024-01-01', 'fine'), ('infinity', 'rejected')",
+                "CREATE TABLE rsc.bad (d numeric(10, 0) PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO rsc.bad VALUES (20240101, 'fine'), ('NaN', 'rejected')",
                 "CREATE PUBLICATION rsc_pub FOR TABLE rsc.good, rsc.other, rsc.bad");
         Map<String, String[]> healthy = new LinkedHashMap<>();
         healthy.put("rsc.good", new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
@@ -437,7 +437,7 @@ class PgPipelineResilienceIT {
             pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
         }
         pg.sql("INSERT INTO rsc.good VALUES (5000, 'streamed')", "UPDATE rsc.other SET v = 'streamed' WHERE id <= 10",
-                "INSERT INTO rsc.bad VALUES ('2024-01-02', 'skipped while errored')");
+                "INSERT INTO rsc.bad VALUES (20240102, 'skipped while errored')");
         pg.awaitEqual(healthy, Duration.ofSeconds(120));
         Thread.sleep(1_500);
         Map<String, String> still = pg.table(flow, "rsc.bad");
@@ -449,13 +449,13 @@ class PgPipelineResilienceIT {
                 error);
 
         // the manual retry: fix the value, reset the table; it is copied from scratch
-        pg.sql("UPDATE rsc.bad SET d = '2030-01-01' WHERE d = 'infinity'");
+        pg.sql("UPDATE rsc.bad SET d = 20300101 WHERE d = 'NaN'");
         String reset = StatusScript.resetTable(stack, catalogUrl, flow, "rsc.bad");
         assertTrue(reset.contains("errored -> errored (reset)"), reset);
         pg.awaitTable(flow, "rsc.bad", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
         Map<String, String[]> all = new LinkedHashMap<>(healthy);
         all.put("rsc.bad", new String[] {"d::text || '|' || v", "concat(toString(d), '|', v)"});
-        pg.sql("INSERT INTO rsc.bad VALUES ('2024-01-03', 'after the reset')");
+        pg.sql("INSERT INTO rsc.bad VALUES (20240103, 'after the reset')");
         pg.awaitEqual(all, Duration.ofSeconds(120));
         assertFalse(pg.table(flow, "rsc.bad").get("phase").equals("errored"));
         assertNotEquals(null, pg.table(flow, "rsc.good").get("phase_lsn"));

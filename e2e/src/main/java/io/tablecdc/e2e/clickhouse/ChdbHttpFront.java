@@ -371,15 +371,28 @@ public final class ChdbHttpFront implements AutoCloseable {
         return buffer.toByteArray();
     }
 
-    /** The request URLs (path and query) this front received, newest last, at most {@link #URL_RECORD} of them. */
-    public List<String> requestUrls() {
+    /** How many requests this front received so far: a mark for {@link #requestUrlsSince}. */
+    public long requestCount() {
         synchronized (urls) {
-            return List.copyOf(urls);
+            return received;
+        }
+    }
+
+    /**
+     * The URLs (path and query) of the requests received after {@code mark} ({@link #requestCount()} earlier), newest
+     * last; at most the last {@link #URL_RECORD}.
+     */
+    public List<String> requestUrlsSince(long mark) {
+        synchronized (urls) {
+            List<String> all = List.copyOf(urls);
+            long wanted = Math.min(all.size(), Math.max(0, received - mark));
+            return all.subList(all.size() - (int) wanted, all.size());
         }
     }
 
     private static final int URL_RECORD = 10_000;
     private final java.util.ArrayDeque<String> urls = new java.util.ArrayDeque<>();
+    private long received;
 
     private void recordUrl(URI uri) {
         synchronized (urls) {
@@ -387,6 +400,7 @@ public final class ChdbHttpFront implements AutoCloseable {
                 urls.removeFirst();
             }
             urls.addLast(uri.toString());
+            received++;
         }
     }
 

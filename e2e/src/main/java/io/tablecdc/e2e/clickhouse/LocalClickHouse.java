@@ -80,12 +80,21 @@ public final class LocalClickHouse implements AutoCloseable {
         front.addUser(name, userPassword);
     }
 
-    /** The request URLs (path and query string) the in-process engine's front received, newest last. */
-    public List<String> requestUrls() {
+    /** How many requests the in-process engine's front received so far: a mark for {@link #requestUrlsSince}. */
+    public long requestCount() {
+        return embeddedFront().requestCount();
+    }
+
+    /** The URLs (path and query string) of the requests the in-process engine's front received after {@code mark}. */
+    public List<String> requestUrlsSince(long mark) {
+        return embeddedFront().requestUrlsSince(mark);
+    }
+
+    private ChdbHttpFront embeddedFront() {
         if (front == null) {
             throw new IllegalStateException("the URLs an external ClickHouse received are in its own logs");
         }
-        return front.requestUrls();
+        return front;
     }
 
     /** The HTTP interface, e.g. {@code http://127.0.0.1:41234}; user {@code default} with an empty password. */
