@@ -797,7 +797,12 @@ public class ApplyTask extends SourceTask {
 
     /**
      * Paused in the middle of a transaction: the catalog is read for held tables whose copy task has handed them over
-     * ({@code catchup} at the held marker), and their held changes are sent, so that reading can go on. Other phase
+     * ({@code catchup} at the held marker), and their held changes are sent, so that reading can go on. A held table
+     * the catalog no longer shows as {@code copying} at the held marker (its copy task died after writing the marker,
+     * and another copy attempt claimed the table, or even handed it over at a later marker) has its held changes
+     * dropped: they are all committed before the new attempt's marker (a transaction committed after that marker comes
+     * after it in the stream, and reading the marker would have moved the table on), so the new copy covers them.
+     * Without that, reading would stay paused for ever, waiting for a marker it can no longer reach. Other phase
      * changes wait for the end of the transaction.
      */
     private void releaseHandedOver(List<SourceRecord> out) {
@@ -812,10 +817,19 @@ public class ApplyTask extends SourceTask {
                 continue;
             }
             TableState state = catalog.getTable(flow, entry.getKey()).orElse(null);
-            if (state != null && (state.phase() == Phase.CATCHUP || state.phase() == Phase.READY)
-                    && state.phaseLsn() != null && Lsn.parse(state.phaseLsn()).equals(run.lsn)) {
+            if (state == null) {
+                continue;
+            }
+            boolean atHeldMarker = state.phaseLsn() != null && Lsn.parse(state.phaseLsn()).equals(run.lsn);
+            if (atHeldMarker && (state.phase() == Phase.CATCHUP || state.phase() == Phase.READY)) {
                 run.phase = state.phase();
                 stream(entry.getKey(), run, run.lsn, out);
+            } else if (!(atHeldMarker && state.phase() == Phase.COPYING)) {
+                log.info("flow {}, table {}: its copy task's marker at {} is no longer the table's ({} {}); dropping the"
+                        + " changes held for it", flow, entry.getKey(), run.lsn, state.phase() == null ? "pending"
+                        : state.phase().sqlName(), state.phaseLsn() == null ? "" : "at " + state.phaseLsn());
+                skip(entry.getKey(), run);
+                run.phase = state.phase();
             }
         }
     }
