@@ -100,7 +100,8 @@ class StageSinkReloadIT {
     /**
      * The procedure "A batch ClickHouse refuses" of docs/operations.md: a ClickHouse table with a constraint that row 2
      * violates refuses batch 2 on every retry, and batch 3 waits behind it; with the sink stopped, the batch is
-     * quarantined, the sink resumed, and batch 3 loads while batch 2's stage file stays in the store.
+     * quarantined (a second run of the command by mistake leaves batch 3 alone), the sink resumed, and batch 3 loads
+     * while batch 2's stage file stays in the store.
      */
     @Test
     void aBatchClickHouseRefusesIsQuarantinedAndTheBatchesAfterItLoad() throws Exception {
@@ -135,6 +136,11 @@ class StageSinkReloadIT {
         String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
                 catalogUrl, "--flow", flow, "--table", table);
         assertTrue(output != null && output.contains("batch 2 (1 rows, 1 stage file) set aside"), String.valueOf(output));
+        // run again by mistake: batch 3 is good and must not be set aside as well
+        String again = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
+                catalogUrl, "--flow", flow, "--table", table);
+        assertTrue(again != null && again.contains("has no batch that ClickHouse refuses") && !again.contains("set aside in"),
+                String.valueOf(again));
         String status = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-status", catalogUrl,
                 "--flow", flow);
         assertTrue(status != null && status.contains("quarantine.t: batch 2 (1 rows) quarantined")

@@ -6,13 +6,15 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * {@code tablecdc-quarantine-batch}: the way forward for a table whose next batch ClickHouse refuses (a value it
  * cannot take, a constraint it violates) and which therefore retries that batch for ever. With no sink task loading
  * the table, it moves the batch (the table's first staged one, or the one {@code --batch} names) from
  * {@code cdc_table_avro_stage} to {@code cdc_table_quarantined_batch}, with its stage files, row counts and the table's
- * last error, and closes the table's error episode. The sink then loads the table's later batches; the quarantined
+ * last error, and closes the table's error episode. Without {@code --batch} it acts only while the table's last error
+ * is a refused load, so a repeated run never sets aside a second, good batch. The sink then loads the table's later batches; the quarantined
  * batch's files stay in the stage store (the sink never deletes them), and {@code tablecdc-status} lists the batch.
  * Plain JDBC, like {@link StatusCommand}.
  */
@@ -31,6 +33,9 @@ public final class QuarantineBatchCommand {
             "exit status: 0 set aside, 1 catalog unreachable, no such table or batch, or a sink still loads it,",
             "2 bad arguments");
 
+    /** The prefix of the errors the sink's normalize loop records: a batch ClickHouse refused. */
+    private static final String NORMALIZE_ERROR_PREFIX = "normalize: ";
+
     private QuarantineBatchCommand() {
     }
 
@@ -39,39 +44,23 @@ public final class QuarantineBatchCommand {
     }
 
     static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
-        return TableCommand.run(NAME, USAGE, args, env, out, err, (c, options, flow, table) -> {
-            c.setAutoCommit(false);
-            try {
-                int status = quarantine(c, flow, table, options.batch, out, err);
-                if (status == 0) {
-                    c.commit();
-                } else {
-                    c.rollback();
-                }
-                return status;
-            } catch (SQLException | RuntimeException e) {
-                c.rollback();
-                throw e;
-            }
-        });
+        return TableCommand.run(NAME, USAGE, args, env, out, err, TableCommand.inTransaction(out,
+                (c, options, flow, table) -> quarantine(c, flow, table, options.batch, err)));
     }
 
-    private static int quarantine(Connection c, String flow, String table, Long batch, PrintStream out, PrintStream err)
+    private static Optional<String> quarantine(Connection c, String flow, String table, Long batch, PrintStream err)
             throws SQLException {
-        if (!TableCommand.lockFromSink(c, NAME, flow, table, err)) {
-            return 1;
+        Optional<TableCommand.LockedTable> locked = TableCommand.lockFromSink(c, NAME, flow, table, err);
+        if (locked.isEmpty()) {
+            return Optional.empty();
         }
-        String error;
-        long normalized;
-        try (PreparedStatement ps = c.prepareStatement("SELECT last_error, normalized_batch_id FROM cdc_table_replication_state"
-                + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-            ps.setString(1, flow);
-            ps.setString(2, table);
-            try (ResultSet rs = ps.executeQuery()) {
-                rs.next();
-                error = rs.getString(1);
-                normalized = rs.getLong(2);
-            }
+        String error = locked.get().lastError();
+        if (batch == null && (error == null || !error.startsWith(NORMALIZE_ERROR_PREFIX))) {
+            // the refused batch was set aside already (a repeated run), or nothing is refused: never guess another one
+            err.println(NAME + ": flow " + flow + ", table " + table + " has no batch that ClickHouse refuses (its sink"
+                    + " records no load error" + (error == null ? "" : "; its last error is: " + error) + "), so no batch is"
+                    + " set aside; name a batch with --batch to set it aside anyway");
+            return Optional.empty();
         }
         try (PreparedStatement ps = c.prepareStatement("WITH moved AS (DELETE FROM cdc_table_avro_stage"
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = (SELECT min(batch_id)"
@@ -86,7 +75,7 @@ public final class QuarantineBatchCommand {
             ps.setString(2, table);
             ps.setString(3, flow);
             ps.setString(4, table);
-            ps.setLong(5, normalized);
+            ps.setLong(5, locked.get().normalizedBatchId());
             if (batch == null) {
                 ps.setNull(6, java.sql.Types.BIGINT);
                 ps.setNull(7, java.sql.Types.BIGINT);
@@ -100,7 +89,7 @@ public final class QuarantineBatchCommand {
                     err.println(NAME + ": flow " + flow + ", table " + table + " has no staged batch "
                             + (batch == null ? "waiting to be loaded" : batch + " waiting to be loaded (tablecdc-status shows"
                             + " the normalized batch id; batches at or below it are loaded already)"));
-                    return 1;
+                    return Optional.empty();
                 }
                 long id = rs.getLong(1);
                 long rows = rs.getLong(2);
@@ -113,11 +102,10 @@ public final class QuarantineBatchCommand {
                     clear.setString(2, table);
                     clear.executeUpdate();
                 }
-                out.println("flow " + flow + ", table " + table + ": batch " + id + " (" + rows + " rows, " + files
+                return Optional.of("flow " + flow + ", table " + table + ": batch " + id + " (" + rows + " rows, " + files
                         + (files == 1 ? " stage file" : " stage files") + (truncate ? ", with a truncate" : "")
                         + ") set aside in cdc_table_quarantined_batch; the sink loads the batches after it"
                         + " (resume it if it is stopped)");
-                return 0;
             }
         }
     }

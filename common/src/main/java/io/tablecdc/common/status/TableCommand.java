@@ -8,6 +8,7 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 
 /**
@@ -65,33 +66,70 @@ final class TableCommand {
     }
 
     /**
-     * Locks the table's catalog row for this transaction and tells whether a sink task is loading the table now
-     * (holds an unexpired normalize lease). Prints why and returns false when the command must not go on: no such
-     * table, or a sink loads it.
+     * Work done in one catalog transaction: returns what to print once it is committed, or empty when it refused
+     * (having printed why to the error stream), which rolls it back.
      */
-    static boolean lockFromSink(Connection c, String name, String flow, String table, PrintStream err) throws SQLException {
+    @FunctionalInterface
+    interface TransactionWork {
+        Optional<String> run(Connection catalog, StatusCommand.Options options, String flow, String table) throws SQLException;
+    }
+
+    /** {@code work} in one transaction: committed and its message printed (exit status 0), or rolled back (1). */
+    static Work inTransaction(PrintStream out, TransactionWork work) {
+        return (c, options, flow, table) -> {
+            c.setAutoCommit(false);
+            try {
+                Optional<String> done = work.run(c, options, flow, table);
+                if (done.isEmpty()) {
+                    c.rollback();
+                    return 1;
+                }
+                c.commit();
+                out.println(done.get());
+                return 0;
+            } catch (SQLException | RuntimeException e) {
+                c.rollback();
+                throw e;
+            }
+        };
+    }
+
+    /** The table's catalog row as {@link #lockFromSink} locked it. */
+    record LockedTable(String lastError, long normalizedBatchId) {
+    }
+
+    /**
+     * Locks the table's catalog row for this transaction and checks that no sink task is loading the table now (holds
+     * an unexpired normalize lease). Prints why and returns empty when the command must not go on: no such table, or a
+     * sink loads it.
+     */
+    static Optional<LockedTable> lockFromSink(Connection c, String name, String flow, String table, PrintStream err)
+            throws SQLException {
         String holder = null;
-        boolean exists;
-        try (PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner, normalize_lease_until > now()"
+        LockedTable row = null;
+        try (PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner, normalize_lease_until > now(),"
+                + " last_error, normalized_batch_id"
                 + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE")) {
             ps.setString(1, flow);
             ps.setString(2, table);
             try (ResultSet rs = ps.executeQuery()) {
-                exists = rs.next();
-                if (exists && rs.getBoolean(2)) {
-                    holder = rs.getString(1);
+                if (rs.next()) {
+                    if (rs.getBoolean(2)) {
+                        holder = rs.getString(1);
+                    }
+                    row = new LockedTable(rs.getString(3), rs.getLong(4));
                 }
             }
         }
-        if (!exists) {
+        if (row == null) {
             err.println(name + ": flow " + flow + " has no table " + table + " in this catalog (tablecdc-status lists them)");
-            return false;
+            return Optional.empty();
         }
         if (holder != null) {
             err.println(name + ": flow " + flow + ", table " + table + ": sink task " + holder
                     + " is loading it; stop the sink (PUT /connectors/<sink>/stop) and run this again");
-            return false;
+            return Optional.empty();
         }
-        return true;
+        return Optional.of(row);
     }
 }
