@@ -32,8 +32,10 @@ public class CopyTask extends SourceTask {
     private String owner;
     private Catalog catalog;
     private TableMetrics metrics;
-    /** Set when an {@link ApplyAndCopyTask} shares its apply half's metrics: they are that task's to close. */
-    private TableMetrics sharedMetrics;
+    /** The apply half's metrics when the task runs beside it ({@link #runBesideApply}): that task closes them. */
+    private TableMetrics applyHalfMetrics;
+    /** Whether an apply half in the same Connect task paces {@link #poll} (it waits for changes): no sleep here. */
+    private boolean pacedByApply;
     private volatile TableCopy current;
     private long nextClaimAt;
     private volatile boolean stopping;
@@ -53,7 +55,7 @@ public class CopyTask extends SourceTask {
         owner = flow + "/copy-" + props.getOrDefault(PgPipelineSourceTask.TASK_INDEX_PROP, "?") + "-"
                 + HexFormat.of().formatHex(random);
         catalog = Catalog.open(config.catalog(), "source " + flow + " copy");
-        metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        metrics = applyHalfMetrics != null ? applyHalfMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         log.info("flow {}: copy task {} started", flow, owner);
     }
 
@@ -66,7 +68,7 @@ public class CopyTask extends SourceTask {
         if (copy == null) {
             long now = System.currentTimeMillis();
             if (now < nextClaimAt) {
-                if (sharedMetrics == null) {
+                if (!pacedByApply) {
                     Thread.sleep(Math.min(200, nextClaimAt - now));
                 }
                 return null;
@@ -89,7 +91,7 @@ public class CopyTask extends SourceTask {
         List<SourceRecord> records = copy.step();
         if (copy.finished()) {
             copy.close();
-            if (sharedMetrics == null) {
+            if (applyHalfMetrics == null) {
                 // the table's numbers belong to the apply task from now on (in one task with it, they stay)
                 metrics.remove(flow, copy.table());
             }
@@ -115,7 +117,7 @@ public class CopyTask extends SourceTask {
             // gives the table back so another copy task starts it at once rather than after the lease
             copy.abandon("the task stopped");
         }
-        Resources.closeQuietly(catalog, sharedMetrics != null ? null : metrics);
+        Resources.closeQuietly(catalog, applyHalfMetrics != null ? null : metrics);
     }
 
     /**
@@ -124,7 +126,8 @@ public class CopyTask extends SourceTask {
      * no claim is due: the apply half waits for changes, and a sleep here would delay every streamed change.
      */
     void runBesideApply(TableMetrics metrics) {
-        this.sharedMetrics = metrics;
+        this.applyHalfMetrics = metrics;
+        this.pacedByApply = true;
     }
 
 }
