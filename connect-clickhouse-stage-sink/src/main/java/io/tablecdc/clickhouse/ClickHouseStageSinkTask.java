@@ -286,17 +286,17 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (unbound != null) {
                 throw new IllegalArgumentException(unbound);
             }
-            Optional<String> other;
+            Optional<Catalog.DestinationRefusal> refusal;
             try {
                 catalog.initTable(key.flow(), key.table());
                 catalog.recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
-                other = catalog.claimDestination(key.flow(), key.table(), destinationOf(key));
+                refusal = catalog.claimDestination(key.flow(), key.table(), destinationOf(key));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
             }
-            if (other.isPresent()) {
-                refuseCollision(key, other.get(), tp);
+            if (refusal.isPresent()) {
+                refuseDestination(key, refusal.get(), tp);
                 return false;
             }
             TableKey k = key;
@@ -378,17 +378,30 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * Two source tables map to one ClickHouse table: the later one is stopped (its partition paused, nothing of it
      * staged), with the error in the log and in its catalog row, until table.name.format separates them.
      */
-    private void refuseCollision(TableKey key, String other, TopicPartition tp) {
-        String message = "ClickHouse table " + config.clickHouseDatabase() + "." + key.clickHouseTable() + " is already loaded"
-                + " from " + other + "; flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") would be"
-                + " mixed into it and is stopped. Set table.name.format so that the two get different ClickHouse tables"
-                + " (for example ${topic}), or stop one of them";
+    private void refuseDestination(TableKey key, Catalog.DestinationRefusal refusal, TopicPartition tp) {
+        String here = config.clickHouseDatabase() + "." + key.clickHouseTable();
+        String message;
+        if (refusal instanceof Catalog.DestinationRefusal.HeldBy held) {
+            message = "ClickHouse table " + here + " is already loaded from " + held.otherTable() + "; flow " + key.flow()
+                    + ", table " + key.table() + " (topic " + tp.topic() + ") would be mixed into it and is stopped. Set "
+                    + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get different ClickHouse"
+                    + " tables (for example ${topic}), or stop one of them";
+        } else {
+            Catalog.DestinationRefusal.LoadedElsewhere elsewhere = (Catalog.DestinationRefusal.LoadedElsewhere) refusal;
+            message = "flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") has batches up to "
+                    + elsewhere.normalizedBatchId() + " loaded into " + elsewhere.current() + ", and this sink would now load"
+                    + " it into " + destinationOf(key) + ": both tables would be incomplete, so it is stopped. Set "
+                    + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " (now " + config.tableNameFormat()
+                    + ") and the ClickHouse settings back so that it keeps its table (a sink upgraded from a release whose"
+                    + " default was ${table} needs table.name.format=${table}), or reload the table into the new one from"
+                    + " the start (tablecdc-reload-table, see docs/operations.md)";
+        }
         collisions.put(key, message);
         log.error("sink {}: {}", connectorName, message);
         try {
             catalog.recordError(key.flow(), key.table(), "stage: " + message, Instant.now(), null);
         } catch (RuntimeException e) {
-            log.debug("recording the collision of {} failed: {}", key, e.toString());
+            log.debug("recording the refusal of {} failed: {}", key, e.toString());
         }
         context.pause(tp);
     }

@@ -160,6 +160,42 @@ class StageSinkBadInputIT {
     }
 
     /**
+     * A sink reconfigured (or upgraded to a release with another default) so that a table that already has batches in
+     * ClickHouse would get another ClickHouse table: the new table would hold only the later batches. The table is
+     * stopped with an error naming {@code table.name.format}, and with the old name back it goes on where it stood.
+     */
+    @Test
+    void aLoadedTableIsNotMovedToAnotherClickHouseTableWhenTheNameFormatChanges() throws Exception {
+        String flow = "flow-moved";
+        String topic = "sinkbad.moved";
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> byTable = config("moved", topic, "sinkbad.moved.dlq");
+        byTable.put("table.name.format", "${table}");
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "moved.t", "c", 1, 1, true));
+            rest.putConfig("sink-moved", byTable);
+            rest.awaitRunning("sink-moved", 1, Duration.ofSeconds(60));
+            awaitRows("SELECT id FROM moved_t FINAL ORDER BY id", rows -> rows.size() == 1, Duration.ofSeconds(60));
+            // the catalog records the load just after ClickHouse shows it; before that the table has nothing loaded
+            awaitNormalizedBatch(flow, "moved.t", 1, Duration.ofSeconds(30));
+
+            reconfigure(rest, "sink-moved", SinkConfigs.defaultNames(config("moved", topic, "sinkbad.moved.dlq")));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "moved.t", "c", 2, 2, true));
+            String error = awaitCatalogError(flow, "moved.t", Duration.ofSeconds(60));
+            assertTrue(error.contains("has batches up to 1 loaded into") && error.contains("default.moved_t")
+                    && error.contains("default.sinkbad_moved") && error.contains("table.name.format (now ${topic})"), error);
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-moved"));
+            assertEquals(0L, clickhouse.queryAll("SELECT count() AS n FROM system.tables WHERE database = currentDatabase()"
+                    + " AND name = 'sinkbad_moved'").get(0).getLong("n"), "a ClickHouse table for the later batches only");
+
+            reconfigure(rest, "sink-moved", byTable);
+            awaitRows("SELECT id FROM moved_t FINAL ORDER BY id", rows -> rows.size() == 2 && rows.get(1).getLong("id") == 2,
+                    Duration.ofSeconds(60));
+        }
+        rest.delete("sink-moved");
+    }
+
+    /**
      * The same table name in two flows, each flow writing to its own topics: under the default name format
      * ({@code ${topic}}) each gets its own ClickHouse table, and one flow's truncate leaves the other's rows.
      */
@@ -223,6 +259,37 @@ class StageSinkBadInputIT {
                 "request URLs carrying the object store secret");
     }
 
+    /**
+     * A new configuration for a running sink, with no record taken under the old one after this returns: stopped,
+     * reconfigured, resumed (a plain PUT of the config returns before the tasks restart).
+     */
+    private static void reconfigure(ConnectRestClient rest, String connector, Map<String, String> config) throws Exception {
+        rest.stop(connector);
+        rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        rest.putConfig(connector, config);
+        rest.resume(connector);
+        rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+    }
+
+    private static void awaitNormalizedBatch(String flow, String table, long batch, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+                 java.sql.PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (java.sql.ResultSet rs = ps.executeQuery()) {
+                    if (rs.next() && rs.getLong(1) >= batch) {
+                        return;
+                    }
+                }
+            }
+            Thread.sleep(200);
+        }
+        throw new AssertionError("the catalog never recorded batch " + batch + " of " + flow + "/" + table + " as loaded");
+    }
+
     private static String awaitCatalogError(String flow, String table, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (System.nanoTime() < deadline) {
@@ -239,7 +306,17 @@ class StageSinkBadInputIT {
             }
             Thread.sleep(300);
         }
-        throw new AssertionError("no error recorded in the catalog for " + flow + "/" + table);
+        String row = "";
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT to_jsonb(s)::text FROM cdc_table_replication_state s"
+                     + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                row = rs.next() ? rs.getString(1) : "no row";
+            }
+        }
+        throw new AssertionError("no error recorded in the catalog for " + flow + "/" + table + "; its row: " + row);
     }
 
     @Test

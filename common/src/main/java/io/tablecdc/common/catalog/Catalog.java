@@ -1446,19 +1446,48 @@ public final class Catalog implements AutoCloseable {
         });
     }
 
+    /** Why a table may not be loaded into the destination a sink asked for ({@link #claimDestination}). */
+    public sealed interface DestinationRefusal {
+        /** Another table of the catalog is loaded there, as "flow F, table T". */
+        record HeldBy(String otherTable) implements DestinationRefusal {
+        }
+
+        /**
+         * The table has batches loaded into {@code current} (up to batch {@code normalizedBatchId}): loading the rest
+         * elsewhere would leave both destinations incomplete.
+         */
+        record LoadedElsewhere(String current, long normalizedBatchId) implements DestinationRefusal {
+        }
+    }
+
     /**
      * Records that the table is loaded into {@code destination} (a ClickHouse table, named with its server and
-     * database), unless another table of the catalog is loaded there already: two source tables never share a
-     * destination table. May be called again after a crash.
+     * database), unless another table of the catalog is loaded there already (two source tables never share a
+     * destination table) or this table already has batches loaded into another destination (a table never moves
+     * silently: a reload or a reset, which start its loads over, clear that). May be called again after a crash.
      *
-     * @return empty when {@code destination} is this table's now, otherwise the other table as "flow F, table T"
+     * @return empty when {@code destination} is this table's now, otherwise why not
      */
-    public Optional<String> claimDestination(String flow, String table, String destination) {
+    public Optional<DestinationRefusal> claimDestination(String flow, String table, String destination) {
         requireName("claimDestination", "destination", destination);
         return onTable("claimDestination", flow, table, c -> {
             Optional<String> other = destinationHolder(c, flow, table, destination);
             if (other.isPresent()) {
-                return other;
+                return other.<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
+            }
+            try (PreparedStatement ps = c.prepareStatement("SELECT destination_table, normalized_batch_id FROM " + STATE
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        String current = rs.getString(1);
+                        long normalized = rs.getLong(2);
+                        if (current != null && !current.equals(destination) && normalized > 0) {
+                            return Optional.<DestinationRefusal>of(new DestinationRefusal.LoadedElsewhere(current, normalized));
+                        }
+                    }
+                }
             }
             try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET destination_table = ?"
                     + " WHERE flow_name = ? AND source_table_identifier = ? AND destination_table IS DISTINCT FROM ?")) {
@@ -1470,11 +1499,11 @@ public final class Catalog implements AutoCloseable {
             } catch (SQLException e) {
                 if ("23505".equals(e.getSQLState())) {
                     // another table took it at the same moment
-                    return destinationHolder(c, flow, table, destination);
+                    return destinationHolder(c, flow, table, destination).<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
                 }
                 throw e;
             }
-            return Optional.<String>empty();
+            return Optional.<DestinationRefusal>empty();
         });
     }
 
