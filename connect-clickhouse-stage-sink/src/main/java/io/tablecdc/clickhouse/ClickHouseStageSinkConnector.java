@@ -99,7 +99,7 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             return result;
         }
         List<ClickHouseAccessCheck.Problem> problems;
-        try (var client = io.tablecdc.clickhouse.destination.ClickHouseClients.client(config); var store = ClickHouseStageSinkTask.openStore(config)) {
+        try (var client = io.tablecdc.clickhouse.destination.ClickHouseClients.client(config); var store = io.tablecdc.clickhouse.stage.StageStores.open(config)) {
             problems = ClickHouseAccessCheck.check(config, client, store);
         } catch (Exception e) {
             problems = ClickHouseAccessCheck.scrub(List.of(ClickHouseAccessCheck.stageWriteProblem(config, e)), config);

@@ -33,10 +33,9 @@ import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.clickhouse.destination.ClickHouseClients;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
-import io.tablecdc.clickhouse.stage.FileStageStore;
-import io.tablecdc.clickhouse.stage.S3StageStore;
 import io.tablecdc.clickhouse.stage.StagePart;
 import io.tablecdc.clickhouse.stage.StageStore;
+import io.tablecdc.clickhouse.stage.StageStores;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
@@ -124,7 +123,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
         metrics = TableMetrics.forSink(() -> context.pluginMetrics(), connectorName);
         openCatalog(System.currentTimeMillis());
-        store = openStore(config);
+        store = StageStores.open(config);
         destination = new ClickHouseDestination(ClickHouseClients.client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
                 config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
         normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
@@ -189,17 +188,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (RuntimeException e) {
             throw new ConnectException("sink " + connectorName + ": the catalog is not usable: " + e.getMessage(), e);
         }
-    }
-
-    static StageStore openStore(ClickHouseStageSinkConfig config) {
-        if ("gs".equals(config.stageUri().getScheme())) {
-            return S3StageStore.gcs(config.stageUri(), config.gcsEndpoint(), config.gcsHmacAccessId(), config.gcsHmacSecret().value());
-        }
-        if ("s3".equals(config.stageUri().getScheme())) {
-            return new S3StageStore(config.stageUri(), config.s3Endpoint(), config.s3Region(), config.s3AccessKey(),
-                    config.s3SecretKey().value());
-        }
-        return new FileStageStore(config.stageUri());
     }
 
     @Override
