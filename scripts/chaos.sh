@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Randomized fault runs (e2e/src/test/java/io/tablecdc/e2e/ChaosIT.java): each run replicates a seeded workload from
-# Postgres to ClickHouse while a worker dies at a step picked by the seed, then checks ClickHouse against Postgres row
+# Postgres to ClickHouse while a worker dies at a step picked by the seed and one dependency (catalog, source Postgres,
+# ClickHouse, object store: refused or hung; or the Kafka broker: restarted) goes away for a while, then checks ClickHouse against Postgres row
 # for row. Usage: scripts/chaos.sh [--runs N] [--seed S]   (runs S, S+1, …, S+N-1; a random S by default)
-# Each run appends "seed, fault@occurrence, fired|not-reached, transactions, equal|failed" to e2e/target/chaos/runs.tsv.
+# Each run appends "seed, fault@occurrence+outage, fired|not-reached, transactions, equal|failed" to e2e/target/chaos/runs.tsv.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$TABLECDC_ROOT"
 

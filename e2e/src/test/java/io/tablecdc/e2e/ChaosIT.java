@@ -1,6 +1,7 @@
 package io.tablecdc.e2e;
 
 import java.io.IOException;
+import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,6 +22,7 @@ import com.clickhouse.client.api.Client;
 
 import io.tablecdc.e2e.faults.Fault;
 import io.tablecdc.e2e.faults.FaultInjector;
+import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.faults.NamedFaults;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
@@ -31,8 +33,10 @@ import io.tablecdc.e2e.stack.StackPaths;
 /**
  * The randomized run: a seeded workload (inserts, updates, deletes, key changes, multi-statement transactions and
  * truncates over three tables, two of them copied) flows from Postgres through the pipeline and the sink, both on one
- * worker process, while one fault picked by the seed (the worker dies at one of the named steps of either connector,
- * at the n-th time the step is reached) fires; a second worker takes over. The checker compares ClickHouse
+ * worker process, while two faults picked by the seed strike: the worker dies at one of the named steps of either
+ * connector (at the n-th time the step is reached), and a second worker takes over; and one dependency (the catalog,
+ * the source Postgres, ClickHouse or the object store) is refused or hung for 2 to 15 s at a moment of the run, or the
+ * Kafka broker is restarted after being down that long. The checker compares ClickHouse
  * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}. Each run prints its
  * seed; {@code scripts/chaos.sh --runs N --seed S} repeats runs S, S+1, … ({@code -Dtablecdc.chaos.seed},
  * {@code -Dtablecdc.chaos.runs}); the suite runs one run with a fresh seed. Every run appends a line to
@@ -93,8 +97,6 @@ class ChaosIT {
         String prefix = "chaos-" + id;
         String flow = prefix + "-flow";
         String sinkName = prefix + "-sink";
-        System.out.printf("chaos run seed %d: %s at occurrence %d, %d seed rows (replay: scripts/chaos.sh --runs 1 --seed %d)%n",
-                seed, step.name(), occurrence, seedRows, seed);
         pg.sql("DROP SCHEMA IF EXISTS " + schema + " CASCADE",
                 "DROP PUBLICATION IF EXISTS " + schema + "_pub",
                 "CREATE SCHEMA " + schema,
@@ -118,12 +120,39 @@ class ChaosIT {
         source.put("batch.rows", Integer.toString(50 + random.nextInt(400)));
         source.put("copy.lease.ms", "5000");
         source.put("table.retry.delay.ms", "1000");
+        Outage outage = Outage.pick(random);
         Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
         sink.put("topics.regex", prefix + "\\..*");
         sink.put("normalize.backoff.initial.ms", "500");
         sink.put("normalize.backoff.max.ms", "2000");
         sink.put("normalize.lease.ms", "5000");
         sink.put("consumer.override.metadata.max.age.ms", "1000");
+
+        System.out.printf("chaos run seed %d: %s at occurrence %d, %s, %d seed rows (replay: scripts/chaos.sh --runs 1 --seed %d)%n",
+                seed, step.name(), occurrence, outage, seedRows, seed);
+        // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
+        // a proxy, so that the outage can take one of them away
+        FaultProxy catalogProxy = FaultProxy.start(prefix + "-catalog", stack.postgres().host(), stack.postgres().port());
+        FaultProxy sourceProxy = FaultProxy.start(prefix + "-source", stack.postgres().host(), stack.postgres().port());
+        URI clickhouseUri = URI.create(stack.clickhouse().httpUrl());
+        FaultProxy clickhouseProxy = FaultProxy.start(prefix + "-clickhouse", clickhouseUri.getHost(), clickhouseUri.getPort());
+        URI storeUri = URI.create(stack.objectStore().endpoint());
+        FaultProxy storeProxy = FaultProxy.start(prefix + "-objectstore", storeUri.getHost(), storeUri.getPort());
+        String proxiedCatalog = catalogUrl.replace(stack.postgres().host() + ":" + stack.postgres().port(),
+                "127.0.0.1:" + catalogProxy.port());
+        source.put("catalog.jdbc.url", proxiedCatalog);
+        source.put("database.host", "127.0.0.1");
+        source.put("database.port", Integer.toString(sourceProxy.port()));
+        sink.put("catalog.jdbc.url", proxiedCatalog);
+        sink.put("clickhouse.url", "http://127.0.0.1:" + clickhouseProxy.port());
+        sink.put("stage.s3.endpoint", "http://127.0.0.1:" + storeProxy.port());
+        FaultProxy outageProxy = switch (outage.dependency()) {
+            case "catalog" -> catalogProxy;
+            case "source" -> sourceProxy;
+            case "clickhouse" -> clickhouseProxy;
+            case "objectstore" -> storeProxy;
+            default -> null; // the Kafka broker is restarted instead
+        };
 
         String group = prefix + "-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
@@ -133,14 +162,17 @@ class ChaosIT {
         boolean fired;
         String outcome = "failed";
         AtomicInteger truncates = new AtomicInteger();
-        try (TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates)) {
+        Thread outageThread = null;
+        try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy;
+             TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
                 try {
                     first.rest().putConfig(sinkName, sink);
                     first.rest().putConfig(flow, source);
-                    fired = awaitFired(injector, fault, Duration.ofSeconds(90));
+                    outageThread = outage.start(outageProxy);
+                    fired = injector.firedWithin(fault, Duration.ofSeconds(90));
                 } finally {
                     // a step the run never reached: the worker is killed where it stands
                     first.kill();
@@ -155,34 +187,78 @@ class ChaosIT {
                     }
                     writer.awaitMore(30);
                     writer.close();
+                    outageThread.join();
                     pg.awaitEqual(tables, Duration.ofSeconds(180));
                     outcome = "equal";
-                    System.out.printf("chaos run seed %d: %s at occurrence %d %s; %d transactions (%d truncates):"
+                    System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s; %d transactions (%d truncates):"
                             + " ClickHouse equals Postgres%n", seed, step.name(), occurrence, fired ? "fired" : "not reached, killed",
-                            writer.written.get(), truncates.get());
+                            outage, writer.written.get(), truncates.get());
                     second.rest().delete(flow);
                     second.rest().delete(sinkName);
                 } finally {
                     second.close();
                 }
             } finally {
-                record(seed, step.name() + "@" + occurrence, injector.fired(fault), writer.written.get(), outcome);
+                if (outageThread != null) {
+                    outageThread.interrupt();
+                    outageThread.join();
+                }
+                record(seed, step.name() + "@" + occurrence + "+" + outage, injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
             throw new AssertionError("chaos run seed " + seed + " (" + step.name() + " at occurrence " + occurrence
-                    + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
+                    + ", " + outage + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
         }
     }
 
-    private static boolean awaitFired(FaultInjector injector, Fault fault, Duration timeout) throws InterruptedException {
-        long deadline = System.nanoTime() + timeout.toNanos();
-        while (!injector.fired(fault)) {
-            if (System.nanoTime() > deadline) {
-                return false;
-            }
-            Thread.sleep(100);
+    /**
+     * The second fault of a run, starting {@code delayMs} after the connectors were deployed, whatever the worker kill
+     * does meanwhile: one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused or
+     * hung by its proxy for {@code durationMs}, or the Kafka broker is stopped and stays down that long.
+     */
+    private record Outage(String dependency, boolean hang, long delayMs, long durationMs) {
+        static Outage pick(Random random) {
+            String[] dependencies = {"catalog", "source", "clickhouse", "objectstore", "kafka"};
+            return new Outage(dependencies[random.nextInt(dependencies.length)], random.nextBoolean(),
+                    2_000 + random.nextInt(23_000), 2_000 + random.nextInt(13_000));
         }
-        return true;
+
+        Thread start(FaultProxy proxy) {
+            Thread thread = new Thread(() -> {
+                try {
+                    Thread.sleep(delayMs);
+                    if (proxy == null) {
+                        stack.kafka().restart(Duration.ofMillis(durationMs));
+                        return;
+                    }
+                    if (hang) {
+                        proxy.hang();
+                    } else {
+                        proxy.refuse();
+                    }
+                    Thread.sleep(durationMs);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                } finally {
+                    if (proxy != null) {
+                        proxy.pass();
+                    }
+                }
+            }, "chaos-outage");
+            thread.setDaemon(true);
+            thread.start();
+            return thread;
+        }
+
+        @Override
+        public String toString() {
+            String how = proxy() ? (hang ? "hang" : "refuse") : "restart";
+            return dependency + "-" + how + "-" + durationMs / 1000 + "s-at-" + delayMs / 1000 + "s";
+        }
+
+        private boolean proxy() {
+            return !"kafka".equals(dependency);
+        }
     }
 
     private static void record(long seed, String fault, boolean fired, int transactions, String outcome) throws IOException {

@@ -60,14 +60,22 @@ public final class FaultInjector {
 
     /** Waits until {@code fault} fired; an assertion error names the step that was never reached. */
     public void awaitFired(Fault fault, Duration timeout) throws InterruptedException {
+        if (!firedWithin(fault, timeout)) {
+            throw new AssertionError("fault " + fault.name() + " (" + fault.className() + "." + fault.method() + " "
+                    + fault.location() + ") did not fire within " + timeout);
+        }
+    }
+
+    /** Whether {@code fault} has fired or fires within {@code timeout}. */
+    public boolean firedWithin(Fault fault, Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         while (!fired(fault)) {
             if (System.nanoTime() > deadline) {
-                throw new AssertionError("fault " + fault.name() + " (" + fault.className() + "." + fault.method() + " "
-                        + fault.location() + ") did not fire within " + timeout);
+                return false;
             }
             Thread.sleep(100);
         }
+        return true;
     }
 
     /** The Byteman script for the faults. */

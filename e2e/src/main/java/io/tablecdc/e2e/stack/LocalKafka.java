@@ -1,6 +1,7 @@
 package io.tablecdc.e2e.stack;
 
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
@@ -24,10 +25,12 @@ public final class LocalKafka implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(LocalKafka.class);
 
     private final String bootstrapServers;
-    private final KafkaRaftServer server;
+    private final KafkaConfig config;
+    private KafkaRaftServer server;
 
-    private LocalKafka(String bootstrapServers, KafkaRaftServer server) {
+    private LocalKafka(String bootstrapServers, KafkaConfig config, KafkaRaftServer server) {
         this.bootstrapServers = bootstrapServers;
+        this.config = config;
         this.server = server;
     }
 
@@ -35,7 +38,7 @@ public final class LocalKafka implements AutoCloseable {
         String external = StackPaths.env(ENV_BOOTSTRAP);
         if (external != null) {
             log.info("using the external Kafka cluster at {}", external);
-            return new LocalKafka(external, null);
+            return new LocalKafka(external, null, null);
         }
         long started = System.nanoTime();
         int brokerPort = StackPaths.freePort();
@@ -80,23 +83,46 @@ public final class LocalKafka implements AutoCloseable {
 
         Properties properties = new Properties();
         properties.putAll(props);
-        KafkaRaftServer server = new KafkaRaftServer(new KafkaConfig(properties, false), Time.SYSTEM);
+        KafkaConfig config = new KafkaConfig(properties, false);
+        KafkaRaftServer server = new KafkaRaftServer(config, Time.SYSTEM);
         server.startup();
         String bootstrap = "127.0.0.1:" + brokerPort;
         log.info("Kafka broker up at {} in {} ms", bootstrap, (System.nanoTime() - started) / 1_000_000);
-        return new LocalKafka(bootstrap, server);
+        return new LocalKafka(bootstrap, config, server);
+    }
+
+    /**
+     * Stops the broker as a crash would look to its clients (connections gone, nothing answers on its port), leaves
+     * it down for {@code down}, and starts it again on the same port and log directory: a broker restart.
+     */
+    public synchronized void restart(Duration down) throws InterruptedException {
+        if (server == null) {
+            throw new IllegalStateException("the Kafka cluster at " + bootstrapServers + " is not this stack's to restart");
+        }
+        log.info("Kafka broker at {}: stopping for {} ms", bootstrapServers, down.toMillis());
+        server.shutdown();
+        server.awaitShutdown();
+        server = null;
+        try {
+            Thread.sleep(down.toMillis());
+        } finally {
+            KafkaRaftServer again = new KafkaRaftServer(config, Time.SYSTEM);
+            again.startup();
+            server = again;
+            log.info("Kafka broker at {}: started again", bootstrapServers);
+        }
     }
 
     public String bootstrapServers() {
         return bootstrapServers;
     }
 
-    public boolean external() {
-        return server == null;
+    public synchronized boolean external() {
+        return config == null;
     }
 
     @Override
-    public void close() {
+    public synchronized void close() {
         if (server != null) {
             server.shutdown();
             server.awaitShutdown();
