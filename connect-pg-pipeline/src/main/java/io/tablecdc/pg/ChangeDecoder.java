@@ -77,7 +77,7 @@ final class ChangeDecoder {
         if (message instanceof Insert insert) {
             RelationSchema schema = schema(relations.get(insert.relationOid()));
             RelationSchema.Row row = checked(schema, schema.row(insert.newTuple()));
-            changes.add(change(schema, Op.CREATE, row.value()));
+            changes.add(change(schema, Op.CREATE, row.value()).withNonFinite(row.nonFinite()));
         } else if (message instanceof Update update) {
             RelationSchema schema = schema(relations.get(update.relationOid()));
             RelationSchema.Row row = schema.row(update.newTuple(), update.oldTuple());
@@ -96,7 +96,7 @@ final class ChangeDecoder {
                         + " the value of (give the table a primary key, or set REPLICA IDENTITY FULL)");
             }
             changes.add(Change.update(schema.relation().qualifiedName(), schema.keySchema(), schema.key(row.value()),
-                    schema.valueSchema(), row.value(), row.unchangedToastColumns(), keyChanged));
+                    schema.valueSchema(), row.value(), row.unchangedToastColumns(), keyChanged).withNonFinite(row.nonFinite()));
         } else if (message instanceof Delete delete) {
             RelationSchema schema = schema(relations.get(delete.relationOid()));
             RelationSchema.Row old = schema.row(delete.oldTuple().tuple());

@@ -301,7 +301,7 @@ final class TableCopy {
                     continue;
                 }
                 RelationSchema.Row converted = schema.row(CopyText.parse(row, columns));
-                out.addAll(batcher.add(ChangeDecoder.change(schema, Op.SNAPSHOT, converted.value())));
+                out.addAll(batcher.add(ChangeDecoder.change(schema, Op.SNAPSHOT, converted.value()).withNonFinite(converted.nonFinite())));
                 rowsSent++;
             }
         }

@@ -101,11 +101,18 @@ public final class RelationSchema {
 
     /**
      * A row image with its unchanged TOAST columns: they are null in {@link #value()} but mean "keep the
-     * previous value", never "set to null".
+     * previous value", never "set to null"; and the {@code tablecdc.nonfinite} marks of its numeric {@code NaN} and
+     * {@code ±Infinity} values, which a decimal cannot hold and are null in {@link #value()} ({@code column=NaN},
+     * {@code column[i]=Infinity} for an array element).
      */
-    public record Row(Struct value, Set<String> unchangedToastColumns) {
+    public record Row(Struct value, Set<String> unchangedToastColumns, List<String> nonFinite) {
         public Row {
             unchangedToastColumns = Collections.unmodifiableSet(new LinkedHashSet<>(unchangedToastColumns));
+            nonFinite = List.copyOf(nonFinite);
+        }
+
+        public Row(Struct value, Set<String> unchangedToastColumns) {
+            this(value, unchangedToastColumns, List.of());
         }
     }
 
@@ -129,6 +136,7 @@ public final class RelationSchema {
         }
         Struct value = new Struct(valueSchema);
         Set<String> unchanged = new LinkedHashSet<>();
+        List<String> nonFinite = null;
         for (int i = 0; i < columns.size(); i++) {
             Column column = columns.get(i);
             TupleValue raw = tuple.get(i);
@@ -139,6 +147,7 @@ public final class RelationSchema {
             Object converted;
             if (raw instanceof TupleValue.Text text) {
                 converted = convert(i, column, text.value());
+                nonFinite = nonFinite(column.name(), valueSchema.field(column.name()).schema(), text.value(), converted, nonFinite);
             } else if (raw instanceof TupleValue.UnchangedToast) {
                 unchanged.add(column.name());
                 converted = null;
@@ -154,7 +163,32 @@ public final class RelationSchema {
             }
             value.put(column.name(), converted);
         }
-        return new Row(value, unchanged);
+        return new Row(value, unchanged, nonFinite == null ? List.of() : nonFinite);
+    }
+
+    /**
+     * {@code marks} with the marks of a decimal value (or of the elements of a decimal array) that arrived as text
+     * but converted to null: numeric {@code NaN}, {@code Infinity} and {@code -Infinity}.
+     */
+    private static List<String> nonFinite(String column, Schema schema, String text, Object converted, List<String> marks) {
+        if (isDecimal(schema) && converted == null) {
+            marks = marks == null ? new ArrayList<>(2) : marks;
+            marks.add(column + "=" + text);
+        } else if (schema.type() == Schema.Type.ARRAY && isDecimal(schema.valueSchema()) && converted instanceof List<?> list
+                && list.contains(null)) {
+            List<String> texts = PgText.arrayElements(text);
+            for (int i = 0; i < list.size(); i++) {
+                if (list.get(i) == null && texts.get(i) != null) {
+                    marks = marks == null ? new ArrayList<>(2) : marks;
+                    marks.add(column + "[" + i + "]=" + texts.get(i));
+                }
+            }
+        }
+        return marks;
+    }
+
+    private static boolean isDecimal(Schema schema) {
+        return org.apache.kafka.connect.data.Decimal.LOGICAL_NAME.equals(schema.name());
     }
 
     /** The key of a row value, or null when the table has no key. */
