@@ -1,6 +1,7 @@
 package io.tablecdc.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -295,6 +296,57 @@ class PgTypesIT {
         PgChecks.awaitTrue(() -> clampedInCatalog(flow, "tn.nulled") == expected, Duration.ofSeconds(60),
                 "the stream's NaN / Infinity values never counted: " + clampedInCatalog(flow, "tn.nulled") + ", expected " + expected);
         assertEquals(0, clampedInCatalog(flow, "tn.exact"), "text columns change nothing");
+
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
+    // ------------------------------------------------------------------------------------- multi-dimensional arrays
+
+    private static final String GRID_PG = "id::text || '|' || coalesce(cells::text, '-') || '|' || " + "coalesce(array_to_string(tags,"
+            + " '~', '-'), '')";
+    private static final String GRID_CH = "concat(toString(id), '|', ifNull(cells, '-'), '|', arrayStringConcat(arrayMap(x -> ifNull(x,"
+            + " '-'), tags), '~'))";
+
+    /**
+     * A multi-dimensional array value stops its table with an error naming the column and {@code array.text.columns};
+     * a column listed there arrives as the server's array text, any number of dimensions, copied and streamed.
+     */
+    @Test
+    void multiDimensionalArraysStopTheirTableNamingTheSettingOrArriveAsTextWhenListed() throws Exception {
+        String prefix = "pgtm";
+        String flow = "pgtm-flow";
+        String sink = "pgtm-sink";
+        String columns = "(id int PRIMARY KEY, cells int[], tags text[])";
+        String copied = "(1, '{{1,2},{3,NULL}}', '{a,\"b c\"}'), (2, '{5,6}', NULL), (3, NULL, '{}'),"
+                + " (4, '[0:1][1:1][1:2]={{{1,2}},{{3,4}}}', '{x}')";
+        pg.sql("DROP PUBLICATION IF EXISTS pgtm_pub",
+                "DROP SCHEMA IF EXISTS tm CASCADE",
+                "CREATE SCHEMA tm",
+                "CREATE TABLE tm.grid " + columns,
+                "CREATE TABLE tm.listed " + columns,
+                "INSERT INTO tm.grid VALUES " + copied,
+                "INSERT INTO tm.listed VALUES " + copied,
+                "CREATE PUBLICATION pgtm_pub FOR TABLE tm.grid, tm.listed");
+
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> source = sourceConfig(prefix, "pgtm_pub");
+        source.put("array.text.columns", "tm.listed.cells");
+        source.put("max.table.retries", "0");
+        rest.putConfig(sink, sinkConfig(prefix));
+        rest.putConfig(flow, source);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
+        Map<String, String> grid = pg.awaitTable(flow, "tm.grid", row -> "errored".equals(row.get("phase")), Duration.ofSeconds(180));
+        String error = grid.get("last_error");
+        assertTrue(error.contains("tm.grid") && error.contains("column cells") && error.contains("array.text.columns"), error);
+        pg.awaitTable(flow, "tm.listed", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
+        Map<String, String[]> tables = Map.of("tm.listed", new String[] {GRID_PG, GRID_CH});
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+
+        pg.transaction("INSERT INTO tm.listed VALUES (11, '{{7},{8}}', '{\"{{not,an,array}}\"}'), (12, '{}', NULL)",
+                "UPDATE tm.listed SET cells = '{{{9}}}' WHERE id = 2");
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
 
         rest.delete(flow);
         rest.delete(sink);

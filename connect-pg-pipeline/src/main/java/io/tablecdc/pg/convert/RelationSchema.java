@@ -58,11 +58,28 @@ public final class RelationSchema {
      * @throws ConversionException when a key column is not a column of the relation
      */
     public static RelationSchema of(Relation relation, List<String> keyColumns) {
+        return of(relation, keyColumns, (table, column) -> false);
+    }
+
+    /** The array columns carried as the server's array text ({@code array.text.columns}), by table and column. */
+    public interface TextArrays {
+        boolean test(String table, String column);
+    }
+
+    /**
+     * As {@link #of(Relation, List)}, with the array columns {@code textArrays} names as STRING: the server's array
+     * text, which any number of dimensions keeps.
+     *
+     * @throws ConversionException when a key column is not a column of the relation
+     */
+    public static RelationSchema of(Relation relation, List<String> keyColumns, TextArrays textArrays) {
         Set<String> keys = new LinkedHashSet<>(keyColumns);
         SchemaBuilder value = SchemaBuilder.struct();
         List<ColumnConverter> converters = new ArrayList<>();
         for (Column column : relation.columns()) {
-            ColumnConverter converter = ValueConverter.forType(column.typeOid(), column.typeModifier(), !keys.contains(column.name()));
+            boolean text = PgTypes.arrayElement(column.typeOid()) >= 0 && textArrays.test(relation.qualifiedName(), column.name());
+            ColumnConverter converter = text ? ValueConverter.text(!keys.contains(column.name()))
+                    : ValueConverter.forType(column.typeOid(), column.typeModifier(), !keys.contains(column.name()));
             converters.add(converter);
             value.field(column.name(), converter.schema());
         }

@@ -161,4 +161,32 @@ class RelationSchemaTest {
                 TupleValue.text("{NULL}"), TupleValue.text("0"), TupleValue.NULL));
         assertEquals(List.of(), plain.nonFinite(), "SQL NULL is not marked");
     }
+
+    /**
+     * A multi-dimensional array value stops its table with an error naming table, column and array.text.columns;
+     * listed there, the array column is the server's text and holds any number of dimensions.
+     */
+    @Test
+    void multiDimensionalArraysFailNamingTheSettingOrArriveAsTextWhenListed() {
+        Relation relation = new Relation(16386, "public", "grid", ReplicaIdentity.DEFAULT, List.of(
+                new Column(1, "id", PgTypes.INT8, -1),
+                new Column(0, "cells", 1007, -1),
+                new Column(0, "tags", 1009, -1)));
+        TupleData tuple = TupleData.of(TupleValue.text("1"), TupleValue.text("{{1,2},{3,NULL}}"), TupleValue.text("{a,\"b c\"}"));
+        ConversionException e = assertThrows(ConversionException.class, () -> RelationSchema.of(relation).row(tuple));
+        assertTrue(e.getMessage().contains("table public.grid, column cells") && e.getMessage().contains("array.text.columns"),
+                e.getMessage());
+
+        RelationSchema text = RelationSchema.of(relation, List.of("id"), (table, column) -> table.equals("public.grid")
+                && column.equals("cells"));
+        assertEquals(Schema.Type.STRING, text.valueSchema().field("cells").schema().type());
+        assertEquals(Schema.Type.ARRAY, text.valueSchema().field("tags").schema().type(), "only the listed column");
+        RelationSchema.Row row = text.row(tuple);
+        assertEquals("{{1,2},{3,NULL}}", row.value().get("cells"));
+        assertEquals(List.of("a", "b c"), row.value().get("tags"));
+        // a listed column that is not an array keeps its type
+        RelationSchema all = RelationSchema.of(relation, List.of("id"), (table, column) -> true);
+        assertEquals(Schema.Type.INT64, all.valueSchema().field("id").schema().type());
+        assertEquals(Schema.Type.STRING, all.valueSchema().field("tags").schema().type());
+    }
 }
