@@ -151,7 +151,7 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final String DECIMAL_TEXT_COLUMNS_DOC = "Decimal columns (and arrays of decimals) stored as String, exactly:"
             + " each value's plain text with the column's scale (12.50), and NaN, Infinity and -Infinity as such. Entries as"
             + " for temporal.integer.columns: <table>.<column>, <table>.* or *. Other decimal columns are Decimal(P, S): a"
-            + " Postgres numeric(p,s) NaN, Infinity or -Infinity, which a Decimal cannot hold, is stored as NULL and counted"
+            + " Postgres numeric(p,s) NaN, which a Decimal cannot hold, is stored as NULL and counted"
             + " (clamped_values in tablecdc-status, the values-clamped-total metric), and a value with more digits than the"
             + " column holds (a BigQuery BIGNUMERIC of 1E38 or more in Decimal(76, 38)) is refused to the errant record"
             + " reporter. Applies when a table's ClickHouse table is created; changing it for an existing table stops that"
