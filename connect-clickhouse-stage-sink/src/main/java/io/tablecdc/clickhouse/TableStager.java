@@ -164,8 +164,9 @@ final class TableStager {
     }
 
     /**
-     * As above; {@code nonFinite} ({@code tablecdc.nonfinite}) names the float values that are NaN or ±Infinity, which
-     * are put back into the value before it is staged (a converter such as JsonConverter reads them as 0).
+     * As above; {@code nonFinite} ({@code tablecdc.nonfinite}) names the values that are NaN or ±Infinity: floats are put
+     * back into the value before it is staged (a converter such as JsonConverter reads them as 0); decimals, null in
+     * the value, are stored as text in a {@code decimal.text.columns} column, else as NULL and counted.
      */
     void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, List<String> unchanged,
                 boolean keyChanged, List<String> nonFinite, long nowMs) throws IOException {
