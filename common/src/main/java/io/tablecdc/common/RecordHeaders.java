@@ -31,6 +31,12 @@ public final class RecordHeaders {
      */
     public static final String UNCHANGED = "tablecdc.unchanged";
     /**
+     * One header per float value of the record's value that is {@code NaN}, {@code Infinity} or {@code -Infinity}
+     * ({@code column=NaN}, {@code column[i]=-Infinity} for an array element): Kafka's JsonConverter reads such values
+     * back as 0, so the sink takes them from here. See {@link NonFiniteValues}.
+     */
+    public static final String NON_FINITE = "tablecdc.nonfinite";
+    /**
      * {@code true} on an update that moved its row to another key; the record right before it, in the same batch, is
      * the delete of the old key, whose row holds the {@link #UNCHANGED} values.
      */

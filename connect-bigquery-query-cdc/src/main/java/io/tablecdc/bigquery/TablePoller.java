@@ -33,6 +33,7 @@ import io.tablecdc.bigquery.schema.TableSchema;
 import io.tablecdc.bigquery.sql.CdcSql;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
+import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.SyncedBatch;
@@ -746,6 +747,9 @@ final class TablePoller {
         headers.addString(RecordHeaders.OP, row.op.code());
         headers.addString(RecordHeaders.VERSION, version(row.watermarkMicros, row.beforeUpdate));
         headers.addString(RecordHeaders.BATCH, Long.toString(batch.id));
+        for (String mark : NonFiniteValues.marks(row.value)) {
+            headers.addString(RecordHeaders.NON_FINITE, mark);
+        }
         if (last) {
             headers.addString(RecordHeaders.BATCH_LAST, "true");
         }

@@ -464,4 +464,38 @@ class TablePollerTest {
         assertEquals(List.of(before, version, before, version), records.stream().map(r -> header(r, RecordHeaders.VERSION)).toList());
         assertEquals(1L, ((org.apache.kafka.connect.data.Struct) records.get(0).key()).get("id"));
     }
+
+    /**
+     * FLOAT64 NaN and ±Infinity (BigQuery sends them as these strings) leave with a tablecdc.nonfinite header each,
+     * which the sink puts back: Kafka's JsonConverter alone reads them as 0.
+     */
+    @Test
+    void nonFiniteFloatsAreNamedInHeaders() throws Exception {
+        FieldList columns = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("score", StandardSQLTypeName.FLOAT64),
+                Field.newBuilder("scores", StandardSQLTypeName.FLOAT64).setMode(Field.Mode.REPEATED).build());
+        FieldList fields = FieldList.of(columns.get(0), columns.get(1), columns.get(2),
+                Field.of(CdcSql.CHANGE_TYPE, StandardSQLTypeName.STRING),
+                Field.of(CdcSql.CHANGE_TIMESTAMP, StandardSQLTypeName.TIMESTAMP),
+                Field.of(CdcSql.CHANGE_IS_FOR_UPDATE, StandardSQLTypeName.BOOL));
+        FakeSourceClient client = new FakeSourceClient(columns, fields);
+        Instant at = NOW.minus(Duration.ofMinutes(30));
+        String micros = java.math.BigDecimal.valueOf(Cursor.micros(at)).movePointLeft(6).toPlainString();
+        java.util.function.BiFunction<String, List<String>, FieldValueList> row = (score, scores) -> FieldValueList.of(List.of(
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, "1"),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, score),
+                FieldValue.of(FieldValue.Attribute.REPEATED, FieldValueList.of(scores.stream()
+                        .map(x -> FieldValue.of(FieldValue.Attribute.PRIMITIVE, x)).toList())),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, "INSERT"),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, micros),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, null)), fields);
+        client.results.add(List.of(row.apply("NaN", List.of("1.5", "Infinity", "-Infinity")), row.apply("2.5", List.of())));
+        TablePoller poller = poller("nonfinite", config("CHANGES", "600001", "86400000"), client, new Semaphore(1), () -> catalog,
+                NOW.minus(Duration.ofHours(1)));
+        List<SourceRecord> records = poller.poll();
+        assertEquals(2, records.size());
+        List<String> marks = new ArrayList<>();
+        records.get(0).headers().allWithName(RecordHeaders.NON_FINITE).forEachRemaining(h -> marks.add((String) h.value()));
+        assertEquals(List.of("score=NaN", "scores[1]=Infinity", "scores[2]=-Infinity"), marks);
+        assertEquals(null, records.get(1).headers().lastWithName(RecordHeaders.NON_FINITE));
+    }
 }

@@ -290,13 +290,14 @@ public class ClickHouseStageSinkTask extends SinkTask {
             TableKey k = key;
             stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes(),
                     column -> config.integerTemporal(k.table(), column),
+                    column -> config.decimalText(k.table(), column),
                     clamp -> {
                         if (clampsLogged.add(List.of(k.flow(), k.table(), clamp.column()))) {
                             log.warn("sink {}, flow {}, table {}, column {}: {} is outside the range of the column's ClickHouse type"
                                 + " and is stored as {}; such values are counted (clamped_values in tablecdc-status, the"
                                 + " values-clamped-total metric) and not logged again for this column until the task restarts; list"
                                 + " the column in {} to keep them exact", connectorName, k.flow(), k.table(), clamp.column(),
-                                clamp.value(), clamp.storedAs(), ClickHouseStageSinkConfig.TEMPORAL_INTEGER_COLUMNS_CONFIG);
+                                clamp.value(), clamp.storedAs(), clamp.exactUnder());
                         }
                     });
             stagers.put(key, stager);
@@ -340,7 +341,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (op == RecordHeaders.Op.TRUNCATE) {
             stager.truncate(record, batch, now);
         } else {
-            stager.append(record, batch, version, op, headers.unchanged(), headers.keyChanged(), now);
+            stager.append(record, batch, version, op, headers.unchanged(), headers.keyChanged(), headers.nonFinite(), now);
         }
         if (tablecdc && headers.lastOfBatch()) {
             closeBatch(stager);

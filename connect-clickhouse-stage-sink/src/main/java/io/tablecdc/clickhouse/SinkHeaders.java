@@ -13,14 +13,14 @@ import io.tablecdc.common.RecordHeaders;
  * The tablecdc headers of one record, read in one pass over its header list (the last header of a name wins, as
  * with {@link Headers#lastWithName}). Checked on arrival: a record whose batch header is not a positive integer
  * goes to the errant record reporter instead of being staged. {@code tablecdc.unchanged} may appear several times (one
- * column each); all are kept, in order.
+ * column each); all are kept, in order. So may {@code tablecdc.nonfinite} (one float value each).
  */
 record SinkHeaders(String flow, String table, String op, String batch, String last, List<String> unchanged,
-                   boolean keyChanged) {
-    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, List.of(), false);
+                   boolean keyChanged, List<String> nonFinite) {
+    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, List.of(), false, List.of());
 
     SinkHeaders(String flow, String table, String op, String batch, String last) {
-        this(flow, table, op, batch, last, List.of(), false);
+        this(flow, table, op, batch, last, List.of(), false, List.of());
     }
 
     static SinkHeaders of(Headers headers) {
@@ -33,6 +33,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
         String batch = null;
         String last = null;
         List<String> unchanged = null;
+        List<String> nonFinite = null;
         boolean keyChanged = false;
         for (Header header : headers) {
             switch (header.key()) {
@@ -53,11 +54,21 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
                     }
                 }
                 case RecordHeaders.KEY_CHANGED -> keyChanged = "true".equals(text(header));
+                case RecordHeaders.NON_FINITE -> {
+                    String mark = text(header);
+                    if (mark != null) {
+                        if (nonFinite == null) {
+                            nonFinite = new ArrayList<>(2);
+                        }
+                        nonFinite.add(mark);
+                    }
+                }
                 default -> {
                 }
             }
         }
-        return new SinkHeaders(flow, table, op, batch, last, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged);
+        return new SinkHeaders(flow, table, op, batch, last, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged,
+                nonFinite == null ? List.of() : List.copyOf(nonFinite));
     }
 
     private static String text(Header header) {

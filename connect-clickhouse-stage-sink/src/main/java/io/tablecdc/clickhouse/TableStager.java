@@ -18,6 +18,7 @@ import io.tablecdc.clickhouse.schema.StageSchema;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.clickhouse.stage.StagePart;
 import io.tablecdc.clickhouse.stage.StageWriter;
+import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.catalog.RowCounts;
 
@@ -34,6 +35,7 @@ final class TableStager {
     private final String codec;
     private final long maxFileBytes;
     private final java.util.function.Predicate<String> integerTemporal;
+    private final java.util.function.Predicate<String> decimalText;
     private final java.util.function.Consumer<StageSchema.Clamp> firstClampOfColumn;
     private final Set<String> clampedColumns = new java.util.HashSet<>();
 
@@ -76,6 +78,13 @@ final class TableStager {
      */
     TableStager(TableKey key, Path localDir, String codec, long maxFileBytes, java.util.function.Predicate<String> integerTemporal,
                 java.util.function.Consumer<StageSchema.Clamp> firstClampOfColumn) {
+        this(key, localDir, codec, maxFileBytes, integerTemporal, column -> false, firstClampOfColumn);
+    }
+
+    /** As above, with {@code decimalText}: the decimal columns staged as text. */
+    TableStager(TableKey key, Path localDir, String codec, long maxFileBytes, java.util.function.Predicate<String> integerTemporal,
+                java.util.function.Predicate<String> decimalText, java.util.function.Consumer<StageSchema.Clamp> firstClampOfColumn) {
+        this.decimalText = decimalText;
         this.key = key;
         this.localDir = localDir;
         this.codec = codec;
@@ -151,6 +160,16 @@ final class TableStager {
      */
     void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, List<String> unchanged,
                 boolean keyChanged, long nowMs) throws IOException {
+        append(record, recordBatchId, version, op, unchanged, keyChanged, List.of(), nowMs);
+    }
+
+    /**
+     * As above; {@code nonFinite} ({@code tablecdc.nonfinite}) names the values that are NaN or ±Infinity: floats are put
+     * back into the value before it is staged (a converter such as JsonConverter reads them as 0); decimals, null in
+     * the value, are stored as text in a {@code decimal.text.columns} column, else as NULL and counted.
+     */
+    void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, List<String> unchanged,
+                boolean keyChanged, List<String> nonFinite, long nowMs) throws IOException {
         Schema valueSchema = record.valueSchema();
         if (record.value() != null && !(record.value() instanceof Struct)) {
             throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()
@@ -167,6 +186,15 @@ final class TableStager {
             throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()
                     + "@" + record.kafkaOffset() + " has no value Struct with a schema; use a converter that keeps schemas");
         }
+        Map<String, String> nonFiniteDecimals = nonFinite.isEmpty() ? Map.of() : new HashMap<>();
+        if (!nonFinite.isEmpty()) {
+            try {
+                value = NonFiniteValues.restore(value, nonFinite, nonFiniteDecimals);
+            } catch (IllegalArgumentException e) {
+                throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-"
+                        + record.kafkaPartition() + "@" + record.kafkaOffset() + ": " + e.getMessage());
+            }
+        }
         Struct rowKey = record.key() instanceof Struct k ? k : null;
         Lookup lookupOf = null;
         if (!unchanged.isEmpty()) {
@@ -174,13 +202,14 @@ final class TableStager {
         }
         boolean wantLookup = lookup || lookupOf != null;
         if (valueSchema != schemaFor || wantLookup != schemaLookup) {
-            schema = StageSchema.of(key.table(), valueSchema, keyColumns(record, valueSchema), wantLookup, integerTemporal);
+            schema = StageSchema.of(key.table(), valueSchema, keyColumns(record, valueSchema), wantLookup, integerTemporal,
+                    decimalText);
             schemaFor = valueSchema;
             schemaLookup = wantLookup;
         }
         var avro = lookupOf == null
-                ? schema.toAvro(value, version, op == RecordHeaders.Op.DELETE, List.of(), rowKey, version)
-                : schema.toAvro(value, version, false, unchanged, lookupOf.key(), lookupOf.version());
+                ? schema.toAvro(value, version, op == RecordHeaders.Op.DELETE, List.of(), rowKey, version, nonFiniteDecimals)
+                : schema.toAvro(value, version, false, unchanged, lookupOf.key(), lookupOf.version(), nonFiniteDecimals);
         // a delete's image is not loaded as a value: what it holds is not counted
         List<StageSchema.Clamp> clamps = op == RecordHeaders.Op.DELETE ? List.of() : schema.lastClamps();
         if (writer == null) {

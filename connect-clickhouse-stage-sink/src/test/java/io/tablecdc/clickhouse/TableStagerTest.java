@@ -181,4 +181,30 @@ class TableStagerTest {
         assertTrue(noKey.getMessage().contains("no key"), noKey.getMessage());
         assertFalse(stager.hasRows(), "nothing was staged");
     }
+
+    private static final Schema FLOATS = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA)
+            .field("f", Schema.OPTIONAL_FLOAT64_SCHEMA).field("g", Schema.OPTIONAL_FLOAT32_SCHEMA)
+            .field("a", SchemaBuilder.array(Schema.OPTIONAL_FLOAT64_SCHEMA).optional().build()).build();
+
+    /**
+     * What JsonConverter hands the sink for NaN / ±Infinity is 0; the tablecdc.nonfinite headers put the exact values
+     * back into the staged row. A header naming no float of the value refuses the record, naming table, record and header.
+     */
+    @Test
+    void nonFiniteFloatsNamedInTheHeaderArriveExactly() throws Exception {
+        TableStager stager = stager();
+        SinkRecord asJsonReadIt = new SinkRecord(TP.topic(), TP.partition(), KEY, new Struct(KEY).put("id", 1L), FLOATS,
+                new Struct(FLOATS).put("id", 1L).put("f", 0.0).put("g", 0.0f).put("a", java.util.Arrays.asList(0.0, 2.5, null)), 1);
+        stager.append(asJsonReadIt, 9, java.math.BigInteger.ONE, Op.CREATE, List.of(), false,
+                List.of("f=-Infinity", "g=NaN", "a[0]=Infinity"), 1_000);
+        var bad = assertThrows(TypeMappingException.class, () -> stager.append(asJsonReadIt, 9, java.math.BigInteger.TWO, Op.CREATE,
+                List.of(), false, List.of("id=NaN"), 1_001));
+        assertTrue(bad.getMessage().contains("public.items") && bad.getMessage().contains("@1")
+                && bad.getMessage().contains("tablecdc.nonfinite 'id=NaN'"), bad.getMessage());
+        List<GenericRecord> rows = read(stager.close());
+        assertEquals(1, rows.size());
+        assertEquals(Double.NEGATIVE_INFINITY, rows.get(0).get("f"));
+        assertTrue(Float.isNaN((Float) rows.get(0).get("g")));
+        assertEquals("[Infinity, 2.5, null]", rows.get(0).get("a").toString());
+    }
 }

@@ -183,7 +183,7 @@ public class ApplyTask extends SourceTask {
             Lsn slotStart = checked.start();
             String stored = storedPosition(slot);
             position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
-            decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid));
+            decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
             batcher = newBatcher(position.read());
             List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
             if (!stale.isEmpty()) {

@@ -18,6 +18,7 @@ import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.source.SourceRecord;
 
+import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.catalog.SyncedBatch;
 import io.tablecdc.pg.wire.Lsn;
@@ -60,9 +61,15 @@ final class ChangeBatcher {
      * key nor value, and carries its replay id ({@code <xid>/<ordinal>/table/<oid>}).
      */
     record Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
-                  String replayId, Set<String> unchanged, boolean keyChanged) {
+                  String replayId, Set<String> unchanged, boolean keyChanged, List<String> nonFinite) {
         Change {
             unchanged = unchanged == null ? Set.of() : Collections.unmodifiableSet(new LinkedHashSet<>(unchanged));
+            nonFinite = nonFinite == null ? List.of() : List.copyOf(nonFinite);
+        }
+
+        Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
+               String replayId, Set<String> unchanged, boolean keyChanged) {
+            this(table, op, keySchema, key, valueSchema, value, replayId, unchanged, keyChanged, List.of());
         }
 
         Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value) {
@@ -72,6 +79,12 @@ final class ChangeBatcher {
         Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
                String replayId) {
             this(table, op, keySchema, key, valueSchema, value, replayId, Set.of(), false);
+        }
+
+        /** This change with the {@code tablecdc.nonfinite} marks of its decimal values (null in {@link #value()}). */
+        Change withNonFinite(List<String> marks) {
+            return marks.isEmpty() && nonFinite.isEmpty() ? this
+                    : new Change(table, op, keySchema, key, valueSchema, value, replayId, unchanged, keyChanged, marks);
         }
 
         /**
@@ -472,6 +485,12 @@ final class ChangeBatcher {
             }
             if (change.keyChanged()) {
                 headers.addString(RecordHeaders.KEY_CHANGED, "true");
+            }
+            for (String mark : change.nonFinite()) {
+                headers.addString(RecordHeaders.NON_FINITE, mark);
+            }
+            for (String mark : NonFiniteValues.marks(change.value())) {
+                headers.addString(RecordHeaders.NON_FINITE, mark);
             }
             if (i == to - 1) {
                 headers.addString(RecordHeaders.BATCH_LAST, "true");

@@ -34,9 +34,16 @@ final class ChangeDecoder {
     private final RelationCache relations = new RelationCache();
     private final Map<Long, RelationSchema> schemas = new HashMap<>();
     private final PrimaryKeys primaryKeys;
+    private final RelationSchema.TextArrays textArrays;
 
     ChangeDecoder(PrimaryKeys primaryKeys) {
+        this(primaryKeys, (table, column) -> false);
+    }
+
+    /** {@code textArrays}: the array columns carried as the server's text ({@code array.text.columns}). */
+    ChangeDecoder(PrimaryKeys primaryKeys, RelationSchema.TextArrays textArrays) {
         this.primaryKeys = primaryKeys;
+        this.textArrays = textArrays;
     }
 
     /** Forgets every relation: a new stream announces them again. */
@@ -77,7 +84,7 @@ final class ChangeDecoder {
         if (message instanceof Insert insert) {
             RelationSchema schema = schema(relations.get(insert.relationOid()));
             RelationSchema.Row row = checked(schema, schema.row(insert.newTuple()));
-            changes.add(change(schema, Op.CREATE, row.value()));
+            changes.add(change(schema, Op.CREATE, row.value()).withNonFinite(row.nonFinite()));
         } else if (message instanceof Update update) {
             RelationSchema schema = schema(relations.get(update.relationOid()));
             RelationSchema.Row row = schema.row(update.newTuple(), update.oldTuple());
@@ -96,7 +103,7 @@ final class ChangeDecoder {
                         + " the value of (give the table a primary key, or set REPLICA IDENTITY FULL)");
             }
             changes.add(Change.update(schema.relation().qualifiedName(), schema.keySchema(), schema.key(row.value()),
-                    schema.valueSchema(), row.value(), row.unchangedToastColumns(), keyChanged));
+                    schema.valueSchema(), row.value(), row.unchangedToastColumns(), keyChanged).withNonFinite(row.nonFinite()));
         } else if (message instanceof Delete delete) {
             RelationSchema schema = schema(relations.get(delete.relationOid()));
             RelationSchema.Row old = schema.row(delete.oldTuple().tuple());
@@ -111,7 +118,7 @@ final class ChangeDecoder {
     RelationSchema schema(Relation relation) throws SQLException {
         RelationSchema schema = schemas.get(relation.oid());
         if (schema == null) {
-            schema = of(relation, primaryKeys);
+            schema = of(relation, primaryKeys, textArrays);
             schemas.put(relation.oid(), schema);
         }
         return schema;
@@ -119,9 +126,16 @@ final class ChangeDecoder {
 
     /** How both streams and the copy build a relation's schema: the wire's key, or the primary key under FULL/NOTHING. */
     static RelationSchema of(Relation relation, PrimaryKeys primaryKeys) throws SQLException {
+        return of(relation, primaryKeys, (table, column) -> false);
+    }
+
+    /** As above, with the array columns {@code textArrays} names carried as text. */
+    static RelationSchema of(Relation relation, PrimaryKeys primaryKeys, RelationSchema.TextArrays textArrays)
+            throws SQLException {
         boolean wireKey = relation.replicaIdentity() == ReplicaIdentity.DEFAULT
                 || relation.replicaIdentity() == ReplicaIdentity.INDEX;
-        return wireKey ? RelationSchema.of(relation) : RelationSchema.of(relation, primaryKeys.of(relation.oid()));
+        List<String> key = wireKey ? relation.keyColumns().stream().map(c -> c.name()).toList() : primaryKeys.of(relation.oid());
+        return RelationSchema.of(relation, key, textArrays);
     }
 
     private static RelationSchema.Row checked(RelationSchema schema, RelationSchema.Row row) {

@@ -240,7 +240,7 @@ final class TableCopy {
                 }
             }
         }
-        schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid));
+        schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid), config::arrayText);
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
                 BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
         if (!copyRows) {
@@ -301,7 +301,7 @@ final class TableCopy {
                     continue;
                 }
                 RelationSchema.Row converted = schema.row(CopyText.parse(row, columns));
-                out.addAll(batcher.add(ChangeDecoder.change(schema, Op.SNAPSHOT, converted.value())));
+                out.addAll(batcher.add(ChangeDecoder.change(schema, Op.SNAPSHOT, converted.value()).withNonFinite(converted.nonFinite())));
                 rowsSent++;
             }
         }
@@ -365,7 +365,7 @@ final class TableCopy {
             Thread.sleep(20);
             return;
         }
-        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(control, oid));
+        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(control, oid), config::arrayText);
         stream = ReplicationStream.start(replication, slotName, config.publication(), consistentPoint);
         catchupTarget = SourceDatabase.currentWal(control);
         step = Step.CATCHUP;

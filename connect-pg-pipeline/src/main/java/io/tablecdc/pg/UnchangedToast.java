@@ -57,6 +57,7 @@ final class UnchangedToast {
                 value.put(field, change.value().get(field));
             }
             Set<String> still = new LinkedHashSet<>();
+            java.util.List<String> nonFinite = new java.util.ArrayList<>(change.nonFinite());
             for (String column : change.unchanged()) {
                 Field field = before.value().schema().field(column);
                 Field target = value.schema().field(column);
@@ -65,10 +66,18 @@ final class UnchangedToast {
                     still.add(column);
                 } else {
                     value.put(column, before.value().get(field));
+                    // the value's tablecdc.nonfinite marks come with it
+                    for (String mark : before.nonFinite()) {
+                        String name = mark.substring(0, mark.lastIndexOf('='));
+                        if (name.equals(column) || name.startsWith(column + "[") && target.schema().type()
+                                == org.apache.kafka.connect.data.Schema.Type.ARRAY && value.schema().field(name) == null) {
+                            nonFinite.add(mark);
+                        }
+                    }
                 }
             }
             return new Change(change.table(), change.op(), change.keySchema(), change.key(), change.valueSchema(), value,
-                    change.replayId(), still, change.keyChanged());
+                    change.replayId(), still, change.keyChanged(), nonFinite);
         }
     }
 }

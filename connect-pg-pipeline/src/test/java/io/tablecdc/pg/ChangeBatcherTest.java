@@ -387,4 +387,26 @@ class ChangeBatcherTest {
         assertEquals(Lsn.parse("0/600"), b.safePosition());
         assertEquals(b.safePosition(), b.emittedPosition(), "never behind the acknowledged position");
     }
+
+    /** Every NaN / ±Infinity of a record leaves with a tablecdc.nonfinite header: the decimal marks and the floats. */
+    @Test
+    void nonFiniteValuesAreNamedInHeaders() {
+        Schema value = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA)
+                .field("n", org.apache.kafka.connect.data.Decimal.builder(2).optional().build())
+                .field("f", Schema.OPTIONAL_FLOAT64_SCHEMA)
+                .field("af", SchemaBuilder.array(Schema.OPTIONAL_FLOAT32_SCHEMA).optional().build()).build();
+        Struct row = new Struct(value).put("id", 1L).put("f", Double.POSITIVE_INFINITY)
+                .put("af", java.util.Arrays.asList(1f, Float.NaN));
+        ChangeBatcher b = batcher(100);
+        b.begin(Lsn.parse("0/200"), T, T);
+        List<SourceRecord> out = new ArrayList<>();
+        out.addAll(b.add(new ChangeBatcher.Change("s.a", Op.CREATE, KEY, new Struct(KEY).put("id", 1L), value, row)
+                .withNonFinite(List.of("n=-Infinity"))));
+        out.addAll(b.add(change("s.a", Op.UPDATE, 2)));
+        out.addAll(b.commit(Lsn.parse("0/250")));
+        List<String> marks = new ArrayList<>();
+        out.get(0).headers().allWithName(RecordHeaders.NON_FINITE).forEachRemaining(h -> marks.add((String) h.value()));
+        assertEquals(List.of("n=-Infinity", "f=Infinity", "af[1]=NaN"), marks);
+        assertNull(header(out.get(1), RecordHeaders.NON_FINITE));
+    }
 }

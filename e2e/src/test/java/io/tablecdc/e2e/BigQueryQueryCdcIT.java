@@ -363,6 +363,37 @@ class BigQueryQueryCdcIT {
         rest.delete("bqcdc-types-sink");
     }
 
+    /**
+     * FLOAT64 NaN, Infinity and -Infinity, also inside an ARRAY, arrive exactly: the stack's JsonConverter alone would
+     * read them back as 0; the source names them in tablecdc.nonfinite headers and the sink puts them back.
+     */
+    @Test
+    void nonFiniteFloat64ValuesArriveExactly() throws Exception {
+        createTable("floats", Schema.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("x", StandardSQLTypeName.FLOAT64),
+                Field.newBuilder("xs", StandardSQLTypeName.FLOAT64).setMode(Field.Mode.REPEATED).build(),
+                Field.of("updated_at", StandardSQLTypeName.TIMESTAMP)));
+        String at = "TIMESTAMP '" + java.time.format.DateTimeFormatter.ofPattern("uuuu-MM-dd HH:mm:ss.SSSSSS'+00'")
+                .withZone(java.time.ZoneOffset.UTC).format(BASE.plus(1, ChronoUnit.MICROS)) + "'";
+        bigQuery.query(QueryJobConfiguration.of("INSERT INTO `" + project + "`.`" + DATASET + "`.`floats` VALUES"
+                + " (1, CAST('NaN' AS FLOAT64), [CAST('inf' AS FLOAT64), 2.5], " + at + "),"
+                + " (2, CAST('-inf' AS FLOAT64), [CAST('-inf' AS FLOAT64), CAST('NaN' AS FLOAT64)], " + at + "),"
+                + " (3, 1.5, [], " + at + ")"));
+
+        String flow = "bqcdc-floats";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("bqcdc-floats-sink", sinkConfig("bqcdcf\\..*"));
+        rest.putConfig(flow, sourceConfig("floats:updated_at:id", "bqcdcf"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        String text = "multiIf(isNaN(%s), 'NaN', isInfinite(%s) AND %s > 0, 'Infinity', isInfinite(%s), '-Infinity', toString(%s))";
+        List<GenericRecord> rows = awaitRows("SELECT concat(toString(id), '|', " + text.replace("%s", "x") + ", '|',"
+                + " arrayStringConcat(arrayMap(v -> " + text.replace("%s", "v") + ", xs), '~')) AS r FROM "
+                + clickHouseTable("floats") + "_current ORDER BY id", r -> r.size() == 3, Duration.ofSeconds(120));
+        assertEquals(List.of("1|NaN|Infinity~2.5", "2|-Infinity|-Infinity~NaN", "3|1.5|"),
+                rows.stream().map(r -> r.getString("r")).toList());
+        rest.delete(flow);
+        rest.delete("bqcdc-floats-sink");
+    }
+
     /** initial.load=skip: rows already in the table are not read, rows after them are. */
     @Test
     void stoppingAndResumingTheSourceReadsNothingTwiceThatChangesTheResultAndMissesNothing() throws Exception {

@@ -1,6 +1,7 @@
 package io.tablecdc.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.sql.Connection;
 import java.sql.ResultSet;
@@ -210,6 +211,147 @@ class PgTypesIT {
         rest.delete(sink);
     }
 
+    // ------------------------------------------------------------------------------------- numeric NaN
+
+    // a numeric(p,s) holds NaN but not ±Infinity (Postgres refuses them: only an unconstrained numeric holds them)
+    private static final String NON_FINITE = "('NaN')";
+
+    /** How many numeric values of the rows {@code where} selects are NaN (a Decimal holds none). */
+    private static long nonFinite(String table, String where) throws SQLException {
+        String sql = "SELECT coalesce(sum(coalesce((n IN " + NON_FINITE + ")::int, 0) + coalesce((m IN " + NON_FINITE + ")::int, 0)"
+                + " + (SELECT count(*) FROM unnest(an) x WHERE x IN " + NON_FINITE + ")), 0) FROM " + table + " WHERE " + where;
+        try (Connection c = pg.source(); Statement s = c.createStatement(); ResultSet rs = s.executeQuery(sql)) {
+            rs.next();
+            return rs.getLong(1);
+        }
+    }
+
+    /** Postgres text of a numeric as the Decimal column shows it: no trailing zeros, NaN as null. */
+    private static String pgDecimal(String column) {
+        return "coalesce(CASE WHEN " + column + " NOT IN " + NON_FINITE + " THEN trim_scale(" + column + ")::text END, '-')";
+    }
+
+    private static final String NULLED_PG = "id::text || '|' || " + pgDecimal("n") + " || '|' || " + pgDecimal("m") + " || '|' || "
+            + pgArray("an", PgTypesIT::pgDecimal);
+    private static final String NULLED_CH = "concat(toString(id), '|', ifNull(toString(n), '-'), '|', ifNull(toString(m), '-'), '|',"
+            + " arrayStringConcat(arrayMap(x -> ifNull(toString(x), '-'), an), ','))";
+    // the server's own text: the scale's zeros kept, NaN as such
+    private static final String TEXT_PG = "id::text || '|' || coalesce(n::text, '-') || '|' || coalesce(m::text, '-') || '|' || "
+            + "coalesce(array_to_string(an, ',', '-'), '')";
+    private static final String TEXT_CH = "concat(toString(id), '|', ifNull(n, '-'), '|', ifNull(m, '-'), '|',"
+            + " arrayStringConcat(arrayMap(x -> ifNull(x, '-'), an), ','))";
+
+    /**
+     * numeric(p,s) {@code NaN}, copied and streamed (also inside arrays): a Decimal cannot hold it, so by default each
+     * arrives as NULL and is counted per table in the catalog; a table listed in {@code decimal.text.columns} holds every
+     * value exactly as the server's text.
+     */
+    @Test
+    void numericNaNIsNullAndCountedOrKeptExactAsText() throws Exception {
+        String prefix = "pgtn";
+        String flow = "pgtn-flow";
+        String sink = "pgtn-sink";
+        String columns = "(id int PRIMARY KEY, n numeric(10,2), m numeric(6,0), an numeric(5,1)[])";
+        String copied = "(1, 12.50, 'NaN', '{1.5,NaN,NULL}'), (2, 'NaN', -5, '{NaN}'), (3, NULL, 0, NULL),"
+                + " (4, -0.01, 999999, '{}')";
+        pg.sql("DROP PUBLICATION IF EXISTS pgtn_pub",
+                "DROP SCHEMA IF EXISTS tn CASCADE",
+                "CREATE SCHEMA tn",
+                "CREATE TABLE tn.nulled " + columns,
+                "CREATE TABLE tn.exact " + columns,
+                "INSERT INTO tn.nulled VALUES " + copied,
+                "INSERT INTO tn.exact VALUES " + copied,
+                "CREATE PUBLICATION pgtn_pub FOR TABLE tn.nulled, tn.exact");
+        long copiedNonFinite = nonFinite("tn.nulled", "true");
+        assertEquals(4, copiedNonFinite);
+
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> sinkConfig = sinkConfig(prefix);
+        sinkConfig.put("decimal.text.columns", "tn.exact.*");
+        rest.putConfig(sink, sinkConfig);
+        rest.putConfig(flow, sourceConfig(prefix, "pgtn_pub"));
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
+        for (String table : new String[] {"tn.nulled", "tn.exact"}) {
+            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
+        }
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put("tn.nulled", new String[] {NULLED_PG, NULLED_CH});
+        tables.put("tn.exact", new String[] {TEXT_PG, TEXT_CH});
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+        PgChecks.awaitTrue(() -> clampedInCatalog(flow, "tn.nulled") == copiedNonFinite, Duration.ofSeconds(60),
+                "the copy's NaN values never counted: " + clampedInCatalog(flow, "tn.nulled"));
+        assertEquals(0, clampedInCatalog(flow, "tn.exact"), "text columns change nothing");
+
+        for (String table : new String[] {"tn.nulled", "tn.exact"}) {
+            pg.transaction("INSERT INTO " + table + " VALUES (11, 'NaN', 'NaN', '{NaN,NaN,1}'), (12, 1.00, 'NaN', NULL)",
+                    "UPDATE " + table + " SET n = 'NaN' WHERE id = 4",
+                    "DELETE FROM " + table + " WHERE id = 2");
+        }
+        // each staged row image is counted: rows 11 and 12 as inserted, row 4 as updated; the delete carries only the key
+        long streamedNonFinite = nonFinite("tn.nulled", "id IN (11, 12, 4)");
+        assertEquals(6, streamedNonFinite);
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+        long expected = copiedNonFinite + streamedNonFinite;
+        PgChecks.awaitTrue(() -> clampedInCatalog(flow, "tn.nulled") == expected, Duration.ofSeconds(60),
+                "the stream's NaN values never counted: " + clampedInCatalog(flow, "tn.nulled") + ", expected " + expected);
+        assertEquals(0, clampedInCatalog(flow, "tn.exact"), "text columns change nothing");
+
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
+    // ------------------------------------------------------------------------------------- multi-dimensional arrays
+
+    private static final String GRID_PG = "id::text || '|' || coalesce(cells::text, '-') || '|' || " + "coalesce(array_to_string(tags,"
+            + " '~', '-'), '')";
+    private static final String GRID_CH = "concat(toString(id), '|', ifNull(cells, '-'), '|', arrayStringConcat(arrayMap(x -> ifNull(x,"
+            + " '-'), tags), '~'))";
+
+    /**
+     * A multi-dimensional array value stops its table with an error naming the column and {@code array.text.columns};
+     * a column listed there arrives as the server's array text, any number of dimensions, copied and streamed.
+     */
+    @Test
+    void multiDimensionalArraysStopTheirTableNamingTheSettingOrArriveAsTextWhenListed() throws Exception {
+        String prefix = "pgtm";
+        String flow = "pgtm-flow";
+        String sink = "pgtm-sink";
+        String columns = "(id int PRIMARY KEY, cells int[], tags text[])";
+        String copied = "(1, '{{1,2},{3,NULL}}', '{a,\"b c\"}'), (2, '{5,6}', NULL), (3, NULL, '{}'),"
+                + " (4, '[0:1][1:1][1:2]={{{1,2}},{{3,4}}}', '{x}')";
+        pg.sql("DROP PUBLICATION IF EXISTS pgtm_pub",
+                "DROP SCHEMA IF EXISTS tm CASCADE",
+                "CREATE SCHEMA tm",
+                "CREATE TABLE tm.grid " + columns,
+                "CREATE TABLE tm.listed " + columns,
+                "INSERT INTO tm.grid VALUES " + copied,
+                "INSERT INTO tm.listed VALUES " + copied,
+                "CREATE PUBLICATION pgtm_pub FOR TABLE tm.grid, tm.listed");
+
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> source = sourceConfig(prefix, "pgtm_pub");
+        source.put("array.text.columns", "tm.listed.cells");
+        source.put("max.table.retries", "0");
+        rest.putConfig(sink, sinkConfig(prefix));
+        rest.putConfig(flow, source);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
+        Map<String, String> grid = pg.awaitTable(flow, "tm.grid", row -> "errored".equals(row.get("phase")), Duration.ofSeconds(180));
+        String error = grid.get("last_error");
+        assertTrue(error.contains("tm.grid") && error.contains("column cells") && error.contains("array.text.columns"), error);
+        pg.awaitTable(flow, "tm.listed", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
+        Map<String, String[]> tables = Map.of("tm.listed", new String[] {GRID_PG, GRID_CH});
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+
+        pg.transaction("INSERT INTO tm.listed VALUES (11, '{{7},{8}}', '{\"{{not,an,array}}\"}'), (12, '{}', NULL)",
+                "UPDATE tm.listed SET cells = '{{{9}}}' WHERE id = 2");
+        pg.awaitEqual(tables, Duration.ofSeconds(120));
+
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
     // ------------------------------------------------------------------------------------- one column per type
 
     /**
@@ -227,9 +369,12 @@ class PgTypesIT {
         }
     }
 
-    private static final String PG_FLOAT = "CASE WHEN %s IN ('NaN', 'Infinity', '-Infinity') THEN '0' ELSE %s::text END";
+    // Postgres prints NaN, Infinity and -Infinity; ClickHouse's toString would print nan, inf and -inf
+    private static final String PG_FLOAT = "%s::text";
     private static final String CH_FLOAT = "multiIf(isNaN(%s), 'NaN', isInfinite(%s) AND %s > 0, 'Infinity', isInfinite(%s), '-Infinity',"
             + " toString(%s))";
+    private static final String CH_FLOAT_ARRAY = "arrayStringConcat(arrayMap(x -> ifNull(" + CH_FLOAT.replace("%s", "x") + ", '-'), %s),"
+            + " '~')";
     // a null array arrives as an empty one
     private static final String PG_ARRAY = "coalesce(array_to_string(%s, '~', '-'), '')";
     private static final String CH_ARRAY = "arrayStringConcat(arrayMap(x -> ifNull(toString(x), '-'), %s), '~')";
@@ -244,10 +389,14 @@ class PgTypesIT {
         new Col("nfree", "numeric", "123456789012345678901234567890.123456789", "'NaN'", "%s::text", "%s"),
         new Col("nwide", "numeric(80,2)", "123456789012345678901234567890123456789012345678901234567890123456789012345678.99",
                 "'-1'", "%s::text", "%s"),
-        // NaN and ±Infinity arrive as 0 through Kafka's JsonConverter (the stack's): a known silent change, stated in
-        // docs/types.md; this fails once they arrive as they are
+        // NaN and ±Infinity arrive as they are through Kafka's JsonConverter (the stack's), which alone would read them
+        // back as 0: the tablecdc.nonfinite header carries them
         new Col("f4", "float4", "3.25", "'NaN'", PG_FLOAT, CH_FLOAT),
         new Col("f8", "float8", "0.1", "'-Infinity'", PG_FLOAT, CH_FLOAT),
+        new Col("f4i", "float4", "'Infinity'", "'-Infinity'", PG_FLOAT, CH_FLOAT),
+        new Col("f8i", "float8", "'NaN'", "'Infinity'", PG_FLOAT, CH_FLOAT),
+        new Col("af8", "float8[]", "'{1.5,NaN,NULL,Infinity,-Infinity}'", "'{-Infinity}'", PG_ARRAY, CH_FLOAT_ARRAY),
+        new Col("af4", "float4[]", "'{NaN,2.5}'", "'{}'", PG_ARRAY, CH_FLOAT_ARRAY),
         new Col("b", "bool", "true", "false", "CASE %s WHEN true THEN 'true' WHEN false THEN 'false' END", "toString(%s)"),
         new Col("t", "text", "'plain'", "'Zoë 😀 e\u0301 \u200d\u200f שלום 𝔘 \uFFFD tab\tnewline\n'", "%s", "%s"),
         new Col("vc", "varchar(10)", "'abc'", "''", "%s::text", "%s"),
@@ -332,7 +481,7 @@ class PgTypesIT {
 
         // streamed: the same values again under new keys, and an update
         pg.transaction("INSERT INTO ty.all SELECT id + 100" + names + " FROM ty.all",
-                "UPDATE ty.all SET t = t || '!', i4 = i4 - 1, ai = ai || 4 WHERE id = 101");
+                "UPDATE ty.all SET t = t || '!', i4 = i4 - 1, ai = ai || 4, f8i = '-Infinity', af8 = af8 || 'NaN'::float8 WHERE id = 101");
         iso.awaitEqual(tables, Duration.ofSeconds(120));
         assertEquals(6, iso.postgresRows("ty.all", "id").size());
 

@@ -147,6 +147,16 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
             + " values-clamped-total metric), and refused in a key column. Applies when a table's ClickHouse table is"
             + " created; changing it for an existing table stops that table with an incompatible change.";
 
+    public static final String DECIMAL_TEXT_COLUMNS_CONFIG = "decimal.text.columns";
+    private static final String DECIMAL_TEXT_COLUMNS_DOC = "Decimal columns (and arrays of decimals) stored as String, exactly:"
+            + " each value's plain text with the column's scale (12.50), and NaN, Infinity and -Infinity as such. Entries as"
+            + " for temporal.integer.columns: <table>.<column>, <table>.* or *. Other decimal columns are Decimal(P, S): a"
+            + " Postgres numeric(p,s) NaN, which a Decimal cannot hold, is stored as NULL and counted"
+            + " (clamped_values in tablecdc-status, the values-clamped-total metric), and a value with more digits than the"
+            + " column holds (a BigQuery BIGNUMERIC of 1E38 or more in Decimal(76, 38)) is refused to the errant record"
+            + " reporter. Applies when a table's ClickHouse table is created; changing it for an existing table stops that"
+            + " table with an incompatible change.";
+
     public static final String DEDUPLICATION_WINDOW_CONFIG = "clickhouse.deduplication.window";
     private static final String DEDUPLICATION_WINDOW_DOC = "non_replicated_deduplication_window of created tables"
             + " (replicated_deduplication_window on a cluster): how many recent loads ClickHouse remembers, so that"
@@ -283,6 +293,8 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 Importance.MEDIUM, SCHEMA_EVOLUTION_DOC, TABLES_GROUP, ++order, Width.SHORT, "Schema evolution");
         def.define(TEMPORAL_INTEGER_COLUMNS_CONFIG, Type.LIST, "", Importance.MEDIUM, TEMPORAL_INTEGER_COLUMNS_DOC,
                 TABLES_GROUP, ++order, Width.LONG, "Dates and timestamps as integers");
+        def.define(DECIMAL_TEXT_COLUMNS_CONFIG, Type.LIST, "", Importance.MEDIUM, DECIMAL_TEXT_COLUMNS_DOC,
+                TABLES_GROUP, ++order, Width.LONG, "Decimals as text");
         return CatalogConfig.addTo(def);
     }
 
@@ -291,7 +303,16 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
      * (exactly, through {@code <table>.*}, or through {@code *}).
      */
     public boolean integerTemporal(String table, String column) {
-        for (String entry : getList(TEMPORAL_INTEGER_COLUMNS_CONFIG)) {
+        return listed(TEMPORAL_INTEGER_COLUMNS_CONFIG, table, column);
+    }
+
+    /** Whether {@code column} of source table {@code table} is listed in {@value #DECIMAL_TEXT_COLUMNS_CONFIG}. */
+    public boolean decimalText(String table, String column) {
+        return listed(DECIMAL_TEXT_COLUMNS_CONFIG, table, column);
+    }
+
+    private boolean listed(String setting, String table, String column) {
+        for (String entry : getList(setting)) {
             String e = entry.trim();
             if (e.equals("*") || e.equals(table + ".*") || e.equals(table + "." + column)) {
                 return true;

@@ -70,17 +70,29 @@ public final class StageSchema {
     private final List<String> lookupKeys;
     private final Set<String> keyColumns;
     private final Set<String> integerColumns;
+    /** The decimal columns staged as text, by name, with the STRING schema (or ARRAY of STRING) they are staged as. */
+    private final Map<String, Schema> textDecimals;
     private final List<Clamp> clamps = new ArrayList<>();
 
     /**
-     * A value ClickHouse cannot hold, stored at the edge of its column type's range: the column, the value and the
-     * edge as ISO 8601 text (a date, or an instant in UTC).
+     * A value ClickHouse cannot hold, stored otherwise: at the edge of its column type's range (the edge as ISO 8601
+     * text, a date or an instant in UTC), or as {@code NULL} (a decimal's NaN or ±Infinity); {@code exactUnder} is the
+     * setting that keeps the column's values exact.
      */
-    public record Clamp(String column, String value, String storedAs) {
+    public record Clamp(String column, String value, String storedAs, String exactUnder) {
+        public Clamp(String column, String value, String storedAs) {
+            this(column, value, storedAs, TEMPORAL_INTEGER_COLUMNS);
+        }
     }
 
+    /** The sink setting that keeps dates and timestamps exact as integers. */
+    public static final String TEMPORAL_INTEGER_COLUMNS = "temporal.integer.columns";
+    /** The sink setting that keeps decimals exact as text (NaN, ±Infinity, values wider than Decimal(76, 38)). */
+    public static final String DECIMAL_TEXT_COLUMNS = "decimal.text.columns";
+
     private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema, List<StageColumn> columns,
-                        List<Field> fields, List<String> lookupKeys, Set<String> keyColumns, Set<String> integerColumns) {
+                        List<Field> fields, List<String> lookupKeys, Set<String> keyColumns, Set<String> integerColumns,
+                        Map<String, Schema> textDecimals) {
         this.table = table;
         this.valueSchema = valueSchema;
         this.avroSchema = avroSchema;
@@ -89,6 +101,7 @@ public final class StageSchema {
         this.lookupKeys = lookupKeys;
         this.keyColumns = keyColumns;
         this.integerColumns = integerColumns;
+        this.textDecimals = textDecimals;
     }
 
     /** The layout without the lookup fields. */
@@ -119,6 +132,17 @@ public final class StageSchema {
     /** The layout with or without the lookup fields ({@code lookup}) and with {@code integerTemporal} columns as integers. */
     public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns, boolean lookup,
                                  java.util.function.Predicate<String> integerTemporal) {
+        return of(table, valueSchema, keyColumns, lookup, integerTemporal, column -> false);
+    }
+
+    /**
+     * As above, with the decimal columns (and arrays of decimals) {@code decimalText} accepts staged as {@code String}:
+     * each value's plain text with its scale ({@code 12.50}), and {@code NaN}, {@code Infinity}, {@code -Infinity} as
+     * such, exactly.
+     */
+    public static StageSchema of(String table, Schema valueSchema, Set<String> keyColumns, boolean lookup,
+                                 java.util.function.Predicate<String> integerTemporal,
+                                 java.util.function.Predicate<String> decimalText) {
         if (valueSchema == null || valueSchema.type() != Schema.Type.STRUCT) {
             throw new TypeMappingException("table " + table + ": the record value has no STRUCT schema ("
                     + (valueSchema == null ? "no schema" : valueSchema.type())
@@ -129,6 +153,7 @@ public final class StageSchema {
         List<StageColumn> columns = new ArrayList<>();
         Set<String> usedNames = new HashSet<>();
         Set<String> integerColumns = new HashSet<>();
+        Map<String, Schema> textDecimals = new java.util.HashMap<>();
         for (Field field : valueSchema.fields()) {
             if (field.name().startsWith("_tablecdc_")) {
                 throw new TypeMappingException("table " + table + ", column " + field.name()
@@ -140,14 +165,20 @@ public final class StageSchema {
             if (integer) {
                 integerColumns.add(field.name());
             }
-            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), field.schema(), integer);
-            if (field.schema().isOptional() && field.schema().type() != Schema.Type.ARRAY) {
+            Schema staged = field.schema();
+            if (decimalText.test(field.name()) && (isDecimal(staged) || staged.type() == Schema.Type.ARRAY
+                    && isDecimal(staged.valueSchema()))) {
+                staged = textSchema(staged);
+                textDecimals.put(field.name(), staged);
+            }
+            org.apache.avro.Schema fieldSchema = avroType(table, field.name(), staged, integer);
+            if (staged.isOptional() && staged.type() != Schema.Type.ARRAY) {
                 fieldSchema = org.apache.avro.Schema.createUnion(org.apache.avro.Schema.create(org.apache.avro.Schema.Type.NULL), fieldSchema);
                 record = record.name(avroName).type(fieldSchema).withDefault(null);
             } else {
                 record = record.name(avroName).type(fieldSchema).noDefault();
             }
-            String type = ClickHouseTypes.columnType(table, field.name(), field.schema(), integer);
+            String type = ClickHouseTypes.columnType(table, field.name(), staged, integer);
             if (key && type.startsWith("Nullable(")) {
                 // ORDER BY columns cannot be Nullable without allow_nullable_key; keys are never null anyway
                 type = type.substring("Nullable(".length(), type.length() - 1);
@@ -176,8 +207,8 @@ public final class StageSchema {
                 if (column.key()) {
                     String name = LOOKUP_KEY_PREFIX + lookupKeys.size();
                     Field field = valueSchema.field(column.column());
-                    record = record.name(name).type(avroType(table, field.name(), field.schema(),
-                            integerColumns.contains(field.name()))).noDefault();
+                    record = record.name(name).type(avroType(table, field.name(), textDecimals.getOrDefault(field.name(),
+                            field.schema()), integerColumns.contains(field.name()))).noDefault();
                     aux.add(new StageColumn(name, name, column.type(), true));
                     lookupKeys.add(column.column());
                 }
@@ -200,7 +231,58 @@ public final class StageSchema {
             field.addProp(AUX_PROPERTY, true);
         }
         return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields(),
-                lookupKeys == null ? null : List.copyOf(lookupKeys), Set.copyOf(keyColumns), Set.copyOf(integerColumns));
+                lookupKeys == null ? null : List.copyOf(lookupKeys), Set.copyOf(keyColumns), Set.copyOf(integerColumns),
+                Map.copyOf(textDecimals));
+    }
+
+    private static boolean isDecimal(Schema schema) {
+        return schema != null && Decimal.LOGICAL_NAME.equals(schema.name());
+    }
+
+    /** The STRING schema a decimal (or an ARRAY of decimals) is staged as under decimal.text.columns. */
+    private static Schema textSchema(Schema decimal) {
+        if (decimal.type() == Schema.Type.ARRAY) {
+            Schema element = textSchema(decimal.valueSchema());
+            org.apache.kafka.connect.data.SchemaBuilder array = org.apache.kafka.connect.data.SchemaBuilder.array(element);
+            return decimal.isOptional() ? array.optional().build() : array.build();
+        }
+        return decimal.isOptional() ? Schema.OPTIONAL_STRING_SCHEMA : Schema.STRING_SCHEMA;
+    }
+
+    /**
+     * {@code raw}, a value of decimal column {@code column}, as text when the column is staged as text; otherwise
+     * itself, with every NaN / ±Infinity of {@code nonFinite} (marked by the source, null in {@code raw}) counted as a
+     * value stored as NULL.
+     */
+    private Object decimalValue(String column, Object raw, Map<String, String> nonFinite) {
+        boolean text = textDecimals.containsKey(column);
+        if (raw instanceof List<?> list) {
+            List<Object> out = text ? new ArrayList<>(list.size()) : null;
+            for (int i = 0; i < list.size(); i++) {
+                Object item = list.get(i);
+                String mark = item == null ? nonFinite.get(column + "[" + i + "]") : null;
+                if (text) {
+                    out.add(item == null ? mark : ((BigDecimal) item).toPlainString());
+                } else if (mark != null) {
+                    clamps.add(new Clamp(column, mark, "NULL", DECIMAL_TEXT_COLUMNS));
+                }
+            }
+            return text ? out : raw;
+        }
+        if (raw == null) {
+            String mark = nonFinite.get(column);
+            if (mark != null && !text) {
+                clamps.add(new Clamp(column, mark, "NULL", DECIMAL_TEXT_COLUMNS));
+            }
+            return text ? mark : null;
+        }
+        return text ? ((BigDecimal) raw).toPlainString() : raw;
+    }
+
+    /** The schema a field is staged with: its own, or STRING for a decimal staged as text. */
+    private Schema stagedSchema(Field field) {
+        Schema text = textDecimals.get(field.name());
+        return text != null ? text : field.schema();
     }
 
     /** Whether records of this layout carry the lookup fields. */
@@ -278,12 +360,25 @@ public final class StageSchema {
      */
     public GenericRecord toAvro(Struct value, java.math.BigInteger version, boolean deleted, List<String> unchanged,
                                 Struct lookupKey, java.math.BigInteger lookupVersion) {
+        return toAvro(value, version, deleted, unchanged, lookupKey, lookupVersion, Map.of());
+    }
+
+    /**
+     * As above; {@code nonFinite} holds the decimal values the source marked NaN, Infinity or -Infinity
+     * ({@code tablecdc.nonfinite}; null in {@code value}), by column ({@code column} or {@code column[i]}): stored as
+     * text in a column staged as text, else as NULL and counted in {@link #lastClamps()}.
+     */
+    public GenericRecord toAvro(Struct value, java.math.BigInteger version, boolean deleted, List<String> unchanged,
+                                Struct lookupKey, java.math.BigInteger lookupVersion, Map<String, String> nonFinite) {
         clamps.clear();
         GenericData.Record out = new GenericData.Record(avroSchema);
         for (int i = 0; i < fields.size(); i++) {
             Field field = fields.get(i);
             Object raw = value == null || unchanged.contains(field.name()) ? null : value.get(field.name());
-            out.put(i, avroValue(field.name(), field.schema(), raw, deleted));
+            if (isDecimal(field.schema()) || field.schema().type() == Schema.Type.ARRAY && isDecimal(field.schema().valueSchema())) {
+                raw = decimalValue(field.name(), raw, deleted ? Map.of() : nonFinite);
+            }
+            out.put(i, avroValue(field.name(), stagedSchema(field), raw, deleted));
         }
         out.put(fields.size(), ClickHouseTypes.versionAvroValue(version));
         out.put(fields.size() + 1, deleted ? 1 : 0);
@@ -293,7 +388,10 @@ public final class StageSchema {
             for (int i = 0; i < lookupKeys.size(); i++) {
                 Field field = valueSchema.field(lookupKeys.get(i));
                 Object raw = key == null || key.schema().field(field.name()) == null ? null : key.get(field.name());
-                out.put(fields.size() + 3 + i, avroValue(field.name(), field.schema(), raw, true));
+                if (textDecimals.containsKey(field.name())) {
+                    raw = decimalValue(field.name(), raw, Map.of());
+                }
+                out.put(fields.size() + 3 + i, avroValue(field.name(), stagedSchema(field), raw, true));
             }
             out.put(fields.size() + 3 + lookupKeys.size(), ClickHouseTypes.versionAvroValue(lookupVersion));
         } else if (!unchanged.isEmpty()) {
@@ -338,7 +436,8 @@ public final class StageSchema {
             int precision = precision(schema);
             if (decimal.precision() > precision) {
                 throw new TypeMappingException("table " + table + ", column " + column + ": " + decimal
-                        + " has more than " + precision + " digits");
+                        + " has more than " + precision + " digits, more than the column's Decimal(" + precision + ", " + scale
+                        + ") holds; list the column in " + DECIMAL_TEXT_COLUMNS + " to keep such values exact as text");
             }
             return ByteBuffer.wrap(decimal.unscaledValue().toByteArray());
         }
@@ -402,7 +501,7 @@ public final class StageSchema {
         if (keyColumns.contains(column)) {
             throw new TypeMappingException("table " + table + ", key column " + column + ": " + shown + " is outside ClickHouse's "
                     + (micros ? "DateTime64" : "Date32") + " range (" + temporalText(min, micros) + " to " + temporalText(max, micros)
-                    + "); stored at the edge it would merge rows; list the column in temporal.integer.columns to keep it exact");
+                    + "); stored at the edge it would merge rows; list the column in " + TEMPORAL_INTEGER_COLUMNS + " to keep it exact");
         }
         clamps.add(new Clamp(column, shown, temporalText(edge, micros)));
         return edge;

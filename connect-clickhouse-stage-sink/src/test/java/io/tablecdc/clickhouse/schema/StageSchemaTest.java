@@ -166,8 +166,54 @@ class StageSchemaTest {
                 () -> stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max), java.math.BigInteger.valueOf(1), false));
         assertTrue(e.getMessage().startsWith("table ds.big, column n: "), e.getMessage());
         assertTrue(e.getMessage().contains("more than 76 digits"), e.getMessage());
+        assertTrue(e.getMessage().contains("list the column in decimal.text.columns"), "names the way out: " + e.getMessage());
         // one integer digit fewer fits
         stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max.movePointLeft(1).setScale(38, java.math.RoundingMode.DOWN)), java.math.BigInteger.valueOf(1), false);
+    }
+
+    @Test
+    void underDecimalTextTheWidestBignumericArrivesExactlyAsText() throws IOException {
+        Schema big = Decimal.builder(38).parameter(StageSchema.PRECISION_PARAMETER, "76").optional().build();
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("n", big).build();
+        StageSchema stage = StageSchema.of("ds.big", valueSchema, Set.of("id"), false, c -> false, "n"::equals);
+        assertEquals("Nullable(String)", stage.columns().get(1).type());
+        BigDecimal max = new BigDecimal("578960446186580977117854925043439539266.34992332820282019728792003956564819967");
+        GenericRecord read = roundTrip(stage, stage.toAvro(new Struct(valueSchema).put("id", 1L).put("n", max), BigInteger.ONE, false));
+        assertEquals(max.toPlainString(), read.get("n").toString());
+        assertEquals(List.of(), stage.lastClamps());
+    }
+
+    /**
+     * A Postgres numeric(p,s) NaN / ±Infinity reaches the sink as null plus its tablecdc.nonfinite mark: in a Decimal
+     * column it is NULL and counted; under decimal.text.columns it is the text, exactly, and nothing is counted.
+     */
+    @Test
+    void decimalNaNAndInfinityAreNullAndCountedOrExactAsText() throws IOException {
+        Schema dec = Decimal.builder(2).parameter(StageSchema.PRECISION_PARAMETER, "10").optional().build();
+        Schema valueSchema = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("n", dec)
+                .field("an", SchemaBuilder.array(dec).optional().build()).field("m", dec).build();
+        Struct row = new Struct(valueSchema).put("id", 1L).put("m", new BigDecimal("12.50"))
+                .put("an", java.util.Arrays.asList(new BigDecimal("1.50"), null, null));
+        Map<String, String> marks = Map.of("n", "NaN", "an[2]", "-Infinity");
+
+        StageSchema decimals = StageSchema.of("public.n", valueSchema, Set.of("id"));
+        GenericRecord read = roundTrip(decimals, decimals.toAvro(row, BigInteger.ONE, false, List.of(), null, BigInteger.ONE, marks));
+        assertNull(read.get("n"));
+        assertEquals(3, ((List<?>) read.get("an")).size());
+        assertNull(((List<?>) read.get("an")).get(2));
+        assertEquals(List.of(new StageSchema.Clamp("n", "NaN", "NULL", "decimal.text.columns"),
+                new StageSchema.Clamp("an", "-Infinity", "NULL", "decimal.text.columns")), decimals.lastClamps());
+        // a delete's image is not a value: nothing counted
+        decimals.toAvro(row, BigInteger.TWO, true, List.of(), null, BigInteger.TWO, marks);
+        assertEquals(List.of(), decimals.lastClamps());
+
+        StageSchema text = StageSchema.of("public.n", valueSchema, Set.of("id"), false, c -> false, c -> !c.equals("m"));
+        assertEquals(List.of("Int64", "Nullable(String)", "Array(Nullable(String))", "Nullable(Decimal(10, 2))"),
+                text.columns().stream().limit(4).map(StageColumn::type).toList());
+        read = roundTrip(text, text.toAvro(row, BigInteger.ONE, false, List.of(), null, BigInteger.ONE, marks));
+        assertEquals("NaN", read.get("n").toString());
+        assertEquals("[1.50, null, -Infinity]", read.get("an").toString());
+        assertEquals(List.of(), text.lastClamps());
     }
 
     @Test

@@ -141,6 +141,14 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " topic.creation.default.partitions=1 and topic.creation.default.replication.factor so that Connect"
             + " creates each topic with one partition.";
 
+    public static final String ARRAY_TEXT_COLUMNS_CONFIG = "array.text.columns";
+    private static final String ARRAY_TEXT_COLUMNS_DOC = "Array columns carried as the server's array text (a STRING,"
+            + " e.g. {{1,2},{3,4}}, {\"a b\",NULL}) instead of an ARRAY of their element type: the way to replicate a"
+            + " column holding multi-dimensional arrays, which an ARRAY column refuses (the table stops with an error"
+            + " naming table, column and this setting). Entries <schema.table>.<column>, <schema.table>.* for every"
+            + " array column of a table, or * for all. Decides the column's schema when the table's relation is read;"
+            + " changing it for a table already in ClickHouse is an incompatible change there.";
+
     public static final ConfigDef CONFIG_DEF = configDef();
 
     private final CopyMode copyMode;
@@ -205,7 +213,9 @@ public final class PgPipelineConfig extends AbstractConfig {
                 .define(HEARTBEAT_TOPIC_CONFIG, Type.STRING, HEARTBEAT_TOPIC_DEFAULT, new TopicName(), Importance.LOW,
                         HEARTBEAT_TOPIC_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Heartbeat topic")
                 .define(TOPIC_PREFIX_CONFIG, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new TopicName(), Importance.HIGH,
-                        TOPIC_PREFIX_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Topic prefix");
+                        TOPIC_PREFIX_DOC, REPLICATION_GROUP, ++order, Width.MEDIUM, "Topic prefix")
+                .define(ARRAY_TEXT_COLUMNS_CONFIG, Type.LIST, "", Importance.LOW, ARRAY_TEXT_COLUMNS_DOC,
+                        REPLICATION_GROUP, ++order, Width.LONG, "Arrays as text");
         return CatalogConfig.addTo(def);
     }
 
@@ -298,6 +308,20 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public int maxTableRetries() {
         return getInt(MAX_TABLE_RETRIES_CONFIG);
+    }
+
+    /**
+     * Whether array column {@code column} of {@code table} ({@code schema.table}) is listed in
+     * {@value #ARRAY_TEXT_COLUMNS_CONFIG} (exactly, through {@code <schema.table>.*}, or through {@code *}).
+     */
+    public boolean arrayText(String table, String column) {
+        for (String entry : getList(ARRAY_TEXT_COLUMNS_CONFIG)) {
+            String e = entry.trim();
+            if (e.equals("*") || e.equals(table + ".*") || e.equals(table + "." + column)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     public int batchRows() {

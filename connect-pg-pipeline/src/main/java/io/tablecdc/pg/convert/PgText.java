@@ -247,6 +247,10 @@ final class PgText {
         }
     }
 
+    /** Why a multi-dimensional array value is refused, and the setting that carries such a column. */
+    static final String MULTI_DIMENSIONAL = "a multi-dimensional array does not fit an Array column; list the column in"
+            + " the pipeline's array.text.columns to carry it as the server's array text";
+
     /**
      * The elements of a one-dimensional array literal ({@code {a,"b c",NULL,"NULL"}}, optionally with explicit
      * bounds {@code [0:1]={…}}): unquoted {@code NULL} is SQL null, quoted {@code "NULL"} is text, and
@@ -263,7 +267,7 @@ final class PgText {
                 throw new IllegalArgumentException("not an array literal: '" + text + "'");
             }
             if (text.lastIndexOf('[', equals) > 0) {
-                throw new IllegalArgumentException("multi-dimensional arrays are not supported: '" + text + "'");
+                throw new IllegalArgumentException(MULTI_DIMENSIONAL + ": '" + text + "'");
             }
             start = equals + 1;
         }
@@ -282,7 +286,7 @@ final class PgText {
                 i++;
             }
             if (i < end && text.charAt(i) == '{') {
-                throw new IllegalArgumentException("multi-dimensional arrays are not supported: '" + text + "'");
+                throw new IllegalArgumentException(MULTI_DIMENSIONAL + ": '" + text + "'");
             }
             element.setLength(0);
             boolean quoted = false;

@@ -58,11 +58,28 @@ public final class RelationSchema {
      * @throws ConversionException when a key column is not a column of the relation
      */
     public static RelationSchema of(Relation relation, List<String> keyColumns) {
+        return of(relation, keyColumns, (table, column) -> false);
+    }
+
+    /** The array columns carried as the server's array text ({@code array.text.columns}), by table and column. */
+    public interface TextArrays {
+        boolean test(String table, String column);
+    }
+
+    /**
+     * As {@link #of(Relation, List)}, with the array columns {@code textArrays} names as STRING: the server's array
+     * text, which any number of dimensions keeps.
+     *
+     * @throws ConversionException when a key column is not a column of the relation
+     */
+    public static RelationSchema of(Relation relation, List<String> keyColumns, TextArrays textArrays) {
         Set<String> keys = new LinkedHashSet<>(keyColumns);
         SchemaBuilder value = SchemaBuilder.struct();
         List<ColumnConverter> converters = new ArrayList<>();
         for (Column column : relation.columns()) {
-            ColumnConverter converter = ValueConverter.forType(column.typeOid(), column.typeModifier(), !keys.contains(column.name()));
+            boolean text = PgTypes.arrayElement(column.typeOid()) >= 0 && textArrays.test(relation.qualifiedName(), column.name());
+            ColumnConverter converter = text ? ValueConverter.text(!keys.contains(column.name()))
+                    : ValueConverter.forType(column.typeOid(), column.typeModifier(), !keys.contains(column.name()));
             converters.add(converter);
             value.field(column.name(), converter.schema());
         }
@@ -101,11 +118,18 @@ public final class RelationSchema {
 
     /**
      * A row image with its unchanged TOAST columns: they are null in {@link #value()} but mean "keep the
-     * previous value", never "set to null".
+     * previous value", never "set to null"; and the {@code tablecdc.nonfinite} marks of its numeric {@code NaN} and
+     * {@code ±Infinity} values, which a decimal cannot hold and are null in {@link #value()} ({@code column=NaN},
+     * {@code column[i]=Infinity} for an array element).
      */
-    public record Row(Struct value, Set<String> unchangedToastColumns) {
+    public record Row(Struct value, Set<String> unchangedToastColumns, List<String> nonFinite) {
         public Row {
             unchangedToastColumns = Collections.unmodifiableSet(new LinkedHashSet<>(unchangedToastColumns));
+            nonFinite = List.copyOf(nonFinite);
+        }
+
+        public Row(Struct value, Set<String> unchangedToastColumns) {
+            this(value, unchangedToastColumns, List.of());
         }
     }
 
@@ -129,6 +153,7 @@ public final class RelationSchema {
         }
         Struct value = new Struct(valueSchema);
         Set<String> unchanged = new LinkedHashSet<>();
+        List<String> nonFinite = null;
         for (int i = 0; i < columns.size(); i++) {
             Column column = columns.get(i);
             TupleValue raw = tuple.get(i);
@@ -139,6 +164,7 @@ public final class RelationSchema {
             Object converted;
             if (raw instanceof TupleValue.Text text) {
                 converted = convert(i, column, text.value());
+                nonFinite = nonFinite(column.name(), valueSchema.field(column.name()).schema(), text.value(), converted, nonFinite);
             } else if (raw instanceof TupleValue.UnchangedToast) {
                 unchanged.add(column.name());
                 converted = null;
@@ -154,7 +180,32 @@ public final class RelationSchema {
             }
             value.put(column.name(), converted);
         }
-        return new Row(value, unchanged);
+        return new Row(value, unchanged, nonFinite == null ? List.of() : nonFinite);
+    }
+
+    /**
+     * {@code marks} with the marks of a decimal value (or of the elements of a decimal array) that arrived as text
+     * but converted to null: numeric {@code NaN}, {@code Infinity} and {@code -Infinity}.
+     */
+    private static List<String> nonFinite(String column, Schema schema, String text, Object converted, List<String> marks) {
+        if (isDecimal(schema) && converted == null) {
+            marks = marks == null ? new ArrayList<>(2) : marks;
+            marks.add(column + "=" + text);
+        } else if (schema.type() == Schema.Type.ARRAY && isDecimal(schema.valueSchema()) && converted instanceof List<?> list
+                && list.contains(null)) {
+            List<String> texts = PgText.arrayElements(text);
+            for (int i = 0; i < list.size(); i++) {
+                if (list.get(i) == null && texts.get(i) != null) {
+                    marks = marks == null ? new ArrayList<>(2) : marks;
+                    marks.add(column + "[" + i + "]=" + texts.get(i));
+                }
+            }
+        }
+        return marks;
+    }
+
+    private static boolean isDecimal(Schema schema) {
+        return org.apache.kafka.connect.data.Decimal.LOGICAL_NAME.equals(schema.name());
     }
 
     /** The key of a row value, or null when the table has no key. */

@@ -137,6 +137,11 @@ public final class ValueConverter {
         });
     }
 
+    /** A column carried as the server's text, whatever its type. */
+    public static ColumnConverter text(boolean optional) {
+        return of(SchemaBuilder.string(), optional, text -> text);
+    }
+
     private static ColumnConverter of(SchemaBuilder schema, boolean optional, Function<String, Object> parse) {
         return new ColumnConverter(finish(schema, optional), parse);
     }

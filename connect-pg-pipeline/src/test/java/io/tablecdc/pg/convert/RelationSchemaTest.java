@@ -133,4 +133,60 @@ class RelationSchemaTest {
                 TupleValue.text("1"), new TupleValue.Binary(new byte[] {1}), TupleValue.NULL)));
         assertTrue(e.getMessage().contains("binary"), e.getMessage());
     }
+
+    /**
+     * A numeric(p,s) NaN or ±Infinity, which a decimal cannot hold, is null in the value and marked for the
+     * tablecdc.nonfinite header (also inside an array); a float keeps its value (the batcher marks it from the value).
+     */
+    @Test
+    void numericNaNAndInfinityAreNullAndMarked() {
+        int typmod = ((10 << 16) | 2) + 4;
+        RelationSchema schema = RelationSchema.of(new Relation(16385, "public", "n", ReplicaIdentity.DEFAULT, List.of(
+                new Column(1, "id", PgTypes.INT8, -1),
+                new Column(0, "n", PgTypes.NUMERIC, typmod),
+                new Column(0, "m", PgTypes.NUMERIC, typmod),
+                new Column(0, "an", 1231, typmod),
+                new Column(0, "f", PgTypes.FLOAT8, -1),
+                new Column(0, "free", PgTypes.NUMERIC, -1))));
+        RelationSchema.Row row = schema.row(TupleData.of(TupleValue.text("1"), TupleValue.text("NaN"), TupleValue.text("-Infinity"),
+                TupleValue.text("{1.5,NaN,NULL,Infinity}"), TupleValue.text("NaN"), TupleValue.text("NaN")));
+        assertNull(row.value().get("n"));
+        assertNull(row.value().get("m"));
+        assertEquals(java.util.Arrays.asList(new java.math.BigDecimal("1.50"), null, null, null), row.value().get("an"));
+        assertTrue(Double.isNaN((Double) row.value().get("f")));
+        assertEquals("NaN", row.value().get("free"), "unconstrained numeric is text and keeps NaN itself");
+        assertEquals(List.of("n=NaN", "m=-Infinity", "an[1]=NaN", "an[3]=Infinity"), row.nonFinite());
+
+        RelationSchema.Row plain = schema.row(TupleData.of(TupleValue.text("2"), TupleValue.text("1"), TupleValue.NULL,
+                TupleValue.text("{NULL}"), TupleValue.text("0"), TupleValue.NULL));
+        assertEquals(List.of(), plain.nonFinite(), "SQL NULL is not marked");
+    }
+
+    /**
+     * A multi-dimensional array value stops its table with an error naming table, column and array.text.columns;
+     * listed there, the array column is the server's text and holds any number of dimensions.
+     */
+    @Test
+    void multiDimensionalArraysFailNamingTheSettingOrArriveAsTextWhenListed() {
+        Relation relation = new Relation(16386, "public", "grid", ReplicaIdentity.DEFAULT, List.of(
+                new Column(1, "id", PgTypes.INT8, -1),
+                new Column(0, "cells", 1007, -1),
+                new Column(0, "tags", 1009, -1)));
+        TupleData tuple = TupleData.of(TupleValue.text("1"), TupleValue.text("{{1,2},{3,NULL}}"), TupleValue.text("{a,\"b c\"}"));
+        ConversionException e = assertThrows(ConversionException.class, () -> RelationSchema.of(relation).row(tuple));
+        assertTrue(e.getMessage().contains("table public.grid, column cells") && e.getMessage().contains("array.text.columns"),
+                e.getMessage());
+
+        RelationSchema text = RelationSchema.of(relation, List.of("id"), (table, column) -> table.equals("public.grid")
+                && column.equals("cells"));
+        assertEquals(Schema.Type.STRING, text.valueSchema().field("cells").schema().type());
+        assertEquals(Schema.Type.ARRAY, text.valueSchema().field("tags").schema().type(), "only the listed column");
+        RelationSchema.Row row = text.row(tuple);
+        assertEquals("{{1,2},{3,NULL}}", row.value().get("cells"));
+        assertEquals(List.of("a", "b c"), row.value().get("tags"));
+        // a listed column that is not an array keeps its type
+        RelationSchema all = RelationSchema.of(relation, List.of("id"), (table, column) -> true);
+        assertEquals(Schema.Type.INT64, all.valueSchema().field("id").schema().type());
+        assertEquals(Schema.Type.STRING, all.valueSchema().field("tags").schema().type());
+    }
 }
