@@ -129,6 +129,8 @@ public class ApplyTask extends SourceTask {
     private volatile boolean stopping;
     private boolean polling;
     /** While the source connections are down: when the next reconnect may run, and the backoff after it. */
+    /** Whether {@link #begin} succeeded: until then poll tries it again (the catalog or the source was down). */
+    private boolean started;
     private long reconnectAt;
     private long reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
     private int reconnectAttempts;
@@ -159,44 +161,33 @@ public class ApplyTask extends SourceTask {
     public void start(Map<String, String> props) {
         config = new PgPipelineConfig(props);
         flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
-        catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
         metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
-        slots = new SlotManager(flow, config, catalog, this::storedPosition);
+        begin();
+    }
+
+    /**
+     * Opens the catalog and the source, runs the checks of a start and starts streaming. When the catalog or the
+     * source cannot be reached (an outage, not a refusal), the task stays up and {@link #poll} tries again with
+     * backoff, as after a broken connection; a refusal fails the task.
+     *
+     * @return whether the task streams now
+     */
+    private boolean begin() {
         try {
-            connectSource();
-            SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
-            FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
-            slot = recorded == null ? null : recorded.slot();
-            boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
-                    slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
-            if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
-                // before the new timeline is recorded: a crash in between runs it again
-                FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
+            if (catalog == null) {
+                catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
+                slots = new SlotManager(flow, config, catalog, this::storedPosition);
             }
-            if (slot == null) {
-                slots.refuseSlotWithoutState(sql);
-                slot = slots.newName();
-            }
-            register(identity, recorded, acceptTimeline);
-            SlotManager.Checked checked = slots.ensure(sql, replication, slot, null);
-            slot = checked.slot();
-            Lsn slotStart = checked.start();
-            String stored = storedPosition(slot);
-            position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
-            decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
-            batcher = newBatcher(position.read());
-            List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
-            if (!stale.isEmpty()) {
-                log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
-            }
-            initTables(slotStart);
-            openStream();
-            log.info("flow {}: apply task streaming publication {} from slot {} at {} ({} tables)", flow,
-                    config.publication(), slot, position.read(), tables.size());
+            startStreaming();
         } catch (FlowIdentityMismatchException e) {
             closeQuietly();
             throw new ConnectException(e.getMessage(), e);
+        } catch (CatalogUnavailableException e) {
+            return deferStart(e);
         } catch (SQLException e) {
+            if (SourceDatabase.unreachable(e)) {
+                return deferStart(e);
+            }
             closeQuietly();
             throw new ConnectException("flow " + flow + ": cannot start streaming from " + config.jdbcUrl() + ": "
                     + e.getMessage(), e);
@@ -204,6 +195,57 @@ public class ApplyTask extends SourceTask {
             closeQuietly();
             throw e;
         }
+        started = true;
+        if (reconnectAttempts > 0) {
+            log.info("flow {}: started after {} failed attempt(s) to reach the source and the catalog", flow,
+                    reconnectAttempts);
+        }
+        reconnectAttempts = 0;
+        reconnectBackoffMs = RECONNECT_BACKOFF_INITIAL_MS;
+        return true;
+    }
+
+    private boolean deferStart(Exception e) {
+        closeSource();
+        reconnectAttempts++;
+        log.warn("flow {}: cannot start: {} (attempt {}); the task stays up and tries again in {} ms", flow,
+                e.getMessage(), reconnectAttempts, reconnectBackoffMs);
+        reconnectAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(reconnectBackoffMs);
+        reconnectBackoffMs = Math.min(reconnectBackoffMs * 2, RECONNECT_BACKOFF_MAX_MS);
+        return false;
+    }
+
+    private void startStreaming() throws SQLException {
+        connectSource();
+        SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
+        FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
+        slot = recorded == null ? null : recorded.slot();
+        boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
+                slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
+        if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
+            // before the new timeline is recorded: a crash in between runs it again
+            FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
+        }
+        if (slot == null) {
+            slots.refuseSlotWithoutState(sql);
+            slot = slots.newName();
+        }
+        register(identity, recorded, acceptTimeline);
+        SlotManager.Checked checked = slots.ensure(sql, replication, slot, null);
+        slot = checked.slot();
+        Lsn slotStart = checked.start();
+        String stored = storedPosition(slot);
+        position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
+        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
+        batcher = newBatcher(position.read());
+        List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
+        if (!stale.isEmpty()) {
+            log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
+        }
+        initTables(slotStart);
+        openStream();
+        log.info("flow {}: apply task streaming publication {} from slot {} at {} ({} tables)", flow,
+                config.publication(), slot, position.read(), tables.size());
     }
 
     private ChangeBatcher newBatcher(Lsn start) {
@@ -555,6 +597,16 @@ public class ApplyTask extends SourceTask {
 
     private List<SourceRecord> pollStream() throws InterruptedException {
         List<SourceRecord> out = new ArrayList<>();
+        if (!started) {
+            long now = System.nanoTime();
+            if (now < reconnectAt) {
+                Thread.sleep(Math.max(1, Math.min(100, TimeUnit.NANOSECONDS.toMillis(reconnectAt - now))));
+                return null;
+            }
+            if (!begin()) {
+                return null;
+            }
+        }
         if (stream == null && !reconnected()) {
             return null;
         }

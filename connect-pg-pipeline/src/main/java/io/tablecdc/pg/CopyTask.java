@@ -14,6 +14,7 @@ import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
 import io.tablecdc.common.catalog.CopyClaim;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
@@ -36,7 +37,11 @@ public class CopyTask extends SourceTask {
     private TableMetrics applyHalfMetrics;
     /** Whether an apply half in the same Connect task paces {@link #poll} (it waits for changes): no sleep here. */
     private boolean pacedByApply;
+    private static final long OUTAGE_BACKOFF_INITIAL_MS = 1_000;
+    private static final long OUTAGE_BACKOFF_MAX_MS = 30_000;
     private volatile TableCopy current;
+    /** The wait before the next claim after a copy stopped because the source could not be reached (doubling). */
+    private long outageBackoffMs = OUTAGE_BACKOFF_INITIAL_MS;
     private long nextClaimAt;
     private volatile boolean stopping;
 
@@ -54,9 +59,26 @@ public class CopyTask extends SourceTask {
         // a new owner per start: a restarted task never mistakes the lease of its previous life for its own
         owner = flow + "/copy-" + props.getOrDefault(PgPipelineSourceTask.TASK_INDEX_PROP, "?") + "-"
                 + HexFormat.of().formatHex(random);
-        catalog = Catalog.open(config.catalog(), "source " + flow + " copy");
         metrics = applyHalfMetrics != null ? applyHalfMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
+        openCatalog();
         log.info("flow {}: copy task {} started", flow, owner);
+    }
+
+    /**
+     * Opens the catalog; when it cannot be reached (an outage), the task stays up and {@link #poll} tries again with
+     * the outage backoff. A refusal fails the task.
+     */
+    private boolean openCatalog() {
+        try {
+            catalog = Catalog.open(config.catalog(), "source " + flow + " copy");
+            return true;
+        } catch (CatalogUnavailableException e) {
+            log.warn("flow {}: copy task {} cannot reach the catalog ({}); trying again in {} ms", flow, owner,
+                    e.getMessage(), outageBackoffMs);
+            nextClaimAt = System.currentTimeMillis() + outageBackoffMs;
+            outageBackoffMs = Math.min(outageBackoffMs * 2, OUTAGE_BACKOFF_MAX_MS);
+            return false;
+        }
     }
 
     @Override
@@ -71,6 +93,9 @@ public class CopyTask extends SourceTask {
                 if (!pacedByApply) {
                     Thread.sleep(Math.min(200, nextClaimAt - now));
                 }
+                return null;
+            }
+            if (catalog == null && !openCatalog()) {
                 return null;
             }
             Optional<CopyClaim> claim;
@@ -96,7 +121,15 @@ public class CopyTask extends SourceTask {
                 metrics.remove(flow, copy.table());
             }
             current = null;
-            nextClaimAt = 0;
+            if (copy.stoppedBySourceOutage()) {
+                log.warn("flow {}: copy task {} cannot reach the source; claiming a table again in {} ms", flow, owner,
+                        outageBackoffMs);
+                nextClaimAt = System.currentTimeMillis() + outageBackoffMs;
+                outageBackoffMs = Math.min(outageBackoffMs * 2, OUTAGE_BACKOFF_MAX_MS);
+            } else {
+                outageBackoffMs = OUTAGE_BACKOFF_INITIAL_MS;
+                nextClaimAt = 0;
+            }
         }
         return records == null || records.isEmpty() ? null : records;
     }

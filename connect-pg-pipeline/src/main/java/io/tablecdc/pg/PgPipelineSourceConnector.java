@@ -23,6 +23,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
 import io.tablecdc.common.catalog.CatalogConnectionCheck;
 import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.pg.config.PgPipelineConfig;
@@ -58,6 +59,11 @@ public class PgPipelineSourceConnector extends SourceConnector {
         Optional<FlowRecord> recorded;
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
             recorded = catalog.getFlow(flow);
+        } catch (CatalogUnavailableException e) {
+            // an outage: the tasks start anyway, wait for the catalog with backoff and make the same checks then
+            log.warn("flow {}: the catalog cannot be reached at the connector's start ({}); its tasks wait for it", flow,
+                    e.getMessage());
+            return;
         } catch (RuntimeException e) {
             throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);
         }

@@ -53,6 +53,26 @@ final class SourceDatabase {
         }
     }
 
+    /**
+     * Whether {@code e} says the source could not be reached or went away (SQLSTATE class 08, or the server shutting
+     * down or not accepting connections yet, 57P01-57P03): an outage to ride out, not a fault of a table or of the
+     * configuration.
+     */
+    static boolean unreachable(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof java.sql.SQLRecoverableException) {
+                return true;
+            }
+            if (t instanceof SQLException sql && sql.getSQLState() != null) {
+                String state = sql.getSQLState();
+                if (state.startsWith("08") || state.equals("57P01") || state.equals("57P02") || state.equals("57P03")) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
     static boolean publicationExists(Connection c, String publication) throws SQLException {
         try (PreparedStatement ps = c.prepareStatement("SELECT 1 FROM pg_publication WHERE pubname = ?")) {
             ps.setString(1, publication);

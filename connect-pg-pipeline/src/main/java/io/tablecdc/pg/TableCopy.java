@@ -88,6 +88,8 @@ final class TableCopy {
     private Step step = Step.START;
     private volatile boolean finished;
     private volatile boolean abandoned;
+    /** The copy stopped because the source could not be reached (the table went back to pending, nothing counted). */
+    private boolean sourceUnreachable;
     private Connection control;
     private Connection replication;
     private PGReplicationStream stream;
@@ -164,6 +166,12 @@ final class TableCopy {
             return List.of();
         } catch (SQLException | ConversionException | IllegalArgumentException e) {
             if (abandoned) {
+                return List.of();
+            }
+            if (SourceDatabase.unreachable(e)) {
+                // an outage of the source is no fault of the table: it does not count against max.table.retries
+                sourceUnreachable = true;
+                abandon("the source cannot be reached: " + (e.getMessage() == null ? e.toString() : e.getMessage()));
                 return List.of();
             }
             fail(e.getMessage() == null ? e.toString() : e.getMessage());
@@ -539,6 +547,11 @@ final class TableCopy {
         }
         closeConnections();
         finished = true;
+    }
+
+    /** Whether this copy stopped because the source could not be reached: its task waits before the next claim. */
+    boolean stoppedBySourceOutage() {
+        return sourceUnreachable;
     }
 
     /** Stops the copy and gives the table back to {@code pending} (the task stops). */
