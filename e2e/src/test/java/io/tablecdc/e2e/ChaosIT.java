@@ -32,7 +32,8 @@ import io.tablecdc.e2e.stack.StackPaths;
 
 /**
  * The randomized run: a seeded workload (inserts, updates, deletes, key changes, multi-statement transactions and
- * truncates over three tables, two of them copied) flows from Postgres through the pipeline and the sink, both on one
+ * truncates over five tables: three keyed, one without a key whose rows repeat, and one added to the publication
+ * while the run goes on; all but one copied) flows from Postgres through the pipeline and the sink, both on one
  * worker process, while two faults picked by the seed strike: the worker dies at one of the named steps of either
  * connector (at the n-th time the step is reached), and a second worker takes over; and one dependency (the catalog,
  * the source Postgres, ClickHouse or the object store) is refused or hung for 2 to 15 s at a moment of the run, or the
@@ -105,13 +106,24 @@ class ChaosIT {
                 "CREATE TABLE " + schema + ".b (id int PRIMARY KEY, v int NOT NULL)",
                 "CREATE TABLE " + schema + ".c (x int, y int, v text NOT NULL, PRIMARY KEY (x, y))",
                 "INSERT INTO " + schema + ".c SELECT g % 50, g, 'seed' FROM generate_series(1, " + seedRows / 2 + ") g",
-                "CREATE PUBLICATION " + schema + "_pub FOR TABLE " + schema + ".a, " + schema + ".b, " + schema + ".c");
+                // no key: insert-only (Postgres refuses updates and deletes of a published table without a replica
+                // identity), with rows that repeat, so that ClickHouse must hold each row as many times as Postgres
+                "CREATE TABLE " + schema + ".k (v int NOT NULL, note text)",
+                "INSERT INTO " + schema + ".k SELECT g % 100, 'seed' FROM generate_series(1, " + seedRows / 4 + ") g",
+                // added to the publication by the workload while the run goes on
+                "CREATE TABLE " + schema + ".e (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + schema + ".e SELECT g, 0 FROM generate_series(1, 300) g",
+                "CREATE PUBLICATION " + schema + "_pub FOR TABLE " + schema + ".a, " + schema + ".b, " + schema + ".c, "
+                        + schema + ".k");
         Map<String, String[]> tables = new LinkedHashMap<>();
         tables.put(schema + ".a", new String[] {"id::text || '|' || v::text || '|' || coalesce(note, '-')",
             "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
         tables.put(schema + ".b", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
         tables.put(schema + ".c", new String[] {"x::text || '|' || y::text || '|' || v",
             "concat(toString(x), '|', toString(y), '|', v)"});
+        tables.put(schema + ".k", new String[] {"v::text || '|' || coalesce(note, '-')", "concat(toString(v), '|', ifNull(note, '-'))"});
+        tables.put(schema + ".e", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        pg.keyless(schema + ".k");
 
         Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, schema + "_pub", prefix);
         source.put("slot.prefix", schema);
@@ -163,23 +175,35 @@ class ChaosIT {
         String outcome = "failed";
         AtomicInteger truncates = new AtomicInteger();
         Thread outageThread = null;
+        int addAt = 200 + random.nextInt(1_300);
+        // half the runs start the second worker while the first still runs: the group rebalances and moves tasks while
+        // the workload, the outage and the coming kill go on
+        long joinAfterMs = random.nextBoolean() ? 1_000 + random.nextInt(10_000) : -1;
         try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy;
-             TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates)) {
+             TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates, addAt)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
+                ConnectWorker second = null;
                 try {
-                    first.rest().putConfig(sinkName, sink);
-                    first.rest().putConfig(flow, source);
-                    outageThread = outage.start(outageProxy);
-                    fired = injector.firedWithin(fault, Duration.ofSeconds(90));
-                } finally {
-                    // a step the run never reached: the worker is killed where it stands
-                    first.kill();
-                }
-                ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
-                        Duration.ofSeconds(120));
-                try {
+                    try {
+                        first.rest().putConfig(sinkName, sink);
+                        first.rest().putConfig(flow, source);
+                        outageThread = outage.start(outageProxy);
+                        if (joinAfterMs >= 0) {
+                            Thread.sleep(joinAfterMs);
+                            second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
+                                    Duration.ofSeconds(120));
+                        }
+                        fired = injector.firedWithin(fault, Duration.ofSeconds(90));
+                    } finally {
+                        // a step the run never reached: the worker is killed where it stands
+                        first.kill();
+                    }
+                    if (second == null) {
+                        second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
+                                Duration.ofSeconds(120));
+                    }
                     second.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
                     second.rest().awaitRunning(sinkName, 1, Duration.ofSeconds(120));
                     for (String table : tables.keySet()) {
@@ -190,20 +214,24 @@ class ChaosIT {
                     outageThread.join();
                     pg.awaitEqual(tables, Duration.ofSeconds(180));
                     outcome = "equal";
-                    System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s; %d transactions (%d truncates):"
+                    System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s%s; %d transactions (%d truncates):"
                             + " ClickHouse equals Postgres%n", seed, step.name(), occurrence, fired ? "fired" : "not reached, killed",
-                            outage, writer.written.get(), truncates.get());
+                            outage, joinAfterMs >= 0 ? ", second worker joined at " + joinAfterMs / 1000 + " s" : "",
+                            writer.written.get(), truncates.get());
                     second.rest().delete(flow);
                     second.rest().delete(sinkName);
                 } finally {
-                    second.close();
+                    if (second != null) {
+                        second.close();
+                    }
                 }
             } finally {
                 if (outageThread != null) {
                     outageThread.interrupt();
                     outageThread.join();
                 }
-                record(seed, step.name() + "@" + occurrence + "+" + outage, injector.fired(fault), writer.written.get(), outcome);
+                record(seed, step.name() + "@" + occurrence + "+" + outage + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : ""),
+                        injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
             throw new AssertionError("chaos run seed " + seed + " (" + step.name() + " at occurrence " + occurrence
@@ -269,16 +297,21 @@ class ChaosIT {
     }
 
     /**
-     * The seeded workload: transactions of one to four statements (insert, update, delete, key change over the three
-     * tables), now and then a truncate of table b, every 5 to 20 ms until closed.
+     * The seeded workload: transactions of one to four statements (insert, update, delete, key change over the keyed
+     * tables, inserts of repeating rows into the keyless one, updates of table e), now and then a truncate of table b
+     * or of the keyless table, every 5 to 20 ms until closed; its {@code addAt}-th transaction adds table e to the
+     * publication.
      */
-    private static TransactionWriter writer(String schema, Random random, AtomicInteger truncates) {
+    private static TransactionWriter writer(String schema, Random random, AtomicInteger truncates, int addAt) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
+            if (n == addAt) {
+                statements.add("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + schema + ".e");
+            }
             int count = 1 + random.nextInt(4);
             for (int i = 0; i < count; i++) {
                 int row = 1 + random.nextInt(4_000);
-                statements.add(switch (random.nextInt(9)) {
+                statements.add(switch (random.nextInt(11)) {
                     case 0 -> "INSERT INTO " + schema + ".a VALUES (" + (100_000 + n * 10 + i) + ", " + n + ", 'new')";
                     case 1 -> "UPDATE " + schema + ".a SET v = v + 1, note = 'w" + n + "' WHERE id = " + row;
                     case 2 -> "DELETE FROM " + schema + ".a WHERE id = " + row;
@@ -287,12 +320,18 @@ class ChaosIT {
                     case 5 -> "UPDATE " + schema + ".b SET v = v + 1 WHERE id = " + (random.nextInt(n) * 10);
                     case 6 -> "DELETE FROM " + schema + ".b WHERE id = " + (random.nextInt(n) * 10);
                     case 7 -> "UPDATE " + schema + ".c SET v = 'w" + n + "' WHERE x = " + random.nextInt(50);
+                    case 8 -> "INSERT INTO " + schema + ".k VALUES (" + random.nextInt(100) + ", 'w" + random.nextInt(3) + "')";
+                    case 9 -> "UPDATE " + schema + ".e SET v = v + 1 WHERE id = " + (1 + random.nextInt(300));
                     default -> "INSERT INTO " + schema + ".c VALUES (" + random.nextInt(50) + ", " + (100_000 + n * 10 + i)
                             + ", 'new') ON CONFLICT DO NOTHING";
                 });
             }
             if (random.nextInt(150) == 0) {
                 statements.add("TRUNCATE " + schema + ".b");
+                truncates.incrementAndGet();
+            }
+            if (random.nextInt(400) == 0) {
+                statements.add("TRUNCATE " + schema + ".k");
                 truncates.incrementAndGet();
             }
             return statements;

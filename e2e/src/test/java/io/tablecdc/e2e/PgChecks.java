@@ -37,6 +37,7 @@ final class PgChecks {
     private final Source source;
     private final String catalogUrl;
     private final Client clickhouse;
+    private final java.util.Set<String> keylessTables = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
     PgChecks(LocalStack stack, String database, String catalogUrl, Client clickhouse) {
         this(stack, () -> stack.postgres().connect(database), catalogUrl, clickhouse);
@@ -138,11 +139,20 @@ final class PgChecks {
         return rows;
     }
 
+    /**
+     * {@code table} has no key: its ClickHouse table is a plain {@code MergeTree} where every row loaded stays, read
+     * without {@code FINAL}, so that a row loaded twice shows twice.
+     */
+    void keyless(String table) {
+        keylessTables.add(table);
+    }
+
     List<String> clickHouseRows(String table, String expression) {
         List<String> rows = new ArrayList<>();
         String name = table.replaceAll("[^A-Za-z0-9_]", "_");
+        String finalClause = keylessTables.contains(table) ? "" : " FINAL";
         for (GenericRecord r : clickhouse.queryAll("SELECT " + expression + " AS r FROM " + name
-                + " FINAL WHERE _tablecdc_is_deleted = 0 ORDER BY r")) {
+                + finalClause + " WHERE _tablecdc_is_deleted = 0 ORDER BY r")) {
             rows.add(r.getString("r"));
         }
         return rows;
