@@ -89,11 +89,7 @@ class ExactlyOnceSourceIT {
 
     @Test
     void aWorkerKilledMidBatchLeavesNoPartOfTheBatchToReadCommittedConsumers() throws Exception {
-        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, PREFIX + "-stage");
-        sink.put("topics.regex", PREFIX + "\\..*");
-        sink.put("normalize.backoff.initial.ms", "500");
-        sink.put("normalize.backoff.max.ms", "2000");
-        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, PREFIX + "-stage", PREFIX);
         stack.connect().rest().putConfig(SINK, sink);
 
         Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "eos_pub", PREFIX);
@@ -222,11 +218,7 @@ class ExactlyOnceSourceIT {
         String topic = prefix + "." + fullName;
         String chTable = fullName.replaceAll("[^A-Za-z0-9_]", "_");
 
-        Map<String, String> sink = SinkConfigs.stageSink(stack, bqCatalogUrl, prefix + "-stage");
-        sink.put("topics.regex", prefix + "\\..*");
-        sink.put("normalize.backoff.initial.ms", "500");
-        sink.put("normalize.backoff.max.ms", "2000");
-        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        Map<String, String> sink = SinkConfigs.flowSink(stack, bqCatalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
 
         Map<String, String> source = SourceConfigs.queryCdc(stack, bqCatalogUrl, dataset, "big:ts:id", 1, prefix);

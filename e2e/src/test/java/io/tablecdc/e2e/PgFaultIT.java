@@ -95,11 +95,7 @@ class PgFaultIT {
         // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table
         source.put("copy.lease.ms", "20000");
         source.put("table.retry.delay.ms", "1000");
-        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
-        sink.put("topics.regex", prefix + "\\..*");
-        sink.put("normalize.backoff.initial.ms", "500");
-        sink.put("normalize.backoff.max.ms", "2000");
-        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
 
         String group = "pgfault-" + name + "-" + System.nanoTime();
@@ -169,11 +165,7 @@ class PgFaultIT {
         // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table
         source.put("copy.lease.ms", "20000");
         source.put("table.retry.delay.ms", "1000");
-        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
-        sink.put("topics.regex", prefix + "\\..*");
-        sink.put("normalize.backoff.initial.ms", "500");
-        sink.put("normalize.backoff.max.ms", "2000");
-        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
 
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),

@@ -71,11 +71,7 @@ class PgSourceOutageIT {
             tables.put(schema + "." + t, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
         }
         ConnectRestClient rest = stack.connect().rest();
-        Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
-        sink.put("topics.regex", prefix + "\\..*");
-        sink.put("normalize.backoff.initial.ms", "500");
-        sink.put("normalize.backoff.max.ms", "2000");
-        sink.put("consumer.override.metadata.max.age.ms", "1000");
+        Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         rest.putConfig(prefix + "-sink", sink);
 
         try (FaultProxy proxy = FaultProxy.start(prefix + "-source", stack.postgres().host(), stack.postgres().port());

@@ -49,11 +49,7 @@ class PgTypesIT {
     }
 
     private static Map<String, String> sinkConfig(String prefix) {
-        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
-        config.put("topics.regex", prefix + "\\..*");
-        config.put("normalize.backoff.initial.ms", "500");
-        config.put("normalize.backoff.max.ms", "2000");
-        config.put("consumer.override.metadata.max.age.ms", "1000");
+        Map<String, String> config = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         return config;
     }
 

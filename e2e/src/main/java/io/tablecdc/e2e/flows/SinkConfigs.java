@@ -39,6 +39,20 @@ public final class SinkConfigs {
         return config;
     }
 
+    /**
+     * {@link #stageSink} for the topics of one flow ({@code <topicPrefix>.*}), with the settings the end-to-end tests of
+     * flows share: the normalize backoff of a test (0.5 s doubling to 2 s, not minutes) and the consumer's metadata
+     * refreshed every second, so that a table's topic created by the source is subscribed at once.
+     */
+    public static Map<String, String> flowSink(LocalStack stack, String catalogUrl, String stagePrefix, String topicPrefix) {
+        Map<String, String> config = stageSink(stack, catalogUrl, stagePrefix);
+        config.put("topics.regex", topicPrefix + "\\..*");
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "2000");
+        config.put("consumer.override.metadata.max.age.ms", "1000");
+        return config;
+    }
+
     /** {@code config} without a {@code table.name.format}: ClickHouse tables are named after their topics. */
     public static Map<String, String> defaultNames(Map<String, String> config) {
         config.remove("table.name.format");
