@@ -1,9 +1,11 @@
 package io.tablecdc.common;
 
+import java.util.Collection;
 import java.util.HashMap;
 import java.util.Map;
 
 import org.apache.kafka.common.config.Config;
+import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 
 /** Helpers for connectors' {@code validate()}: cross-field and reachability errors go on the field they concern. */
@@ -23,5 +25,41 @@ public final class ConfigValidation {
     /** Whether no field has an error yet (only then are cross-field and reachability checks worth running). */
     public static boolean noErrors(Map<String, ConfigValue> values) {
         return values.values().stream().allMatch(v -> v.errorMessages().isEmpty());
+    }
+
+    /** Adds {@code message} to field {@code name} of the result, adding the field when the result has none by that name. */
+    public static void addError(Config result, Map<String, ConfigValue> values, String name, String message) {
+        ConfigValue value = values.get(name);
+        if (value == null) {
+            value = new ConfigValue(name);
+            values.put(name, value);
+            result.configValues().add(value);
+        }
+        value.addErrorMessage(message);
+    }
+
+    /**
+     * The field a cross-field rule failed on: Kafka's {@code ConfigException(name, value, message)} says "Invalid value
+     * … for configuration {@code name}: …"; a message of a rule of our own names the key as "configuration
+     * {@code name} …". {@code fallback} when the message names none of {@code names}.
+     */
+    public static String fieldOf(ConfigException e, Collection<String> names, String fallback) {
+        String message = e.getMessage() == null ? "" : e.getMessage();
+        String marker = " for configuration ";
+        int at = message.indexOf(marker);
+        if (at >= 0) {
+            String rest = message.substring(at + marker.length());
+            int end = rest.indexOf(':');
+            String name = end < 0 ? rest.trim() : rest.substring(0, end).trim();
+            if (names.contains(name)) {
+                return name;
+            }
+        }
+        for (String name : names) {
+            if (message.contains("configuration " + name + " ")) {
+                return name;
+            }
+        }
+        return fallback;
     }
 }

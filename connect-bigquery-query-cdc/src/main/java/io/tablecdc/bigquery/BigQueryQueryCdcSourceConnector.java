@@ -1,5 +1,7 @@
 package io.tablecdc.bigquery;
 
+import static io.tablecdc.common.ConfigValidation.addError;
+
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -138,7 +140,8 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
         try {
             parsed = new BigQueryQueryCdcConfig(connectorConfigs);
         } catch (ConfigException e) {
-            addError(result, values, fieldOf(e, connectorConfigs), e.getMessage());
+            addError(result, values, ConfigValidation.fieldOf(e, BigQueryQueryCdcConfig.CONFIG_DEF.names(),
+                    BigQueryQueryCdcConfig.TABLES_CONFIG), e.getMessage());
             return result;
         }
         String tasksMax = connectorConfigs.get(TASKS_MAX);
@@ -268,26 +271,6 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             }
         }
         return null;
-    }
-
-    private static String fieldOf(ConfigException e, Map<String, String> configs) {
-        String message = e.getMessage() == null ? "" : e.getMessage();
-        for (String name : BigQueryQueryCdcConfig.CONFIG_DEF.names()) {
-            if (message.contains("for configuration " + name + ":") || message.contains("configuration " + name + " ")) {
-                return name;
-            }
-        }
-        return BigQueryQueryCdcConfig.TABLES_CONFIG;
-    }
-
-    private static void addError(Config result, Map<String, ConfigValue> values, String name, String message) {
-        ConfigValue value = values.get(name);
-        if (value == null) {
-            value = new ConfigValue(name);
-            values.put(name, value);
-            result.configValues().add(value);
-        }
-        value.addErrorMessage(message);
     }
 
     /**

@@ -95,7 +95,8 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
         try {
             config = new ClickHouseStageSinkConfig(connectorConfigs);
         } catch (ConfigException e) {
-            values.get(fieldOf(e, values)).addErrorMessage(e.getMessage());
+            ConfigValidation.addError(result, values, ConfigValidation.fieldOf(e, values.keySet(),
+                    ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG), e.getMessage());
             return result;
         }
         List<ClickHouseAccessCheck.Problem> problems;
@@ -105,28 +106,9 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             problems = ClickHouseAccessCheck.scrub(List.of(ClickHouseAccessCheck.stageWriteProblem(config, e)), config);
         }
         for (ClickHouseAccessCheck.Problem problem : problems) {
-            values.get(problem.field()).addErrorMessage(problem.message());
+            ConfigValidation.addError(result, values, problem.field(), problem.message());
         }
         CatalogConnectionCheck.check(config.catalog(), result, values);
         return result;
-    }
-
-    /**
-     * The field a cross-field rule of the config failed on: Kafka's {@code ConfigException(name, value, message)}
-     * says "Invalid value … for configuration {@code name}: …".
-     */
-    static String fieldOf(ConfigException e, Map<String, ConfigValue> values) {
-        String message = e.getMessage() == null ? "" : e.getMessage();
-        String marker = " for configuration ";
-        int at = message.indexOf(marker);
-        if (at >= 0) {
-            String rest = message.substring(at + marker.length());
-            int end = rest.indexOf(':');
-            String name = end < 0 ? rest.trim() : rest.substring(0, end).trim();
-            if (values.containsKey(name)) {
-                return name;
-            }
-        }
-        return ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG;
     }
 }

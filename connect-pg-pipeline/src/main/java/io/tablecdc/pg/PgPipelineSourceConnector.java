@@ -1,5 +1,7 @@
 package io.tablecdc.pg;
 
+import static io.tablecdc.common.ConfigValidation.addError;
+
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.ArrayList;
@@ -210,16 +212,6 @@ public class PgPipelineSourceConnector extends SourceConnector {
             };
             addError(result, values, field, what + config.jdbcUrl() + ": " + e.getMessage() + " (SQLSTATE " + state + ")");
         }
-    }
-
-    private static void addError(Config result, Map<String, ConfigValue> values, String name, String message) {
-        ConfigValue value = values.get(name);
-        if (value == null) {
-            value = new ConfigValue(name);
-            values.put(name, value);
-            result.configValues().add(value);
-        }
-        value.addErrorMessage(message);
     }
 
     /**

@@ -30,13 +30,7 @@ public final class CatalogConnectionCheck {
         if (problem == null) {
             return true;
         }
-        ConfigValue value = values.get(problem.field());
-        if (value == null) {
-            value = new ConfigValue(problem.field());
-            values.put(problem.field(), value);
-            result.configValues().add(value);
-        }
-        value.addErrorMessage(problem.message());
+        io.tablecdc.common.ConfigValidation.addError(result, values, problem.field(), problem.message());
         return false;
     }
 
