@@ -136,7 +136,8 @@ final class TableCopy {
     private final ArrayDeque<Long> unnormalized = new ArrayDeque<>();
     /** The table's normalized batch id as last read from the catalog. */
     private long knownNormalized;
-    private boolean paused;
+    /** Read by {@link #abandon} on the thread that stops the task. */
+    private volatile boolean paused;
     private long pauseCheckedAt;
     private long statusSentAt;
     private long resumedAt;
@@ -557,6 +558,11 @@ final class TableCopy {
                     }
                 } else if (began) {
                     log.debug("flow {}, table {}: pause recorded again (another writer had cleared it)", flow, table);
+                }
+                if (abandoned) {
+                    // the task stopped while this poll recorded the pause: the stop's clearing may have come first
+                    endPause();
+                    return true;
                 }
             }
         }
