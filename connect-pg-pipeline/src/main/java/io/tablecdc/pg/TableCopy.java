@@ -64,11 +64,12 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  *
  * <h2>Back-pressure</h2>
  * While the batches this copy sent and the sink has not normalized yet number {@code max.unnormalized.batches}, the
- * copy sends nothing more: in the COPY step (its transaction, snapshot and open COPY kept), or in the catch-up before
- * the marker is written (its slot kept, the server answered every second). It pauses only where everything sent is
+ * COPY step sends nothing more (its transaction, snapshot and open COPY kept). It pauses only where everything sent is
  * whole batches, records {@code paused_reason = normalize_buffer_full}, keeps renewing its lease, and goes on once
- * the sink's normalized batch id has moved far enough. After the marker it never pauses: the apply task holds the
- * table's later changes in memory until the handover, and pausing then would hold them, and in the end every table.
+ * the sink's normalized batch id has moved far enough. The catch-up never pauses: it sends one batch per source
+ * transaction, so held to the sink's pace it could fall behind a busy table for good and never hand it over
+ * (PgPipelineCopyIT did, under its writer); and once the marker is written the apply task holds the table's later
+ * changes in memory until the handover.
  *
  * <p>Failures: a copy or conversion error marks the table {@code errored} with a retry time (up to
  * {@code max.table.retries}); losing the lease (another task took the table over) abandons the copy silently; a
@@ -86,8 +87,6 @@ final class TableCopy {
     static final String PAUSED_REASON = "normalize_buffer_full";
     /** While paused: how often the catalog is read for the normalized batch id. */
     private static final long PAUSE_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
-    /** While paused: how often the catch-up's stream answers the server (keeps wal_sender_timeout away). */
-    private static final long PAUSE_STATUS_NANOS = TimeUnit.SECONDS.toNanos(1);
 
     private enum Step { START, COPY, DRAIN_COPY, CATCHUP, DRAIN_FINAL }
 
@@ -139,7 +138,6 @@ final class TableCopy {
     /** Read by {@link #abandon} on the thread that stops the task. */
     private volatile boolean paused;
     private long pauseCheckedAt;
-    private long statusSentAt;
     private long resumedAt;
     private long pausedNanos;
     private long pausedSince;
@@ -175,7 +173,7 @@ final class TableCopy {
             if (!renewLease()) {
                 return out;
             }
-            if ((step == Step.COPY || (step == Step.CATCHUP && marker == null)) && backPressured()) {
+            if (step == Step.COPY && backPressured()) {
                 return out;
             }
             switch (step) {
@@ -572,10 +570,6 @@ final class TableCopy {
         if (unnormalized.size() < limit) {
             resume();
             return false;
-        }
-        if (stream != null && now - statusSentAt >= PAUSE_STATUS_NANOS) {
-            statusSentAt = now;
-            stream.forceUpdateStatus();
         }
         if (!besideApply) {
             Thread.sleep(50);

@@ -118,8 +118,8 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " normalized (the same setting as the BigQuery source's): a copy task whose table's batches reach it pauses"
             + " at a batch boundary (paused_reason normalize_buffer_full), keeping its copy transaction and snapshot"
             + " open and its lease renewed, and goes on once the sink has loaded enough of them into ClickHouse. 1 sends"
-            + " the next batch only once the previous one is in ClickHouse. Applies to copies and their catch-up only;"
-            + " streamed tables are not paused in this release. Not the sink's normalize.buffer.batches, which counts"
+            + " the next batch only once the previous one is in ClickHouse. Applies to the copy of a table's rows only:"
+            + " neither its catch-up nor streamed tables are paused in this release. Not the sink's normalize.buffer.batches, which counts"
             + " staged batches inside the sink.";
     private static final int MAX_UNNORMALIZED_BATCHES_DEFAULT = 100;
 
