@@ -6,6 +6,7 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
@@ -22,6 +23,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.common.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
@@ -60,6 +62,15 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * {@code catchup(m)} and the apply task sends what it held, so the table's batches reach its topic in order. No
  * other table waits at any point.
  *
+ * <h2>Back-pressure</h2>
+ * While the batches this copy sent and the sink has not normalized yet number {@code max.unnormalized.batches}, the
+ * COPY step sends nothing more (its transaction, snapshot and open COPY kept). It pauses only where everything sent is
+ * whole batches, records {@code paused_reason = normalize_buffer_full}, keeps renewing its lease, and goes on once
+ * the sink's normalized batch id has moved far enough. The catch-up never pauses: it sends one batch per source
+ * transaction, so held to the sink's pace it could fall behind a busy table for good and never hand it over
+ * (PgPipelineCopyIT did, under its writer); and once the marker is written the apply task holds the table's later
+ * changes in memory until the handover.
+ *
  * <p>Failures: a copy or conversion error marks the table {@code errored} with a retry time (up to
  * {@code max.table.retries}); losing the lease (another task took the table over) abandons the copy silently; a
  * copy task that stops gives the table back to {@code pending}.
@@ -72,6 +83,10 @@ final class TableCopy {
     private static final long PROGRESS_LOG_NANOS = TimeUnit.SECONDS.toNanos(10);
     private static final long PROGRESS_CATALOG_NANOS = TimeUnit.SECONDS.toNanos(2);
     private static final long IDLE_BEFORE_MARKER_NANOS = TimeUnit.MILLISECONDS.toNanos(200);
+    /** The catalog's {@code paused_reason} of a copy waiting for the sink (the BigQuery source's reason too). */
+    static final String PAUSED_REASON = "normalize_buffer_full";
+    /** While paused: how often the catalog is read for the normalized batch id. */
+    private static final long PAUSE_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
 
     private enum Step { START, COPY, DRAIN_COPY, CATCHUP, DRAIN_FINAL }
 
@@ -84,6 +99,8 @@ final class TableCopy {
     private final int failures;
     private final Catalog catalog;
     private final TableMetrics.Table metrics;
+    /** In one task with the apply task: never sleeps while paused (streamed changes would wait). */
+    private final boolean besideApply;
 
     private Step step = Step.START;
     private volatile boolean finished;
@@ -116,9 +133,19 @@ final class TableCopy {
     private long lastLogAt = System.nanoTime();
     private long lastProgressAt;
     private long lastRenewAt = System.nanoTime();
+    /** Batch ids this copy handed to Connect that are not known to be normalized yet, oldest first. */
+    private final ArrayDeque<Long> unnormalized = new ArrayDeque<>();
+    /** The table's normalized batch id as last read from the catalog. */
+    private long knownNormalized;
+    /** Read by {@link #abandon} on the thread that stops the task. */
+    private volatile boolean paused;
+    private long pauseCheckedAt;
+    private long resumedAt;
+    private long pausedNanos;
+    private long pausedSince;
 
     TableCopy(PgPipelineConfig config, String flow, String owner, CopyClaim claim, Catalog catalog,
-              TableMetrics metrics) {
+              TableMetrics metrics, boolean besideApply) {
         this.config = config;
         this.flow = flow;
         this.owner = owner;
@@ -127,6 +154,7 @@ final class TableCopy {
         this.failures = claim.failures();
         this.catalog = catalog;
         this.metrics = metrics.table(table);
+        this.besideApply = besideApply;
     }
 
     String table() {
@@ -147,6 +175,9 @@ final class TableCopy {
             if (!renewLease()) {
                 return out;
             }
+            if (step == Step.COPY && backPressured()) {
+                return out;
+            }
             switch (step) {
                 case START -> start(out);
                 case COPY -> copyRows(out);
@@ -159,6 +190,7 @@ final class TableCopy {
             if (!out.isEmpty() && !finished && !fence()) {
                 return List.of();
             }
+            sent(out);
         } catch (BatchIds.LeaseLostException e) {
             if (!abandoned) {
                 lostLease();
@@ -196,6 +228,8 @@ final class TableCopy {
     }
 
     private void start(List<SourceRecord> out) throws SQLException, InterruptedException {
+        // a copy that died while paused left its pause behind
+        catalog.clearPause(flow, table, PAUSED_REASON);
         String mainSlot = catalog.getFlow(flow).map(f -> f.identity().slot()).orElse(null);
         if (mainSlot == null) {
             // the apply task has not registered the flow's slot yet
@@ -451,8 +485,10 @@ final class TableCopy {
         if (catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
                 && catalog.markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
             metrics.errorEpisodeEnded("copy");
-            log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s)", flow,
-                    table, marker, rowsSent, attempt, TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
+            log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s, of"
+                    + " which {} s paused for normalize)", flow, table, marker, rowsSent, attempt,
+                    TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt),
+                    TimeUnit.NANOSECONDS.toSeconds(pausedNanos));
         } else {
             log.warn("flow {}, table {}: copy task {} lost the table before its handover; another copy takes over",
                     flow, table, owner);
@@ -485,6 +521,114 @@ final class TableCopy {
         ChangeBatcher b = batcher;
         if (b != null) {
             b.acknowledged(record);
+        }
+    }
+
+    /**
+     * True while this copy's batches not yet normalized (sent to Connect, so synced ones and any still on their way to
+     * Kafka) number {@code max.unnormalized.batches}: the step sends nothing, so no more than that many are ever
+     * synced and not normalized. The catalog is read only when the count known here is at the limit (every half
+     * second while paused).
+     */
+    private boolean backPressured() throws SQLException, InterruptedException {
+        // batches Kafka acknowledged meanwhile are recorded while paused too (the catalog's synced id stays true)
+        recordSynced();
+        int limit = config.maxUnnormalizedBatches();
+        forgetNormalized();
+        long now = System.nanoTime();
+        if (unnormalized.size() >= limit && (!paused || now - pauseCheckedAt >= PAUSE_RECHECK_NANOS)) {
+            pauseCheckedAt = now;
+            TableState state = catalog.getTable(flow, table).orElse(null);
+            if (state != null) {
+                knownNormalized = Math.max(knownNormalized, state.normalizedBatchId());
+            }
+            forgetNormalized();
+            if (unnormalized.size() >= limit) {
+                boolean began = catalog.setPause(flow, table, PAUSED_REASON, Instant.now());
+                if (!paused) {
+                    paused = true;
+                    pausedSince = now;
+                    // status shows where the copy waits, not where its last periodic progress write saw it
+                    if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))) {
+                        throw new BatchIds.LeaseLostException("copy progress");
+                    }
+                    metrics.paused(PAUSED_REASON);
+                    // a copy faster than the sink pauses and resumes batch by batch: only the first in a minute at info
+                    boolean again = resumedAt != 0 && now - resumedAt < TimeUnit.MINUTES.toNanos(1);
+                    String message = "flow {}, table {}: {} copied batches wait for normalize"
+                            + " (max.unnormalized.batches={}); the copy pauses after {} rows read";
+                    if (again) {
+                        log.debug(message, flow, table, unnormalized.size(), limit, rowsSent);
+                    } else {
+                        log.info(message, flow, table, unnormalized.size(), limit, rowsSent);
+                    }
+                } else if (began) {
+                    log.debug("flow {}, table {}: pause recorded again (another writer had cleared it)", flow, table);
+                }
+                if (abandoned) {
+                    // the task stopped while this poll recorded the pause: the stop's clearing may have come first
+                    endPause();
+                    return true;
+                }
+            }
+        }
+        if (!paused) {
+            return false;
+        }
+        if (unnormalized.size() < limit) {
+            resume();
+            return false;
+        }
+        if (!besideApply) {
+            Thread.sleep(50);
+        }
+        return true;
+    }
+
+    /** Counts the batches of records about to go to Connect (each batch's records come in one step). */
+    private void sent(List<SourceRecord> out) {
+        for (SourceRecord record : out) {
+            if (record.sourceOffset() != null && record.sourceOffset().get(ChangeBatcher.BATCH_KEY) instanceof Number n
+                    && (unnormalized.isEmpty() || n.longValue() > unnormalized.peekLast())) {
+                unnormalized.addLast(n.longValue());
+            }
+        }
+    }
+
+    private void forgetNormalized() {
+        while (!unnormalized.isEmpty() && unnormalized.peekFirst() <= knownNormalized) {
+            unnormalized.removeFirst();
+        }
+    }
+
+    private void resume() {
+        long now = System.nanoTime();
+        paused = false;
+        pausedNanos += now - pausedSince;
+        boolean again = resumedAt != 0 && now - resumedAt < TimeUnit.MINUTES.toNanos(1);
+        resumedAt = now;
+        metrics.resumed();
+        catalog.clearPause(flow, table, PAUSED_REASON);
+        String message = "flow {}, table {}: normalize caught up; the copy goes on after {} ms paused";
+        if (again) {
+            log.debug(message, flow, table, TimeUnit.NANOSECONDS.toMillis(now - pausedSince));
+        } else {
+            log.info(message, flow, table, TimeUnit.NANOSECONDS.toMillis(now - pausedSince));
+        }
+    }
+
+    /** The copy ends (handed over, failed, abandoned): a pause it recorded goes with it. */
+    private void endPause() {
+        if (!paused) {
+            return;
+        }
+        paused = false;
+        metrics.resumed();
+        try {
+            catalog.clearPause(flow, table, PAUSED_REASON);
+        } catch (RuntimeException e) {
+            log.debug("flow {}, table {}: clearing the copy's pause failed ({}); the next copy clears it", flow, table,
+                    e.toString());
         }
     }
 
@@ -583,6 +727,7 @@ final class TableCopy {
 
     /** Closes every connection of the copy; its temporary slot goes with the replication connection. */
     private void closeConnections() {
+        endPause();
         closeReaders();
         Resources.closeQuietly(stream, replication, control);
         stream = null;

@@ -404,6 +404,26 @@ public final class Catalog implements AutoCloseable {
     }
 
     /**
+     * Ends the table's pause only when it is paused for {@code reason}: a writer ends its own pause and leaves another
+     * writer's (the sink's, an operator's) alone. May be called again after a crash.
+     *
+     * @return true if the table was paused for {@code reason}
+     */
+    public boolean clearPause(String flow, String table, String reason) {
+        Objects.requireNonNull(reason, "reason");
+        return onTable("clearPause", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
+                    + " SET paused_reason = NULL, paused_at = NULL"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND paused_reason = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.setString(3, reason);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
      * Opens the table's error episode or records one more error in it: {@code last_error},
      * {@code last_error_at} and {@code next_retry_at} are replaced and {@code error_count} grows by one,
      * but only for an error newer than the one stored, so a repeat with the same {@code at} changes

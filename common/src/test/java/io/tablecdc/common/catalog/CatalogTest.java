@@ -145,6 +145,8 @@ class CatalogTest {
                 new Step("recordSinkTopic", c -> c.recordSinkTopic(f, q, "sink-a", "topic.orders"), true),
                 new Step("setPause", c -> c.setPause(f, q, "normalize_buffer_full", t(4)), true),
                 new Step("clearPause", c -> c.clearPause(f, q), true),
+                new Step("setPause (a copy's)", c -> c.setPause(f, q, "normalize_buffer_full", t(4)), true),
+                new Step("clearPause (its own reason)", c -> c.clearPause(f, q, "normalize_buffer_full"), true),
                 new Step("recordError", c -> c.recordError(f, q, "boom", t(5), t(10)), true),
                 new Step("recordError (again later)", c -> c.recordError(f, q, "boom 2", t(6), t(16)), true),
                 new Step("clearError", c -> c.clearError(f, q), true),
@@ -363,6 +365,22 @@ class CatalogTest {
         assertFalse(catalog.clearPause(f, tb));
         assertNull(table(f, tb).pausedReason());
         assertNull(table(f, tb).pausedAt());
+    }
+
+    @Test
+    void aWriterEndsOnlyItsOwnPause() {
+        String f = "pause-own";
+        String tb = "pg.t";
+        assertTrue(catalog.setPause(f, tb, "sink_normalize_buffer_full", t(1)));
+        assertFalse(catalog.clearPause(f, tb, "normalize_buffer_full"), "another writer's pause stays");
+        assertEquals("sink_normalize_buffer_full", table(f, tb).pausedReason());
+        assertEquals(t(1), table(f, tb).pausedAt());
+        assertTrue(catalog.setPause(f, tb, "normalize_buffer_full", t(2)));
+        assertTrue(catalog.clearPause(f, tb, "normalize_buffer_full"));
+        assertNull(table(f, tb).pausedReason());
+        assertNull(table(f, tb).pausedAt());
+        assertFalse(catalog.clearPause(f, tb, "normalize_buffer_full"), "nothing left to end");
+        assertFalse(catalog.clearPause(f, "pg.unknown", "normalize_buffer_full"), "no row, nothing to end");
     }
 
     @Test

@@ -113,6 +113,16 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " one transaction; a transaction with more rows of a table is cut into batches of this size.";
     private static final int BATCH_ROWS_DEFAULT = 10_000;
 
+    public static final String MAX_UNNORMALIZED_BATCHES_CONFIG = "max.unnormalized.batches";
+    private static final String MAX_UNNORMALIZED_BATCHES_DOC = "How many batches a table may have synced but not yet"
+            + " normalized (the same setting as the BigQuery source's): a copy task whose table's batches reach it pauses"
+            + " at a batch boundary (paused_reason normalize_buffer_full), keeping its copy transaction and snapshot"
+            + " open and its lease renewed, and goes on once the sink has loaded enough of them into ClickHouse. 1 sends"
+            + " the next batch only once the previous one is in ClickHouse. Applies to the copy of a table's rows only:"
+            + " neither its catch-up nor streamed tables are paused in this release. Not the sink's normalize.buffer.batches, which counts"
+            + " staged batches inside the sink.";
+    private static final int MAX_UNNORMALIZED_BATCHES_DEFAULT = 100;
+
     public static final String HOLD_MAX_BYTES_CONFIG = "hold.max.bytes";
     private static final String HOLD_MAX_BYTES_DOC = "Most bytes of changes (as received from the server) the apply"
             + " task keeps for tables being handed over, whose copy tasks are still sending their last rows. Past it"
@@ -204,6 +214,9 @@ public final class PgPipelineConfig extends AbstractConfig {
                         "Max table retries")
                 .define(BATCH_ROWS_CONFIG, Type.INT, BATCH_ROWS_DEFAULT, ConfigDef.Range.between(1, 1_000_000),
                         Importance.MEDIUM, BATCH_ROWS_DOC, REPLICATION_GROUP, ++order, Width.SHORT, "Batch rows")
+                .define(MAX_UNNORMALIZED_BATCHES_CONFIG, Type.INT, MAX_UNNORMALIZED_BATCHES_DEFAULT,
+                        ConfigDef.Range.between(1, 1_000_000), Importance.MEDIUM, MAX_UNNORMALIZED_BATCHES_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Max unnormalized batches")
                 .define(HOLD_MAX_BYTES_CONFIG, Type.LONG, HOLD_MAX_BYTES_DEFAULT,
                         ConfigDef.Range.between(65_536L, 68_719_476_736L), Importance.LOW, HOLD_MAX_BYTES_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Held bytes limit")
@@ -326,6 +339,11 @@ public final class PgPipelineConfig extends AbstractConfig {
 
     public int batchRows() {
         return getInt(BATCH_ROWS_CONFIG);
+    }
+
+    /** {@code max.unnormalized.batches}: a copying table's synced-but-not-normalized batches that pause its copy. */
+    public int maxUnnormalizedBatches() {
+        return getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
     }
 
     public long holdMaxBytes() {

@@ -1,0 +1,323 @@
+package io.tablecdc.e2e;
+
+import static io.tablecdc.e2e.PgChecks.awaitTrue;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.lang.management.ManagementFactory;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
+
+import org.apache.kafka.common.utils.internals.Sanitizer;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.query.GenericRecord;
+
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
+import io.tablecdc.e2e.flows.StatusScript;
+import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.LocalStack;
+
+/**
+ * Per-table back-pressure of the Postgres pipeline's copies ({@code max.unnormalized.batches}), end to end: a copied
+ * table whose ClickHouse side refuses every insert (a {@code CHECK} constraint) pauses its copy once its synced batches
+ * not yet normalized reach the limit, and stays paused (its lease renewed, copied once) while another table streams and
+ * a third, added to the publication meanwhile, is copied; once ClickHouse takes rows again the copy goes on by itself,
+ * the table is handed over and ClickHouse equals Postgres row for row.
+ */
+class PgBackPressureIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String DATABASE = "pgbp_source";
+    private static final MBeanServer jmx = ManagementFactory.getPlatformMBeanServer();
+    private static final int STUCK_ROWS = 60_000;
+    private static final int LIMIT = 4;
+    private static final long LEASE_MS = 6_000;
+
+    private static String catalogUrl;
+    private static Client clickhouse;
+    private static PgChecks pg;
+
+    @BeforeAll
+    static void start() throws Exception {
+        stack.postgres().createDatabase(DATABASE);
+        catalogUrl = stack.postgres().createDatabase("pgbp_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+    }
+
+    private static Map<String, String> sourceConfig(String prefix, String publication) {
+        Map<String, String> config = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
+        config.put("tasks.max", "3");
+        config.put("table.sync.copy", "all");
+        config.put("batch.rows", "2000");
+        config.put("max.unnormalized.batches", Integer.toString(LIMIT));
+        config.put("copy.lease.ms", Long.toString(LEASE_MS));
+        return config;
+    }
+
+    private static Map<String, String> sinkConfig(String prefix) {
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
+        config.put("topics.regex", prefix + "\\..*");
+        config.put("normalize.backoff.initial.ms", "300");
+        config.put("normalize.backoff.max.ms", "1000");
+        config.put("consumer.override.metadata.max.age.ms", "1000");
+        return config;
+    }
+
+    @Test
+    void aCopyWhoseTableCannotLoadPausesAtItsLimitWhileOtherTablesCopyAndStream() throws Exception {
+        pg.sql("DROP PUBLICATION IF EXISTS bpc_pub",
+                "DROP SCHEMA IF EXISTS bpc CASCADE",
+                "CREATE SCHEMA bpc",
+                "CREATE TABLE bpc.stuck (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO bpc.stuck SELECT g, 's' || g FROM generate_series(1, " + STUCK_ROWS + ") g",
+                "CREATE TABLE bpc.other (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO bpc.other SELECT g, 'o' || g FROM generate_series(1, 1000) g",
+                "CREATE TABLE bpc.late (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO bpc.late SELECT g, 'l' || g FROM generate_series(1, 3000) g",
+                "CREATE PUBLICATION bpc_pub FOR TABLE bpc.stuck, bpc.other");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String table : List.of("bpc.stuck", "bpc.other", "bpc.late")) {
+            tables.put(table, new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
+        }
+        String flow = "bpc-flow";
+        String sink = "bpc-sink";
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(sink, sinkConfig("bpc"));
+        rest.putConfig(flow, sourceConfig("bpc", "bpc_pub"));
+        rest.awaitRunning(flow, 3, Duration.ofSeconds(90));
+
+        // ClickHouse refuses bpc.stuck's rows once its first rows are in: its copy must stop at the limit
+        awaitTrue(() -> chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'bpc_stuck'") == 1,
+                Duration.ofSeconds(120), "bpc.stuck never reached ClickHouse");
+        clickhouse.execute("ALTER TABLE bpc_stuck ADD CONSTRAINT bpc_refuse CHECK id < 0").get().close();
+        // paused while its normalize fails: no batch of it can be loaded any more, so the pause is not a passing one
+        Map<String, String> paused = pg.awaitTable(flow, "bpc.stuck",
+                row -> "normalize_buffer_full".equals(row.get("paused_reason")) && row.get("last_error") != null
+                        && row.get("last_error").startsWith("normalize:"), Duration.ofSeconds(120));
+        long pausedAt = System.nanoTime();
+        assertEquals("copying", paused.get("phase"), "the copy paused, it did not finish first: " + paused);
+        assertEquals("1", paused.get("copy_attempt"), paused.toString());
+        String slot = query("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
+        String confirmedBefore = sourceQuery("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ?",
+                slot);
+
+        // while bpc.stuck waits: bpc.late joins the publication and is copied, bpc.other streams (its freshness measured)
+        pg.sql("ALTER PUBLICATION bpc_pub ADD TABLE bpc.late",
+                "INSERT INTO bpc.late VALUES (5001, 'after the add')",
+                "UPDATE bpc.stuck SET v = 'changed while paused' WHERE id % 1000 = 0",
+                "DELETE FROM bpc.stuck WHERE id % 1000 = 1",
+                "INSERT INTO bpc.stuck SELECT g, 'new' || g FROM generate_series(" + (STUCK_ROWS + 1) + ", "
+                        + (STUCK_ROWS + 500) + ") g");
+        List<Long> pausedFreshness = freshness("bpc.other", 10_000, 15);
+        pg.awaitTable(flow, "bpc.late", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        Map<String, String> mid = pg.table(flow, "bpc.stuck");
+        // the pause outlasts the copy lease three times over: the lease must be renewed all along
+        long waitMore = 3 * LEASE_MS - (System.nanoTime() - pausedAt) / 1_000_000;
+        if (waitMore > 0) {
+            Thread.sleep(waitMore);
+        }
+        Map<String, String> still = pg.table(flow, "bpc.stuck");
+        assertEquals("normalize_buffer_full", still.get("paused_reason"), still.toString());
+        assertEquals("copying", still.get("phase"), still.toString());
+        assertEquals("1", still.get("copy_attempt"), "the paused copy kept its lease: " + still);
+        assertEquals(paused.get("copy_lease_owner"), still.get("copy_lease_owner"), still.toString());
+        assertEquals(mid.get("synced_batch_id"), still.get("synced_batch_id"), "a paused copy syncs no batch");
+        assertEquals(mid.get("copy_rows_done"), still.get("copy_rows_done"), "a paused copy copies no row");
+        // one copy attempt's batch ids are consecutive (one reserved block): synced - normalized counts its batches
+        long unnormalized = Long.parseLong(still.get("synced_batch_id")) - Long.parseLong(still.get("normalized_batch_id"));
+        assertTrue(unnormalized == LIMIT, "the copy stops at " + LIMIT + " batches synced and not normalized: " + still);
+        long rowsDone = Long.parseLong(still.get("copy_rows_done"));
+        assertTrue(rowsDone < STUCK_ROWS && rowsDone >= (LIMIT - 1) * 2_000L, "the rows read when it paused: " + still);
+        long staged = Long.parseLong(query("SELECT count(*)::text FROM cdc_table_avro_stage WHERE flow_name = ?"
+                + " AND source_table_identifier = 'bpc.stuck'", flow));
+        assertTrue(staged <= LIMIT, "at most " + LIMIT + " batches wait in the stage, not " + staged);
+        String confirmedAfter = sourceQuery("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ?",
+                slot);
+        assertTrue(lsnGreater(confirmedAfter, confirmedBefore), "the flow's slot moves on while bpc.stuck waits: "
+                + confirmedBefore + " -> " + confirmedAfter);
+        String status = StatusScript.run(stack, catalogUrl, "--flow", flow);
+        String stuckLine = status.lines().map(String::trim).filter(l -> l.startsWith("bpc.stuck")).findFirst().orElse("");
+        assertTrue(stuckLine.contains("copying") && stuckLine.contains("normalize_buffer_full"), status);
+        assertTrue(pausedReasons(flow, "bpc.stuck").contains("normalize_buffer_full"),
+                "the copy task's MBean of bpc.stuck shows the pause: " + pausedReasons(flow, "bpc.stuck"));
+        assertEquals(List.of("RUNNING", "RUNNING", "RUNNING", "RUNNING"), rest.states(flow));
+        long pausedFor = (System.nanoTime() - pausedAt) / 1_000_000;
+
+        // ClickHouse takes rows again: the copy goes on by itself, once, and hands the table over
+        clickhouse.execute("ALTER TABLE bpc_stuck DROP CONSTRAINT bpc_refuse").get().close();
+        Map<String, String> ready = pg.awaitTable(flow, "bpc.stuck", row -> "ready".equals(row.get("phase")),
+                Duration.ofSeconds(240));
+        assertEquals("1", ready.get("copy_attempt"), "copied once: " + ready);
+        assertNull(ready.get("paused_reason"), ready.toString());
+        assertEquals(Integer.toString(STUCK_ROWS), ready.get("copy_rows_done"), ready.toString());
+        pg.sql("UPDATE bpc.stuck SET v = 'after the handover' WHERE id <= 10", "INSERT INTO bpc.other VALUES (9999, 'end')");
+        pg.awaitEqual(tables, Duration.ofSeconds(180));
+        List<Long> healthyFreshness = freshness("bpc.other", 20_000, 15);
+        System.out.printf("pg back-pressure: bpc.stuck paused at %s of %d rows for %d ms (lease %d ms, %d staged);"
+                        + " bpc.other insert -> visible while paused p50 %d ms p95 %d ms, healthy p50 %d ms p95 %d ms;"
+                        + " slot %s -> %s%n%s%n", still.get("copy_rows_done"), STUCK_ROWS, pausedFor, LEASE_MS, staged,
+                percentile(pausedFreshness, 50), percentile(pausedFreshness, 95), percentile(healthyFreshness, 50),
+                percentile(healthyFreshness, 95), confirmedBefore, confirmedAfter, stuckLine);
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
+    /**
+     * With {@code tasks.max=1} one task both streams and copies: its copy of a table ClickHouse refuses pauses at the
+     * limit without holding up the table it streams (whose freshness is measured). A connector stopped while the copy
+     * is paused gives the table back and clears the pause; resumed, the next copy pauses again; once ClickHouse takes
+     * rows the table is handed over and ClickHouse equals Postgres.
+     */
+    @Test
+    void oneTaskThatStreamsAndCopiesKeepsStreamingWhileItsCopyIsPaused() throws Exception {
+        pg.sql("DROP PUBLICATION IF EXISTS bps_pub",
+                "DROP SCHEMA IF EXISTS bps CASCADE",
+                "CREATE SCHEMA bps",
+                "CREATE TABLE bps.stuck (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO bps.stuck SELECT g, 's' || g FROM generate_series(1, 30000) g",
+                "CREATE TABLE bps.live (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE PUBLICATION bps_pub FOR TABLE bps.stuck, bps.live");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String table : List.of("bps.stuck", "bps.live")) {
+            tables.put(table, new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
+        }
+        String flow = "bps-flow";
+        String sink = "bps-sink";
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("bps", "bps_pub");
+        config.put("tasks.max", "1");
+        config.put("table.sync.copy", "only:bps.stuck");
+        config.put("batch.rows", "1000");
+        rest.putConfig(sink, sinkConfig("bps"));
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+
+        // bps.live streams from the start (not copied): its first row creates its ClickHouse table
+        pg.sql("INSERT INTO bps.live VALUES (0, 'first')");
+        for (String name : List.of("bps_stuck", "bps_live")) {
+            awaitTrue(() -> chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = '" + name
+                    + "'") == 1, Duration.ofSeconds(120), name + " never reached ClickHouse");
+        }
+        clickhouse.execute("ALTER TABLE bps_stuck ADD CONSTRAINT bps_refuse CHECK id < 0").get().close();
+        Map<String, String> paused = pg.awaitTable(flow, "bps.stuck",
+                row -> "normalize_buffer_full".equals(row.get("paused_reason")) && row.get("last_error") != null
+                        && row.get("last_error").startsWith("normalize:"), Duration.ofSeconds(120));
+        assertEquals("copying", paused.get("phase"), paused.toString());
+        List<Long> pausedFreshness = freshness("bps.live", 1, 15);
+        Map<String, String> still = pg.table(flow, "bps.stuck");
+        assertEquals("normalize_buffer_full", still.get("paused_reason"), still.toString());
+        assertEquals(paused.get("copy_rows_done"), still.get("copy_rows_done"), "a paused copy copies no row");
+
+        // stopped while paused: the table goes back to pending and its pause ends with the copy
+        rest.stop(flow);
+        rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        Map<String, String> given = pg.awaitTable(flow, "bps.stuck", row -> row.get("paused_reason") == null,
+                Duration.ofSeconds(30));
+        assertEquals("pending", given.get("phase"), given.toString());
+        rest.resume(flow);
+        rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
+        Map<String, String> again = pg.awaitTable(flow, "bps.stuck",
+                row -> "normalize_buffer_full".equals(row.get("paused_reason")) && "2".equals(row.get("copy_attempt")),
+                Duration.ofSeconds(120));
+        assertEquals("copying", again.get("phase"), again.toString());
+
+        clickhouse.execute("ALTER TABLE bps_stuck DROP CONSTRAINT bps_refuse").get().close();
+        Map<String, String> ready = pg.awaitTable(flow, "bps.stuck", row -> "ready".equals(row.get("phase")),
+                Duration.ofSeconds(240));
+        assertEquals("2", ready.get("copy_attempt"), ready.toString());
+        assertNull(ready.get("paused_reason"), ready.toString());
+        pg.sql("UPDATE bps.stuck SET v = 'after the handover' WHERE id <= 10");
+        pg.awaitEqual(tables, Duration.ofSeconds(180));
+        List<Long> healthyFreshness = freshness("bps.live", 100, 15);
+        System.out.printf("pg back-pressure, one task: bps.live insert -> visible while bps.stuck's copy is paused p50 %d"
+                        + " ms p95 %d ms, healthy p50 %d ms p95 %d ms%n", percentile(pausedFreshness, 50),
+                percentile(pausedFreshness, 95), percentile(healthyFreshness, 50), percentile(healthyFreshness, 95));
+        rest.delete(flow);
+        rest.delete(sink);
+    }
+
+    /** Inserts {@code count} rows into {@code table} one by one, each timed from its commit to its first sight in ClickHouse. */
+    private static List<Long> freshness(String table, int firstId, int count) throws Exception {
+        List<Long> millis = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            int id = firstId + i;
+            pg.sql("INSERT INTO " + table + " VALUES (" + id + ", 'fresh')");
+            long inserted = System.nanoTime();
+            awaitTrue(() -> chLong("SELECT count() FROM " + table.replace('.', '_') + " FINAL WHERE id = " + id) == 1,
+                    Duration.ofSeconds(60), "row " + id + " of " + table + " never reached ClickHouse");
+            millis.add((System.nanoTime() - inserted) / 1_000_000);
+        }
+        return millis;
+    }
+
+    private static long percentile(List<Long> values, int p) {
+        List<Long> sorted = new ArrayList<>(values);
+        Collections.sort(sorted);
+        return sorted.get(Math.min(sorted.size() - 1, (int) Math.ceil(p / 100.0 * sorted.size()) - 1));
+    }
+
+    private static long chLong(String sql) {
+        List<GenericRecord> rows = clickhouse.queryAll(sql.replaceFirst("count\\(\\)", "count() AS n"));
+        return rows.isEmpty() ? -1 : rows.get(0).getLong("n");
+    }
+
+    private static String query(String sql, String param) throws SQLException {
+        try (Connection c = pg.catalog()) {
+            return query(c, sql, param);
+        }
+    }
+
+    private static String sourceQuery(String sql, String param) throws SQLException {
+        try (Connection c = pg.source()) {
+            return query(c, sql, param);
+        }
+    }
+
+    private static String query(Connection c, String sql, String param) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setString(1, param);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? rs.getString(1) : null;
+            }
+        }
+    }
+
+    private static boolean lsnGreater(String a, String b) {
+        return lsn(a) > lsn(b);
+    }
+
+    private static long lsn(String text) {
+        assertNotNull(text, "no LSN");
+        String[] parts = text.split("/");
+        return (Long.parseLong(parts[0], 16) << 32) | Long.parseLong(parts[1], 16);
+    }
+
+    /** The {@code paused-reason} of every MBean the flow's tasks publish for {@code table}. */
+    private static List<String> pausedReasons(String flow, String table) throws Exception {
+        List<String> reasons = new ArrayList<>();
+        for (ObjectName name : jmx.queryNames(new ObjectName("kafka.connect:type=plugins,connector="
+                + Sanitizer.jmxSanitize(flow) + ",flow=" + Sanitizer.jmxSanitize(flow) + ",table="
+                + Sanitizer.jmxSanitize(table) + ",*"), null)) {
+            reasons.add(String.valueOf(jmx.getAttribute(name, "paused-reason")));
+        }
+        return reasons;
+    }
+}
