@@ -110,7 +110,7 @@ public class CopyTask extends SourceTask {
                 nextClaimAt = now + CLAIM_INTERVAL_MS;
                 return null;
             }
-            copy = new TableCopy(config, flow, owner, claim.get(), catalog, metrics, sharedMetrics != null);
+            copy = new TableCopy(config, flow, owner, claim.get(), catalog, metrics, pacedByApply);
             current = copy;
         }
         List<SourceRecord> records = copy.step();
