@@ -348,7 +348,7 @@ final class TablePoller {
             return true;
         }
         if (paused || PAUSED_REASON.equals(state.pausedReason())) {
-            catalog.clearPause(flow, table.fullName());
+            catalog.clearPause(flow, table.fullName(), PAUSED_REASON);
             metrics.resumed();
             log.info("flow {}, table {}: normalize caught up; resuming", flow, table.fullName());
             paused = false;

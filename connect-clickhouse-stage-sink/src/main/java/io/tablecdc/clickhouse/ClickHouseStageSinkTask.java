@@ -600,7 +600,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
                 }
                 try {
-                    catalog.clearPause(key.flow(), key.table());
+                    catalog.clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
                 } catch (RuntimeException e) {
                     log.debug("clearing the pause of {} failed: {}", key, e.toString());
                 }
