@@ -12,6 +12,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
+import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.junit.jupiter.api.AfterAll;
@@ -33,12 +34,16 @@ import io.tablecdc.e2e.stack.StackPaths;
 /**
  * The randomized run: a seeded workload (inserts, updates, deletes, key changes, multi-statement transactions and
  * truncates over five tables: three keyed, one without a key whose rows repeat, and one added to the publication
- * while the run goes on; all but one copied) flows from Postgres through the pipeline and the sink, both on one
- * worker process, while two faults picked by the seed strike: the worker dies at one of the named steps of either
- * connector (at the n-th time the step is reached), and a second worker takes over; and one dependency (the catalog,
- * the source Postgres, ClickHouse or the object store) is refused or hung for 2 to 15 s at a moment of the run, or the
- * Kafka broker is restarted after being down that long. The checker compares ClickHouse
- * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}. Each run prints its
+ * while the run goes on; all but one copied) flows from Postgres through the pipeline and the sink, and a second
+ * seeded workload (inserts and new versions of rows) on a BigQuery emulator table flows through a query CDC flow into
+ * the same sink, all three connectors on one worker process, while two faults picked by the seed strike: the worker
+ * dies at one of the named steps of the pipeline or the sink (at the n-th time the step is reached), and a second
+ * worker takes over; and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused
+ * or hung for 2 to 15 s at a moment of the run, or the Kafka broker is restarted after being down that long. In half
+ * the runs the BigQuery emulator is refused or hung as well, on its own clock. The BigQuery side draws from a generator
+ * of its own (mixed from {@code seed * 17 + 3}), so a seed does to Postgres what it did before. The checker compares ClickHouse
+ * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}, then compares ClickHouse
+ * with the emulator's latest version of every row ({@link ChaosBigQuery}). Each run prints its
  * seed; {@code scripts/chaos.sh --runs N --seed S} repeats runs S, S+1, … ({@code -Dtablecdc.chaos.seed},
  * {@code -Dtablecdc.chaos.runs}); the suite runs one run with a fresh seed. Every run appends a line to
  * {@code e2e/target/chaos/runs.tsv}; a failed run keeps its workers' logs under {@code e2e/target/stack/chaos-<seed>-*}.
@@ -52,6 +57,7 @@ class ChaosIT {
     private static String catalogUrl;
     private static PgChecks pg;
     private static Client clickhouse;
+    private static CdcChecks checks;
 
     @BeforeAll
     static void start() throws Exception {
@@ -60,6 +66,7 @@ class ChaosIT {
         clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
                 .setPassword(stack.clickhouse().password()).build();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        checks = new CdcChecks(stack, "chaos_catalog");
     }
 
     @AfterAll
@@ -133,6 +140,12 @@ class ChaosIT {
         source.put("copy.lease.ms", "5000");
         source.put("table.retry.delay.ms", "1000");
         Outage outage = Outage.pick(random);
+        // the BigQuery table draws from its own generator, so that a seed does to Postgres what it did before the table
+        // was added; its seed is mixed (SplittableRandom), since java.util.Random's first draws from neighbouring seeds
+        // are alike (a plain seed * 17 + 3 gave 147 outages of BigQuery in seeds 7000-7199, instead of about half)
+        Random bigQueryRandom = new Random(new SplittableRandom(seed * 17 + 3).nextLong());
+        ChaosBigQuery bigQuery = ChaosBigQuery.create(stack, bigQueryRandom, prefix + "-bq", "t_" + id);
+        Outage bigQueryOutage = bigQueryRandom.nextBoolean() ? Outage.pick(bigQueryRandom, "bigquery") : null;
         Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
         sink.put("topics.regex", prefix + "\\..*");
         sink.put("normalize.backoff.initial.ms", "500");
@@ -140,8 +153,9 @@ class ChaosIT {
         sink.put("normalize.lease.ms", "5000");
         sink.put("consumer.override.metadata.max.age.ms", "1000");
 
-        System.out.printf("chaos run seed %d: %s at occurrence %d, %s, %d seed rows (replay: scripts/chaos.sh --runs 1 --seed %d)%n",
-                seed, step.name(), occurrence, outage, seedRows, seed);
+        System.out.printf("chaos run seed %d: %s at occurrence %d, %s, %d seed rows; BigQuery %d seed rows%s"
+                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, step.name(), occurrence, outage, seedRows,
+                bigQuery.seedRows(), bigQueryOutage == null ? "" : ", " + bigQueryOutage, seed);
         // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
         // a proxy, so that the outage can take one of them away
         FaultProxy catalogProxy = FaultProxy.start(prefix + "-catalog", stack.postgres().host(), stack.postgres().port());
@@ -150,6 +164,8 @@ class ChaosIT {
         FaultProxy clickhouseProxy = FaultProxy.start(prefix + "-clickhouse", clickhouseUri.getHost(), clickhouseUri.getPort());
         URI storeUri = URI.create(stack.objectStore().endpoint());
         FaultProxy storeProxy = FaultProxy.start(prefix + "-objectstore", storeUri.getHost(), storeUri.getPort());
+        URI bigQueryUri = URI.create(stack.bigquery().endpoint());
+        FaultProxy bigQueryProxy = FaultProxy.start(prefix + "-bigquery", bigQueryUri.getHost(), bigQueryUri.getPort());
         String proxiedCatalog = catalogUrl.replace(stack.postgres().host() + ":" + stack.postgres().port(),
                 "127.0.0.1:" + catalogProxy.port());
         source.put("catalog.jdbc.url", proxiedCatalog);
@@ -158,6 +174,8 @@ class ChaosIT {
         sink.put("catalog.jdbc.url", proxiedCatalog);
         sink.put("clickhouse.url", "http://127.0.0.1:" + clickhouseProxy.port());
         sink.put("stage.s3.endpoint", "http://127.0.0.1:" + storeProxy.port());
+        Map<String, String> bigQuerySource = bigQuery.source(stack, proxiedCatalog,
+                bigQueryUri.getScheme() + "://127.0.0.1:" + bigQueryProxy.port(), prefix);
         FaultProxy outageProxy = switch (outage.dependency()) {
             case "catalog" -> catalogProxy;
             case "source" -> sourceProxy;
@@ -175,11 +193,12 @@ class ChaosIT {
         String outcome = "failed";
         AtomicInteger truncates = new AtomicInteger();
         Thread outageThread = null;
+        Thread bigQueryOutageThread = null;
         int addAt = 200 + random.nextInt(1_300);
         // half the runs start the second worker while the first still runs: the group rebalances and moves tasks while
         // the workload, the outage and the coming kill go on
         long joinAfterMs = random.nextBoolean() ? 1_000 + random.nextInt(10_000) : -1;
-        try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy;
+        try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy; bigQueryProxy; bigQuery;
              TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates, addAt)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
@@ -189,7 +208,12 @@ class ChaosIT {
                     try {
                         first.rest().putConfig(sinkName, sink);
                         first.rest().putConfig(flow, source);
+                        first.rest().putConfig(bigQuery.flow, bigQuerySource);
+                        bigQuery.startWriter();
                         outageThread = outage.start(outageProxy);
+                        if (bigQueryOutage != null) {
+                            bigQueryOutageThread = bigQueryOutage.start(bigQueryProxy);
+                        }
                         if (joinAfterMs >= 0) {
                             Thread.sleep(joinAfterMs);
                             second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
@@ -206,18 +230,27 @@ class ChaosIT {
                     }
                     second.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
                     second.rest().awaitRunning(sinkName, 1, Duration.ofSeconds(120));
+                    second.rest().awaitRunning(bigQuery.flow, 1, Duration.ofSeconds(120));
                     for (String table : tables.keySet()) {
                         pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
                     }
                     writer.awaitMore(30);
                     writer.close();
+                    bigQuery.stopWriter();
                     outageThread.join();
+                    if (bigQueryOutageThread != null) {
+                        bigQueryOutageThread.join();
+                    }
                     pg.awaitEqual(tables, Duration.ofSeconds(180));
+                    bigQuery.check(checks, Duration.ofSeconds(180));
                     outcome = "equal";
-                    System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s%s; %d transactions (%d truncates):"
-                            + " ClickHouse equals Postgres%n", seed, step.name(), occurrence, fired ? "fired" : "not reached, killed",
-                            outage, joinAfterMs >= 0 ? ", second worker joined at " + joinAfterMs / 1000 + " s" : "",
-                            writer.written.get(), truncates.get());
+                    System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s%s%s; %d transactions (%d truncates),"
+                            + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery%n", seed, step.name(),
+                            occurrence, fired ? "fired" : "not reached, killed", outage,
+                            bigQueryOutage == null ? "" : ", " + bigQueryOutage,
+                            joinAfterMs >= 0 ? ", second worker joined at " + joinAfterMs / 1000 + " s" : "",
+                            writer.written.get(), truncates.get(), bigQuery.inserts.get() + bigQuery.versions.get());
+                    second.rest().delete(bigQuery.flow);
                     second.rest().delete(flow);
                     second.rest().delete(sinkName);
                 } finally {
@@ -230,25 +263,35 @@ class ChaosIT {
                     outageThread.interrupt();
                     outageThread.join();
                 }
-                record(seed, step.name() + "@" + occurrence + "+" + outage + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : ""),
+                if (bigQueryOutageThread != null) {
+                    bigQueryOutageThread.interrupt();
+                    bigQueryOutageThread.join();
+                }
+                record(seed, step.name() + "@" + occurrence + "+" + outage + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
+                        + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
             throw new AssertionError("chaos run seed " + seed + " (" + step.name() + " at occurrence " + occurrence
-                    + ", " + outage + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
+                    + ", " + outage + (bigQueryOutage == null ? "" : ", " + bigQueryOutage) + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
         }
     }
 
     /**
      * The second fault of a run, starting {@code delayMs} after the connectors were deployed, whatever the worker kill
      * does meanwhile: one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused or
-     * hung by its proxy for {@code durationMs}, or the Kafka broker is stopped and stays down that long.
+     * hung by its proxy for {@code durationMs}, or the Kafka broker is stopped and stays down that long. In half the runs
+     * the BigQuery emulator's proxy has an outage of its own ({@link #pick(Random, String)}, drawn from the BigQuery
+     * side's generator).
      */
     private record Outage(String dependency, boolean hang, long delayMs, long durationMs) {
         static Outage pick(Random random) {
             String[] dependencies = {"catalog", "source", "clickhouse", "objectstore", "kafka"};
-            return new Outage(dependencies[random.nextInt(dependencies.length)], random.nextBoolean(),
-                    2_000 + random.nextInt(23_000), 2_000 + random.nextInt(13_000));
+            return pick(random, dependencies[random.nextInt(dependencies.length)]);
+        }
+
+        static Outage pick(Random random, String dependency) {
+            return new Outage(dependency, random.nextBoolean(), 2_000 + random.nextInt(23_000), 2_000 + random.nextInt(13_000));
         }
 
         Thread start(FaultProxy proxy) {
