@@ -129,6 +129,11 @@ public final class Catalog implements AutoCloseable {
                 CatalogMigrations.verify(direct);
             }
         } catch (CatalogSchemaException e) {
+            if (causedByOutage(e)) {
+                // the catalog went away between the probe and the check: an outage, retried like one
+                throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started (during its"
+                        + " schema check): " + causeText(e), e);
+            }
             throw new CatalogException("catalog schema check failed when " + clientName + " started: "
                     + e.getMessage(), e);
         }
@@ -1192,6 +1197,16 @@ public final class Catalog implements AutoCloseable {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof SQLException sql && sql.getSQLState() != null
                     && (sql.getSQLState().startsWith("28") || sql.getSQLState().equals("3D000"))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Whether {@code e} has an SQL cause that says the catalog could not be reached (see {@link #isTransient}). */
+    private static boolean causedByOutage(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && isTransient(sql)) {
                 return true;
             }
         }
