@@ -243,13 +243,14 @@ class ChaosIT {
                     }
                     pg.awaitEqual(tables, Duration.ofSeconds(180));
                     bigQuery.check(checks, Duration.ofSeconds(180));
-                    outcome = "equal";
+                    int copies = pg.keylessCopies(schema + ".k");
+                    outcome = copies == 0 ? "equal" : "equal+" + copies + "-keyless-copies";
                     System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s%s%s; %d transactions (%d truncates),"
-                            + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery%n", seed, step.name(),
+                            + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery (%s)%n", seed, step.name(),
                             occurrence, fired ? "fired" : "not reached, killed", outage,
                             bigQueryOutage == null ? "" : ", " + bigQueryOutage,
                             joinAfterMs >= 0 ? ", second worker joined at " + joinAfterMs / 1000 + " s" : "",
-                            writer.written.get(), truncates.get(), bigQuery.inserts.get() + bigQuery.versions.get());
+                            writer.written.get(), truncates.get(), bigQuery.inserts.get() + bigQuery.versions.get(), outcome);
                     second.rest().delete(bigQuery.flow);
                     second.rest().delete(flow);
                     second.rest().delete(sinkName);
