@@ -1,6 +1,8 @@
 package io.tablecdc.e2e;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.sql.Connection;
 import java.sql.Statement;
@@ -8,6 +10,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.kafka.common.config.types.Password;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.SchemaBuilder;
 import org.apache.kafka.connect.data.Struct;
@@ -16,6 +19,10 @@ import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
 
+import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.common.catalog.CatalogUnavailableException;
+import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
 import io.tablecdc.e2e.flows.SinkConfigs;
@@ -86,6 +93,30 @@ class StageSinkCatalogOutageIT {
         awaitCount(2, Duration.ofSeconds(90));
         assertEquals(List.of("RUNNING", "RUNNING"), rest.states(connector));
         rest.delete(connector);
+    }
+
+    /**
+     * The catalog goes away between a start's first connection and its schema check (found by a randomized run,
+     * seed 6019, where it ended the sink task for good): the probe connection succeeds, the migration's connection is
+     * refused. That is an outage (the task waits and retries), not a broken schema; once the catalog is back the
+     * same start succeeds.
+     */
+    @Test
+    void theCatalogGoingAwayDuringTheSchemaCheckOfAStartIsAnOutage() throws Exception {
+        stack.postgres().createDatabase(DB + "_check");
+        try (FaultProxy proxy = FaultProxy.start("catalog-check", stack.postgres().host(), stack.postgres().port())) {
+            CatalogSettings settings = new CatalogSettings("jdbc:postgresql://127.0.0.1:" + proxy.port() + "/" + DB
+                    + "_check", stack.postgres().user(), new Password(stack.postgres().password()), true, 2, 5_000);
+            proxy.refuseAfter(1);
+            CatalogUnavailableException outage = assertThrows(CatalogUnavailableException.class,
+                    () -> Catalog.open(settings, "outage-check").close());
+            assertTrue(outage.getMessage().contains("schema check"), outage.getMessage());
+            assertTrue(proxy.accepted() >= 2, "the probe passed and a later connection was refused");
+            proxy.pass();
+            try (Catalog catalog = Catalog.open(settings, "outage-check")) {
+                assertEquals(List.of(), catalog.listTables("no-such-flow"));
+            }
+        }
     }
 
     private static void awaitCount(long expected, Duration timeout) throws InterruptedException {

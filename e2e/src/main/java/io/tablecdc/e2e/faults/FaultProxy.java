@@ -9,6 +9,7 @@ import java.net.ServerSocket;
 import java.net.Socket;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.slf4j.Logger;
@@ -32,6 +33,8 @@ public final class FaultProxy implements AutoCloseable {
     private final ServerSocket server;
     private final Set<Socket> open = ConcurrentHashMap.newKeySet();
     private final AtomicLong accepted = new AtomicLong();
+    /** New connections still passed before the proxy refuses; negative: no limit. */
+    private final AtomicInteger passesLeft = new AtomicInteger(-1);
     private volatile Mode mode = Mode.PASS;
     private volatile boolean closed;
 
@@ -65,6 +68,19 @@ public final class FaultProxy implements AutoCloseable {
     }
 
     public void pass() {
+        passesLeft.set(-1);
+        set(Mode.PASS);
+    }
+
+    /**
+     * Passes the open connections and the next {@code connections} new ones, then refuses (as {@link #refuse()})
+     * from the connection after them on: a server that goes away right after a client's first connection.
+     */
+    public void refuseAfter(int connections) {
+        if (connections < 0) {
+            throw new IllegalArgumentException("connections must be >= 0");
+        }
+        passesLeft.set(connections);
         set(Mode.PASS);
     }
 
@@ -98,6 +114,9 @@ public final class FaultProxy implements AutoCloseable {
                 return;
             }
             accepted.incrementAndGet();
+            if (mode == Mode.PASS && passesLeft.get() >= 0 && passesLeft.getAndDecrement() == 0) {
+                refuse();
+            }
             if (mode == Mode.REFUSE) {
                 closeQuietly(client);
                 continue;

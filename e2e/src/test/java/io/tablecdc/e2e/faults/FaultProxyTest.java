@@ -50,6 +50,24 @@ class FaultProxyTest {
         }
     }
 
+    @Test
+    void refuseAfterPassesTheNextConnectionsThenCutsEverything() throws Exception {
+        try (FaultProxy proxy = FaultProxy.start("pg-after", stack.postgres().host(), stack.postgres().port())) {
+            String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/postgres";
+            proxy.refuseAfter(1);
+            try (Connection first = connect(viaProxy)) {
+                assertEquals(1, selectOne(first));
+                assertThrows(SQLException.class, () -> connect(viaProxy).close(), "the second connection is refused");
+                assertEquals(FaultProxy.Mode.REFUSE, proxy.mode());
+                assertThrows(SQLException.class, () -> selectOne(first), "and the first is cut with it");
+            }
+            proxy.pass();
+            try (Connection again = connect(viaProxy); Connection more = connect(viaProxy)) {
+                assertEquals(2, selectOne(again) + selectOne(more), "pass() lifts the limit");
+            }
+        }
+    }
+
     private static Connection connect(String url) throws SQLException {
         Properties props = new Properties();
         props.setProperty("user", stack.postgres().user());
