@@ -25,14 +25,17 @@ public record Fault(String name, String className, String method, String locatio
     public enum Kind {
         /** The worker process halts at once (as after SIGKILL: no shutdown hooks, no offset flush, no task stop). */
         KILL,
-        /** The call throws {@link Action#exceptionClass()} with a message naming the fault. */
+        /**
+         * The call throws {@link Action#exceptionClass()} with a message naming the fault (and a null cause when
+         * {@link Action#causeArgument()}: for exceptions whose only constructor takes one).
+         */
         THROW,
         /** The call sleeps {@link Action#hangMillis()} before it goes on. */
         HANG
     }
 
     /** The action of a fault. */
-    public record Action(Kind kind, String exceptionClass, long hangMillis) {
+    public record Action(Kind kind, String exceptionClass, boolean causeArgument, long hangMillis) {
         public Action {
             Objects.requireNonNull(kind, "kind");
         }
@@ -75,15 +78,26 @@ public record Fault(String name, String className, String method, String locatio
     /** A step without an action yet. */
     public record Step(String name, String className, String method, String location) {
         public Fault kill() {
-            return new Fault(name, className, method, location, new Action(Kind.KILL, null, 0), 1, 1, true);
+            return new Fault(name, className, method, location, new Action(Kind.KILL, null, false, 0), 1, 1, true);
         }
 
+        /** The call throws {@code new exceptionClass(message)}. */
         public Fault fail(String exceptionClass) {
-            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, 0), 1, 1, true);
+            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, false, 0), 1, 1,
+                    true);
+        }
+
+        /**
+         * The call throws {@code new exceptionClass(message, null)}: an exception such as the catalog's
+         * {@code CatalogUnavailableException}, which the product only ever creates with its cause.
+         */
+        public Fault failWithCause(String exceptionClass) {
+            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, true, 0), 1, 1,
+                    true);
         }
 
         public Fault hang(long millis) {
-            return new Fault(name, className, method, location, new Action(Kind.HANG, null, millis), 1, 1, true);
+            return new Fault(name, className, method, location, new Action(Kind.HANG, null, false, millis), 1, 1, true);
         }
     }
 }

@@ -111,7 +111,8 @@ public final class FaultInjector {
     private static String action(Fault fault) {
         return switch (fault.action().kind()) {
             case KILL -> "killJVM(137)";
-            case THROW -> "throw new " + fault.action().exceptionClass() + "(\"tablecdc fault " + fault.name() + "\")";
+            case THROW -> "throw new " + fault.action().exceptionClass() + "(\"tablecdc fault " + fault.name() + "\""
+                    + (fault.action().causeArgument() ? ", null)" : ")");
             case HANG -> "delay(" + fault.action().hangMillis() + "L)";
         };
     }

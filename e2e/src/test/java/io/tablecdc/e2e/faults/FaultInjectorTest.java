@@ -45,6 +45,19 @@ class FaultInjectorTest {
     }
 
     @Test
+    void failWithCausePassesANullCauseToTheExceptionsTwoArgumentConstructor() throws Exception {
+        Fault fail = Fault.at("fail-with-cause", TARGET, "step", "AT EXIT").failWithCause(CauseOnlyException.class.getName())
+                .onOccurrence(4);
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir("faults-cause"), fail);
+        Run run = run(injector);
+        assertEquals(0, run.exit, run.output);
+        assertTrue(run.output.contains("step 3 returned 30"), run.output);
+        assertTrue(run.output.contains("step 4 threw tablecdc fault fail-with-cause"), run.output);
+        assertTrue(run.output.contains("step 5 returned 50"), run.output);
+        assertTrue(injector.fired(fail));
+    }
+
+    @Test
     void aDisarmedFaultNeverFires() throws Exception {
         Fault kill = Fault.at("never", TARGET, "step", "AT ENTRY").kill().disarmed();
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("faults-disarmed"), kill);
