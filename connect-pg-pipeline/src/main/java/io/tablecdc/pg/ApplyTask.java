@@ -84,6 +84,8 @@ public class ApplyTask extends SourceTask {
     static final long REFRESH_BUSY_MS = 200;
     static final long REFRESH_IDLE_MS = 2000;
     private static final long PUBLICATION_CHECK_MS = 10_000;
+    /** Seconds before a copy task copies again a table that came back to the publication (as tablecdc-reset-table). */
+    private static final int REJOIN_DELAY_S = 10;
     /** Batch ids reserved per catalog update. */
     static final int BATCH_ID_BLOCK = 100;
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
@@ -108,6 +110,13 @@ public class ApplyTask extends SourceTask {
     private final Map<String, TableRun> tables = new HashMap<>();
     /** Tables left out because their topic clashes with another table's. */
     private final Map<String, TableRun> clashing = new HashMap<>();
+    /** The publication entry by which each table was last seen in the publication (also in the catalog). */
+    private final Map<String, String> members = new HashMap<>();
+    /**
+     * Tables a publication check found missing, with the server's WAL position then: each leaves the flow once the
+     * stream has read past that position (the changes committed before it left are sent).
+     */
+    private final Map<String, Lsn> leaving = new HashMap<>();
     private long refreshedAt;
     private long publicationCheckedAt;
     private Lsn readyCheckedAt;
@@ -379,7 +388,8 @@ public class ApplyTask extends SourceTask {
     }
 
     private void initTables(Lsn slotStart) throws SQLException {
-        List<String> published = SourceDatabase.publicationTables(sql, config.publication());
+        Map<String, String> publishedMembers = SourceDatabase.publicationMembers(sql, config.publication());
+        List<String> published = List.copyOf(publishedMembers.keySet());
         if (published.isEmpty()) {
             throw new ConnectException("flow " + flow + ": publication " + config.publication() + " has no tables");
         }
@@ -389,6 +399,12 @@ public class ApplyTask extends SourceTask {
         }
         for (String table : published) {
             catalog.initTable(flow, table, Phase.PENDING);
+        }
+        members.clear();
+        leaving.clear();
+        Map<String, String> recorded = catalog.publicationMembers(flow);
+        for (String table : published) {
+            member(table, recorded.get(table), publishedMembers.get(table));
         }
         Map<String, TableState> states = new HashMap<>();
         for (TableState state : catalog.listTables(flow)) {
@@ -505,10 +521,37 @@ public class ApplyTask extends SourceTask {
         refreshedAt = now;
         if (now - publicationCheckedAt > TimeUnit.MILLISECONDS.toNanos(PUBLICATION_CHECK_MS)) {
             publicationCheckedAt = now;
+            Map<String, String> published = SourceDatabase.publicationMembers(sql, config.publication());
+            Lsn wal = null;
+            for (String table : List.copyOf(tables.keySet())) {
+                String member = published.get(table);
+                if (member == null) {
+                    if (!leaving.containsKey(table)) {
+                        wal = wal != null ? wal : SourceDatabase.currentWal(sql);
+                        leaving.put(table, wal);
+                        log.info("flow {}, table {}: no longer in publication {}; it leaves the flow once its changes"
+                                + " up to {} are loaded", flow, table, config.publication(), wal);
+                    }
+                } else {
+                    leaving.remove(table);
+                    member(table, members.get(table), member);
+                }
+            }
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
-            for (String table : SourceDatabase.publicationTables(sql, config.publication())) {
+            for (String table : published.keySet()) {
                 if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                     discovered(table, position.read(), out);
+                }
+            }
+        }
+        Lsn acknowledged = batcher.acknowledgedPosition();
+        for (Map.Entry<String, Lsn> gone : List.copyOf(leaving.entrySet())) {
+            if (!acknowledged.isBefore(gone.getValue())) {
+                // a copy in flight (copying, catchup) finishes or fails first: its row is not taken from under it
+                Optional<TableState> state = catalog.getTable(flow, gone.getKey());
+                if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP
+                        && state.get().normalizedBatchId() >= state.get().syncedBatchId())) {
+                    left(gone.getKey());
                 }
             }
         }
@@ -535,9 +578,62 @@ public class ApplyTask extends SourceTask {
         }
     }
 
+    /**
+     * Records by which entry {@code table} belongs to the publication now. A table whose entry changed since
+     * {@code before} left the publication and came back (or was dropped and created again): its changes in between
+     * never reached the stream, so a copied table is copied again from scratch.
+     */
+    private void member(String table, String before, String now) {
+        if (now.equals(before)) {
+            members.put(table, now);
+            return;
+        }
+        if (before != null) {
+            if (config.copies(table)) {
+                Optional<String> phase = catalog.restartTable(flow, table, "left publication " + config.publication()
+                        + " and came back (" + before + " -> " + now + "): copied again from scratch", REJOIN_DELAY_S);
+                log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); {} -> errored, a copy task"
+                        + " copies it again from scratch in {} s", flow, table, config.publication(), before, now,
+                        phase.orElse("no row"), REJOIN_DELAY_S);
+            } else {
+                log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); it is not copied"
+                        + " (table.sync.copy), so its changes while it was out of the publication are not in ClickHouse",
+                        flow, table, config.publication(), before, now);
+            }
+        }
+        catalog.setPublicationMember(flow, table, now);
+        members.put(table, now);
+    }
+
+    /**
+     * A table that left the publication, once Kafka has acknowledged everything the stream read up to the moment it
+     * was found missing and the sink has loaded all of the table's batches: this task stops following it and its
+     * catalog row goes; its rows in ClickHouse stay. Should it come back, it is new to the flow and copied again.
+     */
+    private void left(String table) {
+        leaving.remove(table);
+        members.remove(table);
+        TableRun run = tables.remove(table);
+        if (run != null) {
+            skip(table, run);
+        }
+        catalog.removeTable(flow, table);
+        log.info("flow {}, table {}: left publication {}; every change before is loaded, its catalog row is removed,"
+                + " its rows in ClickHouse stay as they are", flow, table, config.publication());
+    }
+
     /** A table of the publication this task did not know: pending for a copy task, or ready here when not copied. */
     private void discovered(String table, Lsn at, List<SourceRecord> out) {
         catalog.initTable(flow, table, Phase.PENDING);
+        try {
+            String member = SourceDatabase.publicationMembers(sql, config.publication()).get(table);
+            if (member != null) {
+                member(table, catalog.publicationMembers(flow).get(table), member);
+            }
+        } catch (SQLException e) {
+            // recorded at the next publication check
+            log.debug("flow {}, table {}: publication entry not read now", flow, table, e);
+        }
         TableState state = catalog.getTable(flow, table).orElseThrow();
         TableRun run = new TableRun();
         log.info("flow {}, table {}: new in publication {}", flow, table, config.publication());

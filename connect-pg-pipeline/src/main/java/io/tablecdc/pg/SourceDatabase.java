@@ -7,7 +7,9 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 import io.tablecdc.pg.config.PgPipelineConfig;
@@ -94,6 +96,37 @@ final class SourceDatabase {
                 }
             }
             return tables;
+        }
+    }
+
+    /**
+     * The publication's tables ({@code schema.table}, sorted) with the entry by which each belongs to it: its relation
+     * and the {@code pg_publication_rel} row that lists it, else the {@code pg_publication_namespace} row of its schema
+     * (PostgreSQL 15+), else the publication itself ({@code FOR ALL TABLES}). A table removed from the publication and
+     * added again, or dropped and created again, has another entry.
+     */
+    static Map<String, String> publicationMembers(Connection c, String publication) throws SQLException {
+        String schemaEntry = serverVersionNum(c) >= 150000
+                ? "(SELECT CAST(pn.oid AS text) FROM pg_publication_namespace pn WHERE pn.pnpubid = p.oid"
+                        + " AND pn.pnnspid = cl.relnamespace)"
+                : "CAST(NULL AS text)";
+        try (PreparedStatement ps = c.prepareStatement("SELECT t.schemaname, t.tablename, CAST(cl.oid AS text),"
+                + " (SELECT CAST(pr.oid AS text) FROM pg_publication_rel pr WHERE pr.prpubid = p.oid"
+                + "   AND pr.prrelid = cl.oid), " + schemaEntry
+                + " FROM pg_publication p JOIN pg_publication_tables t ON t.pubname = p.pubname"
+                + " JOIN pg_namespace n ON n.nspname = t.schemaname"
+                + " JOIN pg_class cl ON cl.relnamespace = n.oid AND cl.relname = t.tablename"
+                + " WHERE p.pubname = ? ORDER BY t.schemaname, t.tablename")) {
+            ps.setString(1, publication);
+            Map<String, String> members = new LinkedHashMap<>();
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    String entry = rs.getString(4) != null ? "table entry " + rs.getString(4)
+                            : rs.getString(5) != null ? "schema entry " + rs.getString(5) : "all tables";
+                    members.put(rs.getString(1) + "." + rs.getString(2), "relation " + rs.getString(3) + ", " + entry);
+                }
+            }
+            return members;
         }
     }
 

@@ -18,6 +18,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -519,6 +520,80 @@ public final class Catalog implements AutoCloseable {
                 return ps.executeUpdate() == 1;
             }
         });
+    }
+
+    /**
+     * The publication entries the flow's tables were last seen to belong to their publication by (see
+     * {@link #setPublicationMember}); tables without a recorded entry are left out.
+     */
+    public Map<String, String> publicationMembers(String flow) {
+        return onFlow("publicationMembers", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("SELECT source_table_identifier, publication_member FROM "
+                    + STATE + " WHERE flow_name = ? AND publication_member IS NOT NULL")) {
+                ps.setString(1, flow);
+                Map<String, String> members = new HashMap<>();
+                try (ResultSet rs = ps.executeQuery()) {
+                    while (rs.next()) {
+                        members.put(rs.getString(1), rs.getString(2));
+                    }
+                }
+                return members;
+            }
+        });
+    }
+
+    /**
+     * Records by which entry of its publication (a relation and the {@code pg_publication_rel} or
+     * {@code pg_publication_namespace} row that lists it) a Postgres pipeline table belongs to it. A table that left
+     * the publication and came back belongs by another entry.
+     *
+     * @return true if the table's row exists
+     */
+    public boolean setPublicationMember(String flow, String table, String member) {
+        return onTable("setPublicationMember", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET publication_member = ?"
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, member);
+                ps.setString(2, flow);
+                ps.setString(3, table);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Deletes one table's state and stage rows (a Postgres pipeline table that left its publication): as
+     * {@link #pruneTables} does for one table. Its stage files are left in the object store.
+     *
+     * @return true if the table had a row
+     */
+    public boolean removeTable(String flow, String table) {
+        requireName("removeTable", "flow", flow);
+        requireName("removeTable", "table", table);
+        return inTransaction("removeTable", flow, c -> {
+            try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STAGE
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                ps.executeUpdate();
+            }
+            try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STATE
+                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                return ps.executeUpdate() == 1;
+            }
+        });
+    }
+
+    /**
+     * Starts a Postgres pipeline table over with a new copy ({@link TableRestart}): {@code errored} with
+     * {@code reason}, claimed by a copy task after {@code delaySeconds}.
+     *
+     * @return the phase before, or empty if the flow has no such table
+     */
+    public Optional<String> restartTable(String flow, String table, String reason, int delaySeconds) {
+        return onTable("restartTable", flow, table, c -> TableRestart.restart(c, flow, table, reason, delaySeconds));
     }
 
     /**

@@ -1,9 +1,10 @@
 package io.tablecdc.common.status;
 
 import java.io.PrintStream;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.util.Map;
+import java.util.Optional;
+
+import io.tablecdc.common.catalog.TableRestart;
 
 /**
  * {@code tablecdc-reset-table}: makes a Postgres pipeline table start over while its flow runs. The table is marked
@@ -37,31 +38,16 @@ public final class ResetTableCommand {
 
     static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
         return TableCommand.run("tablecdc-reset-table", USAGE, args, env, out, err, (c, options, flow, table) -> {
-            try (PreparedStatement ps = c.prepareStatement("UPDATE cdc_table_replication_state AS s SET phase = 'errored',"
-                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
-                    + " copy_failures = 0,"
-                    + " error_count = 0, last_error = 'reset by an operator: copied again from scratch',"
-                    + " last_error_at = now(), next_retry_at = now() + make_interval(secs => ?)"
-                    + " FROM (SELECT phase FROM cdc_table_replication_state WHERE flow_name = ?"
-                    + "   AND source_table_identifier = ? FOR UPDATE) before"
-                    + " WHERE s.flow_name = ? AND s.source_table_identifier = ? AND s.phase IS NOT NULL"
-                    + " RETURNING before.phase")) {
-                ps.setInt(1, DELAY_SECONDS);
-                ps.setString(2, flow);
-                ps.setString(3, table);
-                ps.setString(4, flow);
-                ps.setString(5, table);
-                try (ResultSet rs = ps.executeQuery()) {
-                    if (!rs.next()) {
-                        err.println("tablecdc-reset-table: flow " + flow + " has no Postgres pipeline table " + table
-                                + " in this catalog (tablecdc-status lists them)");
-                        return 1;
-                    }
-                    out.println("flow " + flow + ", table " + table + ": " + rs.getString(1) + " -> errored (reset); a copy"
-                            + " task copies it again from scratch in " + DELAY_SECONDS + " s");
-                    return 0;
-                }
+            Optional<String> before = TableRestart.restart(c, flow, table,
+                    "reset by an operator: copied again from scratch", DELAY_SECONDS);
+            if (before.isEmpty()) {
+                err.println("tablecdc-reset-table: flow " + flow + " has no Postgres pipeline table " + table
+                        + " in this catalog (tablecdc-status lists them)");
+                return 1;
             }
+            out.println("flow " + flow + ", table " + table + ": " + before.get() + " -> errored (reset); a copy"
+                    + " task copies it again from scratch in " + DELAY_SECONDS + " s");
+            return 0;
         });
     }
 }

@@ -21,6 +21,7 @@ import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.CyclicBarrier;
@@ -553,6 +554,36 @@ class CatalogTest {
         assertEquals(untouched, snapshot("prune-2"));
         assertEquals(List.of(), catalog.pruneTables("prune-1", List.of("ds.a")));
         assertThrows(IllegalArgumentException.class, () -> catalog.pruneTables("prune-1", List.of()));
+    }
+
+    @Test
+    void aTableThatLeftItsPublicationIsRemovedAloneOrRestartedWithItsEntryRecorded() throws Exception {
+        for (String f : List.of("member-1", "member-2")) {
+            for (String tb : List.of("ds.a", "ds.b")) {
+                catalog.initTable(f, tb, Phase.PENDING);
+                catalog.upsertStage(f, tb, new Stage(1, List.of(new StageFile("file:///" + f + tb, 1, 1)), 1,
+                        new RowCounts(1, 0, 0)));
+            }
+        }
+        String untouched = snapshot("member-2");
+        assertEquals(Map.of(), catalog.publicationMembers("member-1"));
+        assertTrue(catalog.setPublicationMember("member-1", "ds.a", "relation 1, table entry 2"));
+        assertFalse(catalog.setPublicationMember("member-1", "ds.z", "relation 3, table entry 4"), "no such row");
+        assertEquals(Map.of("ds.a", "relation 1, table entry 2"), catalog.publicationMembers("member-1"));
+
+        assertEquals(Optional.of("pending"), catalog.restartTable("member-1", "ds.a", "came back", 10));
+        TableState restarted = catalog.getTable("member-1", "ds.a").orElseThrow();
+        assertEquals(Phase.ERRORED, restarted.phase());
+        assertEquals("came back", restarted.lastError());
+        assertTrue(restarted.nextRetryAt().isAfter(Instant.now().plusSeconds(5)), "retried after the delay");
+        assertEquals(Optional.empty(), catalog.restartTable("member-1", "ds.z", "came back", 10));
+
+        assertTrue(catalog.removeTable("member-1", "ds.b"));
+        assertFalse(catalog.removeTable("member-1", "ds.b"), "removed already");
+        assertEquals(List.of("ds.a"), catalog.listTables("member-1").stream().map(TableState::table).toList());
+        assertEquals(List.of(), catalog.listStages("member-1", "ds.b"));
+        assertEquals(1, catalog.listStages("member-1", "ds.a").size());
+        assertEquals(untouched, snapshot("member-2"));
     }
 
     @Test
