@@ -86,6 +86,8 @@ public class ApplyTask extends SourceTask {
     private static final long PUBLICATION_CHECK_MS = 10_000;
     /** Seconds before a copy task copies again a table that came back to the publication (as tablecdc-reset-table). */
     private static final int REJOIN_DELAY_S = 10;
+    /** How the catalog's error of a table that left the publication starts. */
+    private static final String LEFT_PUBLICATION = "left publication ";
     /** Batch ids reserved per catalog update. */
     static final int BATCH_ID_BLOCK = 100;
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
@@ -393,10 +395,6 @@ public class ApplyTask extends SourceTask {
         if (published.isEmpty()) {
             throw new ConnectException("flow " + flow + ": publication " + config.publication() + " has no tables");
         }
-        List<String> pruned = catalog.pruneTables(flow, published);
-        if (!pruned.isEmpty()) {
-            log.info("flow {}: tables no longer in publication {}, catalog rows removed: {}", flow, config.publication(), pruned);
-        }
         for (String table : published) {
             catalog.initTable(flow, table, Phase.PENDING);
         }
@@ -407,10 +405,21 @@ public class ApplyTask extends SourceTask {
             member(table, recorded.get(table), publishedMembers.get(table));
         }
         Map<String, TableState> states = new HashMap<>();
+        List<String> followed = new ArrayList<>(published);
+        Lsn wal = null;
         for (TableState state : catalog.listTables(flow)) {
             states.put(state.table(), state);
+            if (state.phase() != null && !publishedMembers.containsKey(state.table()) && !hasLeft(state)) {
+                // left the publication while the flow was stopped: followed until the stream has passed this moment,
+                // so that its changes before the removal are sent
+                wal = wal != null ? wal : SourceDatabase.currentWal(sql);
+                leaving.put(state.table(), wal);
+                followed.add(state.table());
+                log.info("flow {}, table {}: no longer in publication {}; it leaves the flow once its changes up to {}"
+                        + " are sent", flow, state.table(), config.publication(), wal);
+            }
         }
-        for (String table : published) {
+        for (String table : followed) {
             TableRun run = new TableRun();
             if (topicClash(table, run)) {
                 continue;
@@ -547,10 +556,9 @@ public class ApplyTask extends SourceTask {
         Lsn acknowledged = batcher.acknowledgedPosition();
         for (Map.Entry<String, Lsn> gone : List.copyOf(leaving.entrySet())) {
             if (!acknowledged.isBefore(gone.getValue())) {
-                // a copy in flight (copying, catchup) finishes or fails first: its row is not taken from under it
+                // a copy in flight (copying, catchup) finishes or fails first: its lease is not taken from under it
                 Optional<TableState> state = catalog.getTable(flow, gone.getKey());
-                if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP
-                        && state.get().normalizedBatchId() >= state.get().syncedBatchId())) {
+                if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP)) {
                     left(gone.getKey());
                 }
             }
@@ -590,36 +598,45 @@ public class ApplyTask extends SourceTask {
         }
         if (before != null) {
             if (config.copies(table)) {
+                // batch ids go on from the table's old ones, so the sink never takes a new batch for a loaded one
                 Optional<String> phase = catalog.restartTable(flow, table, "left publication " + config.publication()
                         + " and came back (" + before + " -> " + now + "): copied again from scratch", REJOIN_DELAY_S);
                 log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); {} -> errored, a copy task"
                         + " copies it again from scratch in {} s", flow, table, config.publication(), before, now,
                         phase.orElse("no row"), REJOIN_DELAY_S);
             } else {
+                catalog.setPending(flow, table);
                 log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); it is not copied"
-                        + " (table.sync.copy), so its changes while it was out of the publication are not in ClickHouse",
-                        flow, table, config.publication(), before, now);
+                        + " (table.sync.copy), so it streams on from here and its changes while it was out of the"
+                        + " publication are not in ClickHouse", flow, table, config.publication(), before, now);
             }
         }
         catalog.setPublicationMember(flow, table, now);
         members.put(table, now);
     }
 
+    /** Whether a table's catalog row says it left the publication ({@link #left}). */
+    private static boolean hasLeft(TableState state) {
+        return state.phase() == Phase.ERRORED && state.nextRetryAt() == null && state.lastError() != null
+                && state.lastError().startsWith(LEFT_PUBLICATION);
+    }
+
     /**
      * A table that left the publication, once Kafka has acknowledged everything the stream read up to the moment it
-     * was found missing and the sink has loaded all of the table's batches: this task stops following it and its
-     * catalog row goes; its rows in ClickHouse stay. Should it come back, it is new to the flow and copied again.
+     * was found missing: this task stops following it, and the catalog shows it {@code errored} for good with the
+     * reason (its staged batches are still loaded; its rows in ClickHouse stay). Should it come back, its entry in the
+     * publication is another and it is copied again.
      */
     private void left(String table) {
         leaving.remove(table);
-        members.remove(table);
         TableRun run = tables.remove(table);
         if (run != null) {
             skip(table, run);
         }
-        catalog.removeTable(flow, table);
-        log.info("flow {}, table {}: left publication {}; every change before is loaded, its catalog row is removed,"
-                + " its rows in ClickHouse stay as they are", flow, table, config.publication());
+        catalog.markLeft(flow, table, LEFT_PUBLICATION + config.publication() + ": no longer replicated; its rows in"
+                + " ClickHouse stay as they are, and it is copied again if it comes back");
+        log.info("flow {}, table {}: left publication {}; every change before is sent, its rows in ClickHouse stay as"
+                + " they are", flow, table, config.publication());
     }
 
     /** A table of the publication this task did not know: pending for a copy task, or ready here when not copied. */

@@ -562,25 +562,20 @@ public final class Catalog implements AutoCloseable {
     }
 
     /**
-     * Deletes one table's state and stage rows (a Postgres pipeline table that left its publication): as
-     * {@link #pruneTables} does for one table. Its stage files are left in the object store.
+     * Marks a Postgres pipeline table that left its publication: {@code errored} with {@code reason} and no retry
+     * time, so no copy task claims it and no task streams it, while its batch ids, its staged batches and its rows in
+     * ClickHouse stay. Should it come back, {@link #restartTable} copies it again with batch ids above the old ones.
      *
      * @return true if the table had a row
      */
-    public boolean removeTable(String flow, String table) {
-        requireName("removeTable", "flow", flow);
-        requireName("removeTable", "table", table);
-        return inTransaction("removeTable", flow, c -> {
-            try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STAGE
-                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                ps.setString(1, flow);
-                ps.setString(2, table);
-                ps.executeUpdate();
-            }
-            try (PreparedStatement ps = c.prepareStatement("DELETE FROM " + STATE
-                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                ps.setString(1, flow);
-                ps.setString(2, table);
+    public boolean markLeft(String flow, String table, String reason) {
+        return onTable("markLeft", flow, table, c -> {
+            try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE + " SET phase = 'errored', phase_lsn = NULL,"
+                    + " copy_lease_owner = NULL, copy_lease_until = NULL, last_error = ?, last_error_at = now(),"
+                    + " next_retry_at = NULL WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NOT NULL")) {
+                ps.setString(1, reason);
+                ps.setString(2, flow);
+                ps.setString(3, table);
                 return ps.executeUpdate() == 1;
             }
         });

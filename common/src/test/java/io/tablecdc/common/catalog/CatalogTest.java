@@ -557,7 +557,7 @@ class CatalogTest {
     }
 
     @Test
-    void aTableThatLeftItsPublicationIsRemovedAloneOrRestartedWithItsEntryRecorded() throws Exception {
+    void aTableThatLeftItsPublicationIsMarkedAloneOrRestartedWithItsEntryRecorded() throws Exception {
         for (String f : List.of("member-1", "member-2")) {
             for (String tb : List.of("ds.a", "ds.b")) {
                 catalog.initTable(f, tb, Phase.PENDING);
@@ -578,11 +578,15 @@ class CatalogTest {
         assertTrue(restarted.nextRetryAt().isAfter(Instant.now().plusSeconds(5)), "retried after the delay");
         assertEquals(Optional.empty(), catalog.restartTable("member-1", "ds.z", "came back", 10));
 
-        assertTrue(catalog.removeTable("member-1", "ds.b"));
-        assertFalse(catalog.removeTable("member-1", "ds.b"), "removed already");
-        assertEquals(List.of("ds.a"), catalog.listTables("member-1").stream().map(TableState::table).toList());
-        assertEquals(List.of(), catalog.listStages("member-1", "ds.b"));
-        assertEquals(1, catalog.listStages("member-1", "ds.a").size());
+        assertTrue(catalog.markLeft("member-1", "ds.b", "left publication p"));
+        assertFalse(catalog.markLeft("member-1", "ds.z", "left publication p"), "no such table");
+        TableState left = catalog.getTable("member-1", "ds.b").orElseThrow();
+        assertEquals(Phase.ERRORED, left.phase());
+        assertEquals("left publication p", left.lastError());
+        assertNull(left.nextRetryAt(), "never retried");
+        assertEquals(1, catalog.listStages("member-1", "ds.b").size(), "its staged batch stays to be loaded");
+        assertTrue(catalog.claimCopy("member-1", "copier", Duration.ofSeconds(30)).isEmpty(),
+                "no copy task claims the table that left, nor the restarted one before its delay");
         assertEquals(untouched, snapshot("member-2"));
     }
 
