@@ -40,6 +40,7 @@ import io.tablecdc.clickhouse.stage.StageStores;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogUnavailableException;
@@ -806,19 +807,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.debug("dropping an open batch on stop: {}", e.toString());
             }
         }
-        closeQuietly(destination);
-        closeQuietly(store);
-        closeQuietly(catalog);
-    }
-
-    private static void closeQuietly(AutoCloseable closeable) {
-        if (closeable == null) {
-            return;
-        }
-        try {
-            closeable.close();
-        } catch (Exception e) {
-            log.debug("closing {} failed: {}", closeable.getClass().getSimpleName(), e.toString());
-        }
+        Resources.closeQuietly(destination, "the ClickHouse client");
+        Resources.closeQuietly(store, "the stage store");
+        Resources.closeQuietly(catalog, "the catalog");
     }
 }
