@@ -10,7 +10,22 @@ import org.apache.kafka.common.config.ConfigValue;
 
 /** Helpers for connectors' {@code validate()}: cross-field and reachability errors go on the field they concern. */
 public final class ConfigValidation {
+    /** Connect's setting of the partition count of the topics a source's worker creates. */
+    public static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
+
     private ConfigValidation() {
+    }
+
+    /**
+     * A source's table topics have one partition each, which keeps a table's changes in order: an error on
+     * {@value #TOPIC_PARTITIONS} when the connector sets it to anything else.
+     */
+    public static void checkSinglePartition(Map<String, String> connectorConfigs, Config result, Map<String, ConfigValue> values) {
+        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
+        if (partitions != null && !partitions.trim().equals("1")) {
+            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
+                    + "; a table's topic must have one partition to keep its changes in order");
+        }
     }
 
     /** The validation result's values by config key. */

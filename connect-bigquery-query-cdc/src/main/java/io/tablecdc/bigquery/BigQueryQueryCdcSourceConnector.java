@@ -45,7 +45,6 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
     private static final Logger log = LoggerFactory.getLogger(BigQueryQueryCdcSourceConnector.class);
     static final String SOURCE_KIND = "bigquery_query_cdc";
     private static final String TASKS_MAX = "tasks.max";
-    private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
 
     private Map<String, String> props;
     private BigQueryQueryCdcConfig config;
@@ -155,11 +154,7 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             addError(result, values, TASKS_MAX, "tasks.max is " + max + " but " + parsed.tables().size()
                     + " tables are configured; each table needs its own task: set tasks.max to at least " + parsed.tables().size());
         }
-        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
-        if (partitions != null && !partitions.trim().equals("1")) {
-            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
-                    + "; a table's topic must have one partition to keep its changes in order");
-        }
+        ConfigValidation.checkSinglePartition(connectorConfigs, result, values);
         for (TableSpec table : parsed.tables()) {
             if (!table.hasKey()) {
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, BigQueryQueryCdcConfig.keylessProblem(table));

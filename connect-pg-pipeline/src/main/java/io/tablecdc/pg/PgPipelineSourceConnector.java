@@ -43,7 +43,6 @@ import io.tablecdc.pg.wire.Lsn;
  */
 public class PgPipelineSourceConnector extends SourceConnector {
     private static final Logger log = LoggerFactory.getLogger(PgPipelineSourceConnector.class);
-    private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
 
     private Map<String, String> props;
 
@@ -155,11 +154,7 @@ public class PgPipelineSourceConnector extends SourceConnector {
                     + " silently miss the changes the lost slot held. Set " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
                     + "=all, or keep " + PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=reject");
         }
-        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
-        if (partitions != null && !partitions.trim().equals("1")) {
-            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
-                    + "; a table's topic must have one partition to keep its changes in order");
-        }
+        ConfigValidation.checkSinglePartition(connectorConfigs, result, values);
         checkDatabase(config, result, values);
         CatalogConnectionCheck.check(config.catalog(), result, values);
         return result;
