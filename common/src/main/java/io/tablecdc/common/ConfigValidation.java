@@ -37,6 +37,26 @@ public final class ConfigValidation {
         return values;
     }
 
+    /**
+     * The start of a connector's {@code validate()}: {@code fieldChecks} is Connect's check of each field
+     * ({@code super.validate}); only when every field passed is the whole configuration parsed by {@code parse}, and a
+     * rule across fields that fails goes on the field its message names ({@link #fieldOf}), else on {@code fallback}.
+     *
+     * @return the parsed configuration, or null when a check failed (the result then says why)
+     */
+    public static <T> T parse(Config fieldChecks, Map<String, ConfigValue> values, java.util.function.Supplier<T> parse,
+                              String fallback) {
+        if (!noErrors(values)) {
+            return null;
+        }
+        try {
+            return parse.get();
+        } catch (ConfigException e) {
+            addError(fieldChecks, values, fieldOf(e, values.keySet(), fallback), e.getMessage());
+            return null;
+        }
+    }
+
     /** Whether no field has an error yet (only then are cross-field and reachability checks worth running). */
     public static boolean noErrors(Map<String, ConfigValue> values) {
         return values.values().stream().allMatch(v -> v.errorMessages().isEmpty());

@@ -20,6 +20,25 @@ class ConfigValidationTest {
                 + " is 3; a table's topic must have one partition to keep its changes in order"), errors("3"));
     }
 
+    @Test
+    void theWholeConfigurationIsParsedOnlyAfterEveryFieldPassedAndARuleAcrossFieldsFailsOnTheFieldItNames() {
+        Config result = new Config(new ArrayList<>(List.of(new ConfigValue("a.url"), new ConfigValue("b.mode"))));
+        Map<String, ConfigValue> values = ConfigValidation.byName(result);
+        String parsed = ConfigValidation.parse(result, values, () -> {
+            throw new org.apache.kafka.common.config.ConfigException("b.mode", "x", "needs a.url");
+        }, "a.url");
+        assertEquals(null, parsed);
+        assertEquals(List.of(), values.get("a.url").errorMessages());
+        assertEquals(List.of("Invalid value x for configuration b.mode: needs a.url"), values.get("b.mode").errorMessages());
+        Object notParsed = ConfigValidation.parse(result, values, () -> {
+            throw new AssertionError("not parsed while a field has an error");
+        }, "a.url");
+        assertEquals(null, notParsed);
+
+        Config clean = new Config(new ArrayList<>(List.of(new ConfigValue("a.url"))));
+        assertEquals("parsed", ConfigValidation.parse(clean, ConfigValidation.byName(clean), () -> "parsed", "a.url"));
+    }
+
     private static List<String> errors(String partitions) {
         Config result = new Config(new ArrayList<>());
         Map<String, ConfigValue> values = ConfigValidation.byName(result);
