@@ -61,6 +61,37 @@ public final class ConfigDocs {
         return committed;
     }
 
+    /**
+     * A plugin's configuration reference: the Markdown file {@code doc} rendered from {@code def} under {@code title}
+     * and {@code intro}, and the keys that hold secrets. Each plugin's {@code ConfigDocsTest} requires
+     * {@link #problems()} to be empty.
+     */
+    public record Reference(String title, String intro, ConfigDef def, java.nio.file.Path doc, java.util.Set<String> secrets) {
+        /**
+         * What is wrong with the plugin's configuration reference: keys without documentation or group, secrets that
+         * are not of type {@code PASSWORD} (so Connect would show them), and a committed reference that differs from
+         * the rendered one, which is then rewritten (the test fails once; commit the regenerated file).
+         */
+        public List<String> problems() throws java.io.IOException {
+            List<String> problems = new java.util.ArrayList<>();
+            List<String> undocumented = undocumented(def);
+            if (!undocumented.isEmpty()) {
+                problems.add("keys without documentation or group: " + undocumented);
+            }
+            for (String secret : new java.util.TreeSet<>(secrets)) {
+                ConfigDef.ConfigKey key = def.configKeys().get(secret);
+                if (key == null || key.type != ConfigDef.Type.PASSWORD) {
+                    problems.add("secret " + secret + " is " + (key == null ? "not a key" : "of type " + key.type) + ", not PASSWORD");
+                }
+            }
+            String generated = markdown(title, intro, def);
+            if (!generated.equals(committedThenRefreshed(doc, generated))) {
+                problems.add(doc + " was out of date and has been regenerated; commit it");
+            }
+            return problems;
+        }
+    }
+
     private static String defaultText(ConfigDef.ConfigKey key) {
         if (!key.hasDefault()) {
             return "(required)";

@@ -10,7 +10,22 @@ import org.apache.kafka.common.config.ConfigValue;
 
 /** Helpers for connectors' {@code validate()}: cross-field and reachability errors go on the field they concern. */
 public final class ConfigValidation {
+    /** Connect's setting of the partition count of the topics a source's worker creates. */
+    public static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
+
     private ConfigValidation() {
+    }
+
+    /**
+     * A source's table topics have one partition each, which keeps a table's changes in order: an error on
+     * {@value #TOPIC_PARTITIONS} when the connector sets it to anything else.
+     */
+    public static void checkSinglePartition(Map<String, String> connectorConfigs, Config result, Map<String, ConfigValue> values) {
+        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
+        if (partitions != null && !partitions.trim().equals("1")) {
+            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
+                    + "; a table's topic must have one partition to keep its changes in order");
+        }
     }
 
     /** The validation result's values by config key. */
@@ -20,6 +35,26 @@ public final class ConfigValidation {
             values.put(value.name(), value);
         }
         return values;
+    }
+
+    /**
+     * The start of a connector's {@code validate()}: {@code fieldChecks} is Connect's check of each field
+     * ({@code super.validate}); only when every field passed is the whole configuration parsed by {@code parse}, and a
+     * rule across fields that fails goes on the field its message names ({@link #fieldOf}), else on {@code fallback}.
+     *
+     * @return the parsed configuration, or null when a check failed (the result then says why)
+     */
+    public static <T> T parse(Config fieldChecks, Map<String, ConfigValue> values, java.util.function.Supplier<T> parse,
+                              String fallback) {
+        if (!noErrors(values)) {
+            return null;
+        }
+        try {
+            return parse.get();
+        } catch (ConfigException e) {
+            addError(fieldChecks, values, fieldOf(e, values.keySet(), fallback), e.getMessage());
+            return null;
+        }
     }
 
     /** Whether no field has an error yet (only then are cross-field and reachability checks worth running). */

@@ -16,9 +16,6 @@ import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
-import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
-import org.apache.kafka.connect.source.ExactlyOnceSupport;
-import org.apache.kafka.connect.source.SourceConnector;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -28,6 +25,7 @@ import com.google.cloud.bigquery.FieldList;
 import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.bigquery.schema.TableSchema;
+import io.tablecdc.common.BatchTransactionSourceConnector;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
@@ -40,12 +38,16 @@ import io.tablecdc.common.catalog.FlowIdentity;
  * <p>{@link #validate} checks single fields first, then that {@code tasks.max} covers the tables, then (when BigQuery
  * answers) that every table, watermark column and key column exists with a usable type; each error is reported on
  * the field it concerns. {@link #alterOffsets} checks offsets proposed through the REST API.
+ *
+ * <p>Exactly-once delivery is supported (docs/bigquery-query-cdc.md, Exactly-once delivery): a table's cursor is the
+ * Connect offset of its batch's last record, written in the same Kafka transaction as the batch; the catalog mirror
+ * waits until every record of the batch is acknowledged, which the task learns in {@code commit()}, called by an
+ * exactly-once worker right after the transaction committed.
  */
-public class BigQueryQueryCdcSourceConnector extends SourceConnector {
+public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConnector {
     private static final Logger log = LoggerFactory.getLogger(BigQueryQueryCdcSourceConnector.class);
     static final String SOURCE_KIND = "bigquery_query_cdc";
     private static final String TASKS_MAX = "tasks.max";
-    private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
 
     private Map<String, String> props;
     private BigQueryQueryCdcConfig config;
@@ -104,44 +106,17 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
     }
 
     @Override
-    public void stop() {
-    }
-
-    @Override
     public ConfigDef config() {
         return BigQueryQueryCdcConfig.CONFIG_DEF;
-    }
-
-    /**
-     * Supported (docs/bigquery-query-cdc.md, Exactly-once delivery): a table's cursor is the Connect offset of its
-     * batch's last record, written in the same Kafka transaction as the batch; the catalog mirror waits until every
-     * record of the batch is acknowledged, which the task learns in {@code commit()}, called by an exactly-once worker
-     * right after the transaction committed.
-     */
-    @Override
-    public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
-        return ExactlyOnceSupport.SUPPORTED;
-    }
-
-    /** Tasks end Kafka transactions at batch ends ({@code transaction.boundary=connector}). */
-    @Override
-    public ConnectorTransactionBoundaries canDefineTransactionBoundaries(Map<String, String> connectorConfig) {
-        return ConnectorTransactionBoundaries.SUPPORTED;
     }
 
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
         Config result = super.validate(connectorConfigs);
         Map<String, ConfigValue> values = ConfigValidation.byName(result);
-        if (!ConfigValidation.noErrors(values)) {
-            return result;
-        }
-        BigQueryQueryCdcConfig parsed;
-        try {
-            parsed = new BigQueryQueryCdcConfig(connectorConfigs);
-        } catch (ConfigException e) {
-            addError(result, values, ConfigValidation.fieldOf(e, BigQueryQueryCdcConfig.CONFIG_DEF.names(),
-                    BigQueryQueryCdcConfig.TABLES_CONFIG), e.getMessage());
+        BigQueryQueryCdcConfig parsed = ConfigValidation.parse(result, values, () -> new BigQueryQueryCdcConfig(connectorConfigs),
+                BigQueryQueryCdcConfig.TABLES_CONFIG);
+        if (parsed == null) {
             return result;
         }
         String tasksMax = connectorConfigs.get(TASKS_MAX);
@@ -155,11 +130,7 @@ public class BigQueryQueryCdcSourceConnector extends SourceConnector {
             addError(result, values, TASKS_MAX, "tasks.max is " + max + " but " + parsed.tables().size()
                     + " tables are configured; each table needs its own task: set tasks.max to at least " + parsed.tables().size());
         }
-        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
-        if (partitions != null && !partitions.trim().equals("1")) {
-            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
-                    + "; a table's topic must have one partition to keep its changes in order");
-        }
+        ConfigValidation.checkSinglePartition(connectorConfigs, result, values);
         for (TableSpec table : parsed.tables()) {
             if (!table.hasKey()) {
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, BigQueryQueryCdcConfig.keylessProblem(table));

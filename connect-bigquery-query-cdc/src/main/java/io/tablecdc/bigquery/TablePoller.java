@@ -82,7 +82,6 @@ final class TablePoller {
     private final Clock clock;
     private final String topic;
     private final Map<String, String> partition;
-    private final Backoff backoff;
     private final ErrorEpisode episode;
     private final AtomicLong inFlight = new AtomicLong();
     private final TableMetrics.Table metrics;
@@ -112,8 +111,6 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
-    /** The catalog row carries an error from before this task started. */
-    private boolean errorInCatalog;
     private Batch streaming;
     private Batch closing;
     private volatile boolean stopping;
@@ -159,8 +156,9 @@ final class TablePoller {
         this.clock = clock;
         this.topic = config.topic(table);
         this.partition = Map.of(PARTITION_KEY, table.fullName());
-        this.backoff = new Backoff(5_000, Math.max(5_000, Math.min(60_000, config.syncIntervalMs())));
-        this.episode = new ErrorEpisode(log, "poll of flow " + flow + ", table " + table.fullName());
+        this.episode = new ErrorEpisode(log, "poll of flow " + flow + ", table " + table.fullName(),
+                new Backoff(5_000, Math.max(5_000, Math.min(60_000, config.syncIntervalMs()))), clock,
+                ErrorEpisode.inCatalog(() -> catalog, flow, table.fullName(), ERROR_PREFIX), ErrorEpisode.metric(() -> metrics, EPISODE));
         OffsetValue stored = OffsetValue.of(offset);
         this.cursor = stored.cursor();
         this.lastBatchId = stored.batch();
@@ -268,8 +266,10 @@ final class TablePoller {
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
         syncedBatchId = state.syncedBatchId();
         boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
-        // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
-        errorInCatalog = failedLast;
+        if (failedLast) {
+            // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
+            episode.errorLeftInCatalog();
+        }
         aheadInCatalog = state.lastError() != null && state.lastError().startsWith(AHEAD_PREFIX);
         nextDueAtMs = state.lastAttemptAt() == null || failedLast ? 0
                 : state.lastAttemptAt().toEpochMilli() + config.syncIntervalMs();
@@ -807,47 +807,21 @@ final class TablePoller {
     /** The kind of error episode this loop reports in the table's metrics. */
     static final String EPISODE = "poll";
 
+    /** Backoff, log, metric and the catalog's error (not written while the catalog could not be opened). */
     private void failed(RuntimeException e) {
-        long delay = backoff.failed();
-        String message = describe(e);
-        if (episode.failed(message, delay)) {
-            metrics.errorEpisodeStarted(EPISODE);
-        }
+        long delay = episode.failed(e);
         nextDueAtMs = clock.millis() + delay;
         if (!started || closing != null) {
             retryAtMs = nextDueAtMs;
         }
-        if (catalog == null) {
-            return; // the catalog could not be opened: the log line and the metrics tell
-        }
-        try {
-            Instant now = clock.instant();
-            catalog.recordError(flow, table.fullName(), ERROR_PREFIX + message, now, now.plusMillis(delay));
-        } catch (RuntimeException catalogDown) {
-            log.debug("flow {}, table {}: recording the error in the catalog failed: {}", flow, table.fullName(), catalogDown.toString());
-        }
     }
 
     private void succeeded() {
-        backoff.succeeded();
-        boolean recovered = episode.succeeded();
-        if (recovered) {
-            metrics.errorEpisodeEnded(EPISODE);
+        if (episode.succeeded() && aheadReported) {
+            // the poll's error replaced the report of a watermark ahead in the catalog: check again at once
+            aheadReported = false;
+            aheadCheckDueMs = 0;
         }
-        if (recovered | errorInCatalog) {
-            catalog.clearError(flow, table.fullName(), ERROR_PREFIX);
-            errorInCatalog = false;
-            if (aheadReported) {
-                // the poll's error replaced the report of a watermark ahead in the catalog: check again at once
-                aheadReported = false;
-                aheadCheckDueMs = 0;
-            }
-        }
-    }
-
-    private static String describe(Throwable e) {
-        String message = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
-        return message.length() > 2000 ? message.substring(0, 2000) + "…" : message;
     }
 
     private void idle(long ms) {

@@ -7,7 +7,6 @@ import java.util.Map;
 
 import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
-import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
@@ -88,15 +87,9 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
     public Config validate(Map<String, String> connectorConfigs) {
         Config result = super.validate(connectorConfigs);
         Map<String, ConfigValue> values = ConfigValidation.byName(result);
-        if (!ConfigValidation.noErrors(values)) {
-            return result;
-        }
-        ClickHouseStageSinkConfig config;
-        try {
-            config = new ClickHouseStageSinkConfig(connectorConfigs);
-        } catch (ConfigException e) {
-            ConfigValidation.addError(result, values, ConfigValidation.fieldOf(e, values.keySet(),
-                    ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG), e.getMessage());
+        ClickHouseStageSinkConfig config = ConfigValidation.parse(result, values, () -> new ClickHouseStageSinkConfig(connectorConfigs),
+                ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG);
+        if (config == null) {
             return result;
         }
         List<ClickHouseAccessCheck.Problem> problems;

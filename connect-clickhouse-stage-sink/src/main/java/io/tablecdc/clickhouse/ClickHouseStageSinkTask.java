@@ -3,6 +3,7 @@ package io.tablecdc.clickhouse;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -39,6 +40,7 @@ import io.tablecdc.clickhouse.stage.StageStores;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogUnavailableException;
@@ -98,17 +100,25 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private static final long CLOSE_WAIT_MS = 10_000;
     /** The kind of error episode an upload reports in the table's metrics. */
     static final String STAGE_EPISODE = "stage";
+    /** Marks the upload's errors in the table's shared error (the source and the normalize loop mark their own). */
+    static final String STAGE_ERROR_PREFIX = "stage: ";
 
     private static final class PendingUpload {
         final TableStager.ClosedBatch batch;
-        final Backoff backoff = new Backoff(1_000, 60_000);
         final ErrorEpisode episode;
         long retryAtMs;
 
-        PendingUpload(TableStager.ClosedBatch batch) {
+        PendingUpload(TableStager.ClosedBatch batch, ErrorEpisode episode) {
             this.batch = batch;
-            this.episode = new ErrorEpisode(log, "staging of flow " + batch.key().flow() + ", table " + batch.key().table());
+            this.episode = episode;
         }
+    }
+
+    /** The error episode of the upload of one batch of {@code key}: 1 s doubling to 60 s between attempts. */
+    private ErrorEpisode uploadEpisode(TableKey key) {
+        return new ErrorEpisode(log, "staging of flow " + key.flow() + ", table " + key.table(), new Backoff(1_000, 60_000),
+                Clock.systemUTC(), ErrorEpisode.inCatalog(() -> catalog, key.flow(), key.table(), STAGE_ERROR_PREFIX),
+                ErrorEpisode.metric(() -> metrics.table(key.flow(), key.table()), STAGE_EPISODE));
     }
 
     @Override
@@ -388,7 +398,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         collisions.put(key, message);
         log.error("sink {}: {}", connectorName, message);
         try {
-            catalog.recordError(key.flow(), key.table(), "stage: " + message, Instant.now(), null);
+            catalog.recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
         } catch (RuntimeException e) {
             log.debug("recording the refusal of {} failed: {}", key, e.toString());
         }
@@ -453,7 +463,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     private void closeBatch(TableStager stager) throws IOException {
         TableStager.ClosedBatch batch = stager.close();
-        PendingUpload pending = new PendingUpload(batch);
+        PendingUpload pending = new PendingUpload(batch, uploadEpisode(batch.key()));
         if (!tryUpload(pending, System.currentTimeMillis())) {
             pendingUploads.put(batch.key(), pending);
             pause(batch.key());
@@ -517,10 +527,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 Files.deleteIfExists(part.file());
             }
             TableMetrics.Table tableMetrics = metrics.table(key.flow(), key.table());
-            if (pending.episode.succeeded()) {
-                tableMetrics.errorEpisodeEnded(STAGE_EPISODE);
-                catalog.clearError(key.flow(), key.table(), "stage:");
-            }
+            pending.episode.succeeded();
             if (stored) {
                 tableMetrics.batchStaged(batch.batchId(), batch.rows(), Instant.now());
                 tableMetrics.valuesClamped(batch.counts().clampedValues());
@@ -540,16 +547,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     }
                 }
             }
-            long delay = pending.backoff.failed();
-            pending.retryAtMs = now + delay;
-            if (pending.episode.failed(e.getMessage(), delay)) {
-                metrics.table(key.flow(), key.table()).errorEpisodeStarted(STAGE_EPISODE);
-            }
-            try {
-                catalog.recordError(key.flow(), key.table(), "stage: " + e.getMessage(), Instant.now(), Instant.now().plusMillis(delay));
-            } catch (RuntimeException catalogDown) {
-                log.debug("recording the staging error of {} failed: {}", key, catalogDown.toString());
-            }
+            pending.retryAtMs = now + pending.episode.failed(e);
             return false;
         }
     }
@@ -809,19 +807,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.debug("dropping an open batch on stop: {}", e.toString());
             }
         }
-        closeQuietly(destination);
-        closeQuietly(store);
-        closeQuietly(catalog);
-    }
-
-    private static void closeQuietly(AutoCloseable closeable) {
-        if (closeable == null) {
-            return;
-        }
-        try {
-            closeable.close();
-        } catch (Exception e) {
-            log.debug("closing {} failed: {}", closeable.getClass().getSimpleName(), e.toString());
-        }
+        Resources.closeQuietly(destination, "the ClickHouse client");
+        Resources.closeQuietly(store, "the stage store");
+        Resources.closeQuietly(catalog, "the catalog");
     }
 }

@@ -2,6 +2,7 @@ package io.tablecdc.clickhouse;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -60,6 +61,8 @@ final class TableNormalizer {
     private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
     /** The kind of error episode this loop reports in the table's metrics. */
     static final String EPISODE = "normalize";
+    /** Marks this loop's errors in the table's shared error (the source and the stage upload mark their own). */
+    static final String ERROR_PREFIX = "normalize: ";
 
     private final TableKey key;
     private final Catalog catalog;
@@ -67,7 +70,6 @@ final class TableNormalizer {
     private final ClickHouseDestination destination;
     private final boolean push;
     private final ScheduledExecutorService pool;
-    private final Backoff backoff;
     private final ErrorEpisode episode;
     private final TableMetrics.Table metrics;
     private final AtomicBoolean scheduled = new AtomicBoolean();
@@ -93,8 +95,9 @@ final class TableNormalizer {
         this.destination = destination;
         this.push = push;
         this.pool = pool;
-        this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
-        this.episode = new ErrorEpisode(log, "normalize of flow " + key.flow() + ", table " + key.table());
+        this.episode = new ErrorEpisode(log, "normalize of flow " + key.flow() + ", table " + key.table(),
+                new Backoff(backoffInitialMs, backoffMaxMs), Clock.systemUTC(),
+                ErrorEpisode.inCatalog(() -> catalog, key.flow(), key.table(), ERROR_PREFIX), ErrorEpisode.metric(() -> metrics, EPISODE));
         this.metrics = metrics;
         this.owner = owner;
         this.lease = lease;
@@ -203,29 +206,15 @@ final class TableNormalizer {
             if (stopped) {
                 return;
             }
-            backoff.succeeded();
             inBackoff = false;
-            if (episode.succeeded()) {
-                metrics.errorEpisodeEnded(EPISODE);
-                catalog.clearError(key.flow(), key.table(), "normalize:");
-            }
+            episode.succeeded();
         } catch (Restaged e) {
             log.info("flow {}, table {}: batch {} was staged again while this run read it; reading the stage rows again",
                     key.flow(), key.table(), e.batchId);
             rerun.set(true);
         } catch (Exception e) {
-            retryIn = backoff.failed();
             inBackoff = true;
-            String message = describe(e);
-            if (episode.failed(message, retryIn)) {
-                metrics.errorEpisodeStarted(EPISODE);
-            }
-            try {
-                Instant now = Instant.now();
-                catalog.recordError(key.flow(), key.table(), "normalize: " + message, now, now.plusMillis(retryIn));
-            } catch (RuntimeException catalogDown) {
-                log.debug("recording the normalize error of {} in the catalog failed: {}", key, catalogDown.toString());
-            }
+            retryIn = episode.failed(e);
         } finally {
             if (heartbeat != null) {
                 heartbeat.cancel(false);
@@ -391,15 +380,6 @@ final class TableNormalizer {
         } catch (IOException e) {
             throw new IOException("stage file " + uri + " is not a readable Avro file: " + e.getMessage(), e);
         }
-    }
-
-    private static String describe(Throwable e) {
-        Throwable root = e;
-        while (root.getCause() != null && root.getCause() != root && root.getMessage() == null) {
-            root = root.getCause();
-        }
-        String message = root.getMessage() == null ? root.getClass().getSimpleName() : root.getMessage();
-        return message.length() > 2000 ? message.substring(0, 2000) + "…" : message;
     }
 
     /** The stage row a run was loading changed under it: not an error, the run starts over at once. */

@@ -21,6 +21,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.RecordHeaders.Op;
+import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogUnavailableException;
@@ -1128,7 +1129,9 @@ public class ApplyTask extends SourceTask {
 
     /** Closes the stream and both source connections. */
     private void closeSource() {
-        Resources.closeQuietly(stream, replication, sql);
+        Resources.closeQuietly(stream, "the replication stream");
+        Resources.closeQuietly(replication, "the replication connection");
+        Resources.closeQuietly(sql, "the source connection");
         stream = null;
         replication = null;
         sql = null;
@@ -1136,7 +1139,8 @@ public class ApplyTask extends SourceTask {
 
     private void closeQuietly() {
         closeSource();
-        Resources.closeQuietly(catalog, sharedMetrics != null ? null : metrics);
+        Resources.closeQuietly(catalog, "the catalog");
+        Resources.closeQuietly(sharedMetrics != null ? null : metrics, "the metrics");
     }
 
     /** Before {@link #start}: count into {@code metrics}, which the caller closes, instead of into metrics of its own. */

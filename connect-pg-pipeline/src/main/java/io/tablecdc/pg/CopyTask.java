@@ -12,6 +12,7 @@ import org.apache.kafka.connect.source.SourceTask;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogUnavailableException;
@@ -150,7 +151,8 @@ public class CopyTask extends SourceTask {
             // gives the table back so another copy task starts it at once rather than after the lease
             copy.abandon("the task stopped");
         }
-        Resources.closeQuietly(catalog, applyHalfMetrics != null ? null : metrics);
+        Resources.closeQuietly(catalog, "the catalog");
+        Resources.closeQuietly(applyHalfMetrics != null ? null : metrics, "the metrics");
     }
 
     /**

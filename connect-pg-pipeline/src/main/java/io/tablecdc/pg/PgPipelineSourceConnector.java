@@ -12,16 +12,13 @@ import java.util.Optional;
 
 import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
-import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 import org.apache.kafka.connect.connector.Task;
 import org.apache.kafka.connect.errors.ConnectException;
-import org.apache.kafka.connect.source.ConnectorTransactionBoundaries;
-import org.apache.kafka.connect.source.ExactlyOnceSupport;
-import org.apache.kafka.connect.source.SourceConnector;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import io.tablecdc.common.BatchTransactionSourceConnector;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
@@ -40,10 +37,15 @@ import io.tablecdc.pg.wire.Lsn;
  *
  * <p>{@link #validate} checks single fields first, then (when the database answers) {@code wal_level}, the
  * publication and the user's replication privilege, each reported on the field it concerns.
+ *
+ * <p>Exactly-once delivery is supported (docs/pg-pipeline.md, Exactly-once delivery): the flow's position and the
+ * table offsets are Connect offsets, written in the same Kafka transaction as the records; what lives outside Kafka
+ * (the catalog's synced batches, {@code ready}, a copy's move to {@code catchup}, the slot's confirmed position) moves
+ * only from {@code commit()}, which an exactly-once worker calls right after a transaction committed (see
+ * {@link PgPipelineSourceTask#commit()}).
  */
-public class PgPipelineSourceConnector extends SourceConnector {
+public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
     private static final Logger log = LoggerFactory.getLogger(PgPipelineSourceConnector.class);
-    private static final String TOPIC_PARTITIONS = "topic.creation.default.partitions";
 
     private Map<String, String> props;
 
@@ -107,44 +109,18 @@ public class PgPipelineSourceConnector extends SourceConnector {
     }
 
     @Override
-    public void stop() {
-    }
-
-    @Override
     public ConfigDef config() {
         return PgPipelineConfig.CONFIG_DEF;
-    }
-
-    /**
-     * Supported (docs/pg-pipeline.md, Exactly-once delivery): the flow's position and the table offsets are Connect
-     * offsets, written in the same Kafka transaction as the records; what lives outside Kafka (the catalog's synced
-     * batches, {@code ready}, a copy's move to {@code catchup}, the slot's confirmed position) moves only from
-     * {@code commit()}, which an exactly-once worker calls right after a transaction committed (see
-     * {@link PgPipelineSourceTask#commit()}).
-     */
-    @Override
-    public ExactlyOnceSupport exactlyOnceSupport(Map<String, String> connectorConfig) {
-        return ExactlyOnceSupport.SUPPORTED;
-    }
-
-    /** Every task ends Kafka transactions at batch ends ({@code transaction.boundary=connector}). */
-    @Override
-    public ConnectorTransactionBoundaries canDefineTransactionBoundaries(Map<String, String> connectorConfig) {
-        return ConnectorTransactionBoundaries.SUPPORTED;
     }
 
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
         Config result = super.validate(connectorConfigs);
         Map<String, ConfigValue> values = ConfigValidation.byName(result);
-        if (!ConfigValidation.noErrors(values)) {
-            return result;
-        }
-        PgPipelineConfig config;
-        try {
-            config = new PgPipelineConfig(connectorConfigs);
-        } catch (ConfigException e) {
-            addError(result, values, PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, e.getMessage());
+        // the one rule across fields the configuration checks itself is table.sync.copy's
+        PgPipelineConfig config = ConfigValidation.parse(result, values, () -> new PgPipelineConfig(connectorConfigs),
+                PgPipelineConfig.TABLE_SYNC_COPY_CONFIG);
+        if (config == null) {
             return result;
         }
         if (config.recreateInvalidatedSlot() && config.copyMode() != PgPipelineConfig.CopyMode.ALL) {
@@ -155,11 +131,7 @@ public class PgPipelineSourceConnector extends SourceConnector {
                     + " silently miss the changes the lost slot held. Set " + PgPipelineConfig.TABLE_SYNC_COPY_CONFIG
                     + "=all, or keep " + PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=reject");
         }
-        String partitions = connectorConfigs.get(TOPIC_PARTITIONS);
-        if (partitions != null && !partitions.trim().equals("1")) {
-            addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
-                    + "; a table's topic must have one partition to keep its changes in order");
-        }
+        ConfigValidation.checkSinglePartition(connectorConfigs, result, values);
         checkDatabase(config, result, values);
         CatalogConnectionCheck.check(config.catalog(), result, values);
         return result;

@@ -21,6 +21,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.RecordHeaders.Op;
+import io.tablecdc.common.Resources;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CopyClaim;
 import io.tablecdc.common.catalog.TableState;
@@ -721,7 +722,9 @@ final class TableCopy {
 
     private void closeReaders() {
         copies.clear();
-        Resources.closeQuietly(readers.toArray(new Connection[0]));
+        for (Connection reader : readers) {
+            Resources.closeQuietly(reader, "a snapshot reader connection");
+        }
         readers.clear();
     }
 
@@ -729,7 +732,9 @@ final class TableCopy {
     private void closeConnections() {
         endPause();
         closeReaders();
-        Resources.closeQuietly(stream, replication, control);
+        Resources.closeQuietly(stream, "the copy's replication stream");
+        Resources.closeQuietly(replication, "the copy's replication connection");
+        Resources.closeQuietly(control, "the copy's control connection");
         stream = null;
         replication = null;
         control = null;

@@ -4,6 +4,7 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import io.tablecdc.catalog.CatalogMigrations;
 import io.tablecdc.catalog.CatalogSchemaException;
+import io.tablecdc.common.Resources;
 import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
 import java.sql.Array;
 import java.sql.Connection;
@@ -161,13 +162,7 @@ public final class Catalog implements AutoCloseable {
     /** Closes the pool if this catalog opened it. */
     @Override
     public void close() {
-        if (pool != null) {
-            try {
-                pool.close();
-            } catch (Exception e) {
-                // nothing left to do with a pool that failed to close
-            }
-        }
+        Resources.closeQuietly(pool, "the catalog's connection pool");
     }
 
     // ---------------------------------------------------------------- tables: progress

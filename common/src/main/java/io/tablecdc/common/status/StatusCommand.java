@@ -20,6 +20,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 
+import io.tablecdc.common.JsonText;
+
 /**
  * {@code tablecdc-status}: prints, per flow, one line per table from the catalog: phase, cursor,
  * synced and normalized batch ids, rows, lag of the oldest unnormalized row, pause reason, last error.
@@ -487,25 +489,9 @@ public final class StatusCommand {
             return sb.append(']').toString();
         }
         String s = v.toString();
-        StringBuilder sb = new StringBuilder(s.length() + 2).append('"');
-        for (int i = 0; i < s.length(); i++) {
-            char ch = s.charAt(i);
-            switch (ch) {
-                case '"' -> sb.append("\\\"");
-                case '\\' -> sb.append("\\\\");
-                case '\n' -> sb.append("\\n");
-                case '\r' -> sb.append("\\r");
-                case '\t' -> sb.append("\\t");
-                default -> {
-                    if (ch < 0x20) {
-                        sb.append(String.format("\\u%04x", (int) ch));
-                    } else {
-                        sb.append(ch);
-                    }
-                }
-            }
-        }
-        return sb.append('"').toString();
+        StringBuilder sb = new StringBuilder(s.length() + 2);
+        JsonText.appendString(sb, s);
+        return sb.toString();
     }
 
     private static Instant instant(Timestamp ts) {
