@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Randomized fault runs (e2e/src/test/java/io/tablecdc/e2e/ChaosIT.java): each run replicates a seeded workload from
-# Postgres to ClickHouse while a worker dies at a step picked by the seed and one dependency (catalog, source Postgres,
-# ClickHouse, object store: refused or hung; or the Kafka broker: restarted) goes away for a while, then checks ClickHouse against Postgres row
-# for row. Usage: scripts/chaos.sh [--runs N] [--seed S]   (runs S, S+1, …, S+N-1; a random S by default)
-# Each run appends "seed, fault@occurrence+outage, fired|not-reached, transactions, equal|failed" to e2e/target/chaos/runs.tsv.
+# Postgres and BigQuery to ClickHouse while a worker dies at a step picked by the seed (or, in a third of the runs, the
+# step's call fails), one dependency (catalog, source Postgres, ClickHouse, object store: refused or hung; or the Kafka
+# broker: restarted) goes away for a while and a table leaves the publication and comes back, then checks ClickHouse
+# against the sources row for row. Usage: scripts/chaos.sh [--runs N] [--seed S]   (runs S, S+1, …, S+N-1; a random S by default)
+# Each run appends "seed, fault@occurrence+outage+…, fired|not-reached, transactions, equal…|failed" to
+# e2e/target/chaos/runs.tsv.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$TABLECDC_ROOT"
 
@@ -13,7 +15,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
-    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "chaos.sh: unknown argument $1 (--runs N, --seed S)" >&2; exit 2 ;;
   esac
 done

@@ -33,12 +33,13 @@ import io.tablecdc.e2e.stack.StackPaths;
 
 /**
  * The randomized run: a seeded workload (inserts, updates, deletes, key changes, multi-statement transactions and
- * truncates over five tables: three keyed, one without a key whose rows repeat, and one added to the publication
- * while the run goes on; all but one copied) flows from Postgres through the pipeline and the sink, and a second
+ * truncates over six tables: three keyed, one without a key whose rows repeat, one added to the publication
+ * while the run goes on, and one removed from it and added again; all but one copied) flows from Postgres through the pipeline and the sink, and a second
  * seeded workload (inserts and new versions of rows) on a BigQuery emulator table flows through a query CDC flow into
  * the same sink, all three connectors on one worker process, while two faults picked by the seed strike: the worker
  * dies at one of the named steps of the pipeline or the sink (at the n-th time the step is reached), and a second
- * worker takes over; and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused
+ * worker takes over, or, in a third of the runs, the step's call fails one to three times instead (before the call, or
+ * after it took effect, as when its answer is lost: {@link #failure}); and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused
  * or hung for 2 to 15 s at a moment of the run, or the Kafka broker is restarted after being down that long. In half
  * the runs the BigQuery emulator is refused or hung as well, on its own clock. The BigQuery side draws from a generator
  * of its own (mixed from {@code seed * 17 + 3}), so a seed does to Postgres what it did before. The checker compares ClickHouse
@@ -84,6 +85,45 @@ class ChaosIT {
                 NamedFaults.sinkUploadedNotStaged(), NamedFaults.sinkStagedNotCommitted());
     }
 
+    /**
+     * The step's call failing instead of the worker dying there: the fault is placed in the called method (a Byteman
+     * {@code throw} leaves its method past the method's own handlers, so it must be thrown by the callee for the caller
+     * to see it as it would see a real failure), with the exception that call throws when its peer goes away. At the
+     * callee's entry the call fails; at its exit the call has taken effect and only its answer is lost, so the caller
+     * repeats a call that already happened. The catalog's calls throw {@code CatalogUnavailableException}; the
+     * ClickHouse load and the object store upload an {@code IOException}; the source's {@code commit()} (called by
+     * Connect, which logs what it throws) a {@code ConnectException}.
+     */
+    private static Fault failure(Fault.Step step) {
+        String catalog = "io.tablecdc.common.catalog.Catalog";
+        String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
+        return switch (step.name()) {
+            // recordSync is also the BigQuery source's call: the occurrences count both
+            case "pg-acked-not-recorded" -> Fault.at(step.name(), catalog, "recordSync", "AT ENTRY").failWithCause(unavailable);
+            case "pg-flushed-not-confirmed" -> step.fail("org.apache.kafka.connect.errors.ConnectException");
+            case "pg-marker-written-not-handed-over" ->
+                    Fault.at(step.name(), catalog, "markCopyCatchup", "AT ENTRY").failWithCause(unavailable);
+            case "pg-caught-up-not-ready" ->
+                    Fault.at(step.name(), catalog, "markCaughtUpReady", "AT ENTRY").failWithCause(unavailable);
+            case "pg-mid-copy" -> Fault.at(step.name(), catalog, "recordCopySync", "AT EXIT").failWithCause(unavailable);
+            case "sink-loaded-not-recorded" ->
+                    Fault.at(step.name(), "io.tablecdc.clickhouse.TableNormalizer", "load", "AT EXIT").fail("java.io.IOException");
+            case "sink-recorded-not-cleaned" ->
+                    Fault.at(step.name(), catalog, "recordNormalize", "AT EXIT").failWithCause(unavailable);
+            case "sink-uploaded-not-staged" ->
+                    Fault.at(step.name(), "io.tablecdc.clickhouse.stage.S3StageStore", "upload", "AT EXIT")
+                            .fail("java.io.IOException");
+            case "sink-staged-not-committed" ->
+                    Fault.at(step.name(), catalog, "upsertStage", "AT EXIT").failWithCause(unavailable);
+            default -> throw new IllegalArgumentException("no failed call for step " + step.name());
+        };
+    }
+
+    private static String describe(Fault fault, boolean failMode) {
+        return fault.name() + (failMode ? " failing " + fault.times() + " time(s) from" : " kill at") + " occurrence "
+                + fault.occurrence();
+    }
+
     @Test
     void seededRunsLoseAndDoubleNothing() throws Exception {
         String seedProperty = System.getProperty("tablecdc.chaos.seed", "");
@@ -98,7 +138,16 @@ class ChaosIT {
         Random random = new Random(seed);
         Fault.Step step = steps().get(random.nextInt(steps().size()));
         int occurrence = 1 + random.nextInt(4);
-        Fault fault = step.kill().onOccurrence(occurrence);
+        // drawn from a generator of their own, so that the rest of a seed's choices stay what they were: a third of the
+        // runs make the step's call fail instead of killing the worker there; table r leaves the publication at a
+        // transaction of the workload and comes back later (a table leaving for good: PgPublicationIT)
+        SplittableRandom extras = new SplittableRandom(seed * 13 + 5);
+        boolean failMode = extras.nextInt(3) == 0;
+        int failTimes = 1 + extras.nextInt(3);
+        int removeAt = 100 + extras.nextInt(1_400);
+        int returnAt = removeAt + 50 + extras.nextInt(450);
+        Fault fault = failMode ? failure(step).onOccurrence(occurrence).times(failTimes) : step.kill().onOccurrence(occurrence);
+        String faultText = step.name() + (failMode ? "!fail-x" + failTimes : "") + "@" + occurrence;
         int seedRows = 500 + random.nextInt(3_000);
         String id = Long.toString(seed);
         String schema = "chaos_" + id;
@@ -120,8 +169,11 @@ class ChaosIT {
                 // added to the publication by the workload while the run goes on
                 "CREATE TABLE " + schema + ".e (id int PRIMARY KEY, v int NOT NULL)",
                 "INSERT INTO " + schema + ".e SELECT g, 0 FROM generate_series(1, 300) g",
+                // removed from the publication by the workload, and added again
+                "CREATE TABLE " + schema + ".r (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + schema + ".r SELECT g, 0 FROM generate_series(1, 200) g",
                 "CREATE PUBLICATION " + schema + "_pub FOR TABLE " + schema + ".a, " + schema + ".b, " + schema + ".c, "
-                        + schema + ".k");
+                        + schema + ".k, " + schema + ".r");
         Map<String, String[]> tables = new LinkedHashMap<>();
         tables.put(schema + ".a", new String[] {"id::text || '|' || v::text || '|' || coalesce(note, '-')",
             "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
@@ -130,6 +182,8 @@ class ChaosIT {
             "concat(toString(x), '|', toString(y), '|', v)"});
         tables.put(schema + ".k", new String[] {"v::text || '|' || coalesce(note, '-')", "concat(toString(v), '|', ifNull(note, '-'))"});
         tables.put(schema + ".e", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        // r: written to also while it is out of the publication; back in, it is copied again
+        tables.put(schema + ".r", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
         pg.keyless(schema + ".k");
 
         Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, schema + "_pub", prefix);
@@ -153,8 +207,8 @@ class ChaosIT {
         sink.put("normalize.lease.ms", "5000");
         sink.put("consumer.override.metadata.max.age.ms", "1000");
 
-        System.out.printf("chaos run seed %d: %s at occurrence %d, %s, %d seed rows; BigQuery %d seed rows%s"
-                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, step.name(), occurrence, outage, seedRows,
+        System.out.printf("chaos run seed %d: %s, %s, %d seed rows; BigQuery %d seed rows%s"
+                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault, failMode), outage, seedRows,
                 bigQuery.seedRows(), bigQueryOutage == null ? "" : ", " + bigQueryOutage, seed);
         // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
         // a proxy, so that the outage can take one of them away
@@ -199,7 +253,9 @@ class ChaosIT {
         // the workload, the outage and the coming kill go on
         long joinAfterMs = random.nextBoolean() ? 1_000 + random.nextInt(10_000) : -1;
         try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy; bigQueryProxy; bigQuery;
-             TransactionWriter writer = writer(schema, new Random(seed * 31 + 7), truncates, addAt)) {
+             TransactionWriter writer = writer(schema, new Random(seed * 31 + 7),
+                     // table r's statements draw from a generator of their own: the other tables get what they got before r
+                     new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
@@ -222,15 +278,20 @@ class ChaosIT {
                         fired = injector.firedWithin(fault, Duration.ofSeconds(90));
                     } finally {
                         // a step the run never reached: the worker is killed where it stands
-                        first.kill();
+                        if (!failMode) {
+                            first.kill();
+                        }
                     }
-                    if (second == null) {
+                    if (second == null && !failMode) {
                         second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
                                 Duration.ofSeconds(120));
                     }
-                    second.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
-                    second.rest().awaitRunning(sinkName, 1, Duration.ofSeconds(120));
-                    second.rest().awaitRunning(bigQuery.flow, 1, Duration.ofSeconds(120));
+                    ConnectWorker survivor = failMode ? first : second;
+                    survivor.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
+                    survivor.rest().awaitRunning(sinkName, 1, Duration.ofSeconds(120));
+                    survivor.rest().awaitRunning(bigQuery.flow, 1, Duration.ofSeconds(120));
+                    // the workload reaches table r's removal (and return) before the end
+                    writer.awaitMore(Math.max(0, returnAt + 1 - writer.written.get()));
                     for (String table : tables.keySet()) {
                         pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
                     }
@@ -245,18 +306,21 @@ class ChaosIT {
                     bigQuery.check(checks, Duration.ofSeconds(180));
                     int copies = pg.keylessCopies(schema + ".k");
                     outcome = copies == 0 ? "equal" : "equal+" + copies + "-keyless-copies";
-                    System.out.printf("chaos run seed %d: %s at occurrence %d %s, %s%s%s; %d transactions (%d truncates),"
-                            + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery (%s)%n", seed, step.name(),
-                            occurrence, fired ? "fired" : "not reached, killed", outage,
+                    System.out.printf("chaos run seed %d: %s %s, %s%s%s; %d transactions (%d truncates),"
+                            + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery (%s)%n", seed,
+                            describe(fault, failMode), fired ? "fired" : failMode ? "not reached" : "not reached, killed", outage,
                             bigQueryOutage == null ? "" : ", " + bigQueryOutage,
                             joinAfterMs >= 0 ? ", second worker joined at " + joinAfterMs / 1000 + " s" : "",
                             writer.written.get(), truncates.get(), bigQuery.inserts.get() + bigQuery.versions.get(), outcome);
-                    second.rest().delete(bigQuery.flow);
-                    second.rest().delete(flow);
-                    second.rest().delete(sinkName);
+                    survivor.rest().delete(bigQuery.flow);
+                    survivor.rest().delete(flow);
+                    survivor.rest().delete(sinkName);
                 } finally {
                     if (second != null) {
                         second.close();
+                    }
+                    if (failMode) {
+                        first.close();
                     }
                 }
             } finally {
@@ -268,12 +332,12 @@ class ChaosIT {
                     bigQueryOutageThread.interrupt();
                     bigQueryOutageThread.join();
                 }
-                record(seed, step.name() + "@" + occurrence + "+" + outage + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
+                record(seed, faultText + "+" + outage + "+r-out-" + removeAt + "-back-" + returnAt + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
                         + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
-            throw new AssertionError("chaos run seed " + seed + " (" + step.name() + " at occurrence " + occurrence
+            throw new AssertionError("chaos run seed " + seed + " (" + describe(fault, failMode)
                     + ", " + outage + (bigQueryOutage == null ? "" : ", " + bigQueryOutage) + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
         }
     }
@@ -346,11 +410,27 @@ class ChaosIT {
      * or of the keyless table, every 5 to 20 ms until closed; its {@code addAt}-th transaction adds table e to the
      * publication.
      */
-    private static TransactionWriter writer(String schema, Random random, AtomicInteger truncates, int addAt) {
+    private static TransactionWriter writer(String schema, Random random, Random removed, AtomicInteger truncates,
+                                            int addAt, int removeAt, int returnAt) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
             if (n == addAt) {
                 statements.add("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + schema + ".e");
+            }
+            if (n == removeAt) {
+                statements.add("ALTER PUBLICATION " + schema + "_pub DROP TABLE " + schema + ".r");
+            }
+            if (n == returnAt) {
+                statements.add("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + schema + ".r");
+            }
+            if (removed.nextInt(3) == 0) {
+                int row = 1 + removed.nextInt(400);
+                statements.add(switch (removed.nextInt(3)) {
+                    case 0 -> "INSERT INTO " + schema + ".r VALUES (" + row + ", " + n + ") ON CONFLICT (id) DO UPDATE"
+                            + " SET v = EXCLUDED.v";
+                    case 1 -> "UPDATE " + schema + ".r SET v = v + 1 WHERE id = " + row;
+                    default -> "DELETE FROM " + schema + ".r WHERE id = " + row;
+                });
             }
             int count = 1 + random.nextInt(4);
             for (int i = 0; i < count; i++) {
