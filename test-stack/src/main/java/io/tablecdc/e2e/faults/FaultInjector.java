@@ -132,7 +132,7 @@ public final class FaultInjector {
         return dir.resolve(fault.name() + ".armed");
     }
 
-    /** The Byteman agent jar on this JVM's class path (the e2e module depends on it). */
+    /** The Byteman agent jar on this JVM's class path (the test-stack module depends on it). */
     static String agentJar() {
         for (String entry : System.getProperty("java.class.path").split(File.pathSeparator)) {
             String name = Path.of(entry).getFileName().toString();

@@ -35,7 +35,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  * to count records in topics and clean up slots.
  */
 public final class Bench implements AutoCloseable {
-    public static final String DEBEZIUM_PLUGIN_DIR = "e2e/target/bench-plugins";
+    public static final String DEBEZIUM_PLUGIN_DIR = "bench/target/bench-plugins";
     public static final String DEBEZIUM_CLASS = "io.debezium.connector.postgresql.PostgresConnector";
 
     final BenchOptions options;
@@ -62,7 +62,7 @@ public final class Bench implements AutoCloseable {
     public static Bench start(BenchOptions options) throws Exception {
         LocalStack stack = LocalStack.get();
         Path root = StackPaths.projectRoot();
-        Path workDir = root.resolve("e2e/target/bench");
+        Path workDir = root.resolve("bench/target/bench");
         Files.createDirectories(workDir);
         Path debeziumDir = root.resolve(DEBEZIUM_PLUGIN_DIR);
         boolean debezium = Files.isDirectory(debeziumDir.resolve("debezium-connector-postgres"));
@@ -71,8 +71,8 @@ public final class Bench implements AutoCloseable {
         props.put("plugin.path", pluginPath);
         Path workerDir = StackPaths.workDir("bench-worker");
         List<String> jvm = List.of("-Xmx" + options.workerHeap, "-XX:+UseG1GC",
-                "-Dlogback.configurationFile=" + root.resolve("e2e/src/main/resources/logback-bench-worker.xml"),
-                "-Dtablecdc.log.file=" + root.resolve("e2e/target/bench-worker.log"));
+                "-Dlogback.configurationFile=" + root.resolve("bench/src/main/resources/logback-bench-worker.xml"),
+                "-Dtablecdc.log.file=" + root.resolve("bench/target/bench-worker.log"));
         ConnectWorker worker = stack.track(ConnectWorker.startProcess(props, workerDir, Duration.ofMinutes(3), jvm));
         Admin admin = Admin.create(Map.<String, Object>of("bootstrap.servers", stack.kafka().bootstrapServers()));
         Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")

@@ -38,7 +38,7 @@ public final class BenchRunner {
             return;
         }
         Path root = StackPaths.projectRoot();
-        Path out = options.out != null ? options.out : options.quick ? root.resolve("e2e/target/bench-report") : root.resolve("docs");
+        Path out = options.out != null ? options.out : options.quick ? root.resolve("bench/target/bench-report") : root.resolve("docs");
         if (!out.isAbsolute()) {
             out = root.resolve(out);
         }

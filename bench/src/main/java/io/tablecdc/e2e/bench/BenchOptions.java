@@ -11,7 +11,7 @@ import java.util.Set;
  * The benchmark runner's options. Defaults are the sizes of issue #9 where it names them (1 M copied rows, 500 k
  * streamed changes, 1/10/50 tables), and sizes that keep one repetition of a suite within minutes on 2 shared cores
  * where it does not (500 k sink rows, 200 rows per query CDC table); {@code --quick} switches every size to a small
- * one for development (and writes its report under e2e/target/bench-report unless --out is given).
+ * one for development (and writes its report under bench/target/bench-report unless --out is given).
  */
 public final class BenchOptions {
     public static final List<String> SUITES = List.of("pg-copy", "pg-stream", "sink", "query-cdc");
@@ -48,7 +48,7 @@ public final class BenchOptions {
                   --suites LIST          comma-separated, of: pg-copy, pg-stream, sink, query-cdc (query-cdc also measures
                                          memory, suite 5); default all
                   --reps N               repetitions of every variant and its baseline (default 3)
-                  --quick                small sizes for development; the report goes to e2e/target/bench-report
+                  --quick                small sizes for development; the report goes to bench/target/bench-report
                   --out DIR              folder of benchmarks.md and benchmarks/*.png (default docs)
                   --no-profile           skip the flight recordings of the sink suite
                   --sink-rows N          rows through the sink (500000)       --sink-batch-rows N   rows per batch (50000)

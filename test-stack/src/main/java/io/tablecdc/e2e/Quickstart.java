@@ -42,7 +42,7 @@ public final class Quickstart {
         try {
             run(args);
         } catch (Exception e) {
-            System.err.println("quickstart failed: " + e.getMessage() + " (details in e2e/target/quickstart.log)");
+            System.err.println("quickstart failed: " + e.getMessage() + " (details in test-stack/target/quickstart.log)");
             e.printStackTrace();
             System.exit(1);
         }

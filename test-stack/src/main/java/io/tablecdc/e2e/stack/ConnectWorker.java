@@ -180,19 +180,32 @@ public final class ConnectWorker implements AutoCloseable {
     /**
      * This JVM's class path without tablecdc's own jars from a Maven repository: a worker loads the connectors only
      * from plugin.path, and a repository shared by several builds may hold a different version of them (whose catalog
-     * migrations Flyway would then find through the parent class loader).
+     * migrations Flyway would then find through the parent class loader). The entry holding the worker's main class
+     * (this module's classes or jar, which may come from a repository too) stays.
      */
     static String workerClassPath() {
+        Path own = ownClassPathEntry();
         StringBuilder cp = new StringBuilder();
         for (String entry : System.getProperty("java.class.path").split(java.io.File.pathSeparator)) {
             String normalized = entry.replace('\\', '/');
+            boolean isOwn = own != null && !entry.isEmpty() && Path.of(entry).toAbsolutePath().normalize().equals(own);
             // the fault agent's jar is put on the boot class path by -javaagent when a test asks for it
-            if (normalized.contains("/io/tablecdc/") || normalized.contains("/org/jboss/byteman/")) {
+            if (!isOwn && (normalized.contains("/io/tablecdc/") || normalized.contains("/org/jboss/byteman/"))) {
                 continue;
             }
             cp.append(cp.isEmpty() ? "" : java.io.File.pathSeparator).append(entry);
         }
         return cp.toString();
+    }
+
+    /** The class path entry (folder or jar) this class was loaded from, or null when it cannot be told. */
+    private static Path ownClassPathEntry() {
+        try {
+            java.security.CodeSource source = ConnectWorkerMain.class.getProtectionDomain().getCodeSource();
+            return source == null ? null : Path.of(source.getLocation().toURI()).toAbsolutePath().normalize();
+        } catch (java.net.URISyntaxException | RuntimeException e) {
+            return null;
+        }
     }
 
     public URI restUrl() {

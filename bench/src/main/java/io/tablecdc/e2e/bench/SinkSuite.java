@@ -28,6 +28,7 @@ import io.tablecdc.common.TablecdcTypes;
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
 import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.stack.StackPaths;
 
 import jdk.jfr.Configuration;
 import jdk.jfr.Recording;
@@ -299,7 +300,7 @@ final class SinkSuite {
 
     /** The local Postgres server's postmaster (from its data folder's postmaster.pid), or -1. */
     private long postgresPid() throws Exception {
-        Path stackDir = bench.root().resolve("e2e/target/stack");
+        Path stackDir = StackPaths.stackRoot();
         try (DirectoryStream<Path> dirs = Files.newDirectoryStream(stackDir, "postgres-" + ProcessHandle.current().pid() + "-*")) {
             for (Path d : dirs) {
                 Path pidFile = d.resolve("data/postmaster.pid");

@@ -22,7 +22,7 @@ public final class StackPaths {
             return Path.of(configured).toAbsolutePath().normalize();
         }
         for (Path dir = Path.of("").toAbsolutePath(); dir != null; dir = dir.getParent()) {
-            if (Files.isRegularFile(dir.resolve("mvnw")) && Files.isDirectory(dir.resolve("e2e"))) {
+            if (Files.isRegularFile(dir.resolve("mvnw")) && Files.isDirectory(dir.resolve("test-stack"))) {
                 return dir;
             }
         }
@@ -30,10 +30,17 @@ public final class StackPaths {
                 + Path.of("").toAbsolutePath() + "; set -Dtablecdc.root=<folder with mvnw>");
     }
 
-    /** A fresh folder under {@code e2e/target/} for one component of one stack. */
+    /**
+     * The folder holding the stacks' working folders, {@code e2e/target/stack/}: under the end-to-end tests' module,
+     * which starts most stacks; the quickstart and the benchmarks put theirs there too.
+     */
+    public static Path stackRoot() {
+        return projectRoot().resolve("e2e").resolve("target").resolve("stack");
+    }
+
+    /** A fresh folder under {@link #stackRoot()} for one component of one stack. */
     public static Path workDir(String name) {
-        Path dir = projectRoot().resolve("e2e").resolve("target").resolve("stack")
-                .resolve(name + "-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
+        Path dir = stackRoot().resolve(name + "-" + ProcessHandle.current().pid() + "-" + System.nanoTime());
         try {
             return Files.createDirectories(dir);
         } catch (IOException e) {
