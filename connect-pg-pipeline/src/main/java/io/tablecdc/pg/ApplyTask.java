@@ -30,12 +30,11 @@ import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.common.catalog.Phase;
 import io.tablecdc.common.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
-import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.config.TopicNames;
 import io.tablecdc.pg.convert.ConversionException;
 import io.tablecdc.pg.wire.Lsn;
-import io.tablecdc.pg.wire.PgOutputDecoder;
+import io.tablecdc.pg.wire.PgOutputParser;
 import io.tablecdc.pg.wire.PgOutputMessage;
 import io.tablecdc.pg.wire.PgOutputMessage.Begin;
 import io.tablecdc.pg.wire.PgOutputMessage.Commit;
@@ -101,7 +100,7 @@ public class ApplyTask extends SourceTask {
     private String slot;
     private SlotManager slots;
     private volatile ChangeBatcher batcher;
-    private ChangeDecoder decoder;
+    private ChangeBuilder changeBuilder;
     private TableMetrics metrics;
     /** Set when an {@link ApplyAndCopyTask} shares these metrics with its copy half: they are that task's to close. */
     private TableMetrics sharedMetrics;
@@ -236,7 +235,7 @@ public class ApplyTask extends SourceTask {
         Lsn slotStart = checked.start();
         String stored = storedPosition(slot);
         position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
-        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
+        changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
         batcher = newBatcher(position.read());
         List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
         if (!stale.isEmpty()) {
@@ -549,7 +548,7 @@ public class ApplyTask extends SourceTask {
     }
 
     private void openStream() throws SQLException {
-        decoder.clear();
+        changeBuilder.clear();
         long deadline = System.currentTimeMillis() + SLOT_BUSY_WAIT_MS;
         while (true) {
             try {
@@ -644,7 +643,7 @@ public class ApplyTask extends SourceTask {
                     continue;
                 }
                 messageBytes = buffer.remaining();
-                handle(PgOutputDecoder.decode(buffer), out);
+                handle(PgOutputParser.parse(buffer), out);
                 if (out.size() >= config.batchRows() || System.nanoTime() > deadline) {
                     break;
                 }
@@ -713,7 +712,7 @@ public class ApplyTask extends SourceTask {
             txnCommitLsn = null;
             skipTxn = false;
         } else if (message instanceof Relation relation) {
-            decoder.accept(relation);
+            changeBuilder.accept(relation);
             String table = relation.qualifiedName();
             if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                 // a table added to the publication while the flow runs: copied (it is pending for a copy task, whose
@@ -721,7 +720,7 @@ public class ApplyTask extends SourceTask {
                 discovered(table, txnCommitLsn != null ? txnCommitLsn : position.read(), out);
             }
         } else if (message instanceof PgOutputMessage.Type type) {
-            decoder.accept(type);
+            changeBuilder.accept(type);
         } else if (message instanceof Insert || message instanceof Update || message instanceof Delete) {
             txnOrdinal++;
             change(message, out);
@@ -732,9 +731,9 @@ public class ApplyTask extends SourceTask {
             }
             // one fragment per table, each its own batch with a replay id scoped to its table
             for (long oid : truncate.relationOids()) {
-                String table = decoder.table(oid);
+                String table = changeBuilder.table(oid);
                 if (included(table)) {
-                    out.addAll(batcher.add(ChangeBatcher.Change.truncate(table, TableCopy.replayId(txnXid, txnOrdinal, oid))));
+                    out.addAll(batcher.add(Change.truncate(table, TableCopy.replayId(txnXid, txnOrdinal, oid))));
                 }
             }
         } else if (message instanceof LogicalMessage marker && !marker.transactional()
@@ -793,13 +792,13 @@ public class ApplyTask extends SourceTask {
         }
         long oid = message instanceof Insert i ? i.relationOid()
                 : message instanceof Update u ? u.relationOid() : ((Delete) message).relationOid();
-        String table = decoder.table(oid);
+        String table = changeBuilder.table(oid);
         if (!included(table)) {
             return;
         }
         List<Change> changes;
         try {
-            changes = decoder.changes(message);
+            changes = changeBuilder.changes(message);
         } catch (ConversionException e) {
             failTable(table, tables.get(table), e.getMessage());
             return;

@@ -9,7 +9,6 @@ import java.util.Map;
 import org.apache.kafka.connect.data.Struct;
 
 import io.tablecdc.common.RecordHeaders.Op;
-import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.convert.ConversionException;
 import io.tablecdc.pg.convert.RelationSchema;
 import io.tablecdc.pg.wire.PgOutputMessage;
@@ -25,7 +24,7 @@ import io.tablecdc.pg.wire.RelationCache;
  * stream announced. The apply task and the copy tasks' catch-up streams share it so that a table's records look
  * the same whichever stream sent them.
  */
-final class ChangeDecoder {
+final class ChangeBuilder {
     /** The primary key columns of a relation, for tables whose replica identity names no key on the wire. */
     interface PrimaryKeys {
         List<String> of(long relationOid) throws SQLException;
@@ -36,12 +35,12 @@ final class ChangeDecoder {
     private final PrimaryKeys primaryKeys;
     private final RelationSchema.TextArrays textArrays;
 
-    ChangeDecoder(PrimaryKeys primaryKeys) {
+    ChangeBuilder(PrimaryKeys primaryKeys) {
         this(primaryKeys, (table, column) -> false);
     }
 
     /** {@code textArrays}: the array columns carried as the server's text ({@code array.text.columns}). */
-    ChangeDecoder(PrimaryKeys primaryKeys, RelationSchema.TextArrays textArrays) {
+    ChangeBuilder(PrimaryKeys primaryKeys, RelationSchema.TextArrays textArrays) {
         this.primaryKeys = primaryKeys;
         this.textArrays = textArrays;
     }

@@ -23,9 +23,9 @@ import io.tablecdc.pg.wire.PgOutputMessage.Type;
 import io.tablecdc.pg.wire.PgOutputMessage.Update;
 
 /**
- * Decodes one pgoutput message (protocol version 1) from the payload of an XLogData frame, i.e. from the
+ * Parses one pgoutput message (protocol version 1) from the payload of an XLogData frame, i.e. from the
  * buffer {@code PGReplicationStream.readPending()} returns: the bytes between its position and its limit.
- * The decoder never reads {@code array()} (pgjdbc's buffer wraps the whole frame) and leaves the caller's
+ * The parser never reads {@code array()} (pgjdbc's buffer wraps the whole frame) and leaves the caller's
  * buffer untouched.
  *
  * <p>Strings and text values are read as UTF-8: pgoutput sends them in the database encoding without
@@ -33,23 +33,23 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  *
  * <p>Stateless and thread-safe; relation metadata lives in {@link RelationCache}.
  */
-public final class PgOutputDecoder {
+public final class PgOutputParser {
     /** Microseconds between 1970-01-01 and 2000-01-01, the epoch of PostgreSQL timestamps. */
     static final long PG_EPOCH_OFFSET_MICROS = 946_684_800_000_000L;
 
-    private PgOutputDecoder() {
+    private PgOutputParser() {
     }
 
     /**
      * The message in {@code payload}'s remaining bytes.
      *
-     * @throws PgOutputDecodeException naming the message type and what is wrong, when the bytes are truncated,
+     * @throws PgOutputParseException naming the message type and what is wrong, when the bytes are truncated,
      *     carry trailing bytes, or are a message of a later protocol version
      */
-    public static PgOutputMessage decode(ByteBuffer payload) {
+    public static PgOutputMessage parse(ByteBuffer payload) {
         ByteBuffer in = payload.duplicate().order(ByteOrder.BIG_ENDIAN);
         if (!in.hasRemaining()) {
-            throw new PgOutputDecodeException("empty pgoutput message");
+            throw new PgOutputParseException("empty pgoutput message");
         }
         char type = (char) (in.get() & 0xFF);
         PgOutputMessage message;
@@ -65,27 +65,27 @@ public final class PgOutputDecoder {
                 case 'D' -> delete(in);
                 case 'T' -> truncate(in);
                 case 'M' -> logicalMessage(in);
-                case 'S', 'E', 'c', 'A' -> throw new PgOutputDecodeException("message '" + type
+                case 'S', 'E', 'c', 'A' -> throw new PgOutputParseException("message '" + type
                         + "' belongs to protocol version 2 streaming of in-progress transactions, which this decoder does not"
                         + " support: start the slot with proto_version 1 and without streaming");
-                case 'b', 'P', 'K', 'r', 'p' -> throw new PgOutputDecodeException("message '" + type
+                case 'b', 'P', 'K', 'r', 'p' -> throw new PgOutputParseException("message '" + type
                         + "' belongs to protocol version 3 two-phase commit, which this decoder does not support:"
                         + " start the slot with proto_version 1 and without two_phase");
-                default -> throw new PgOutputDecodeException("unknown pgoutput message type 0x" + Integer.toHexString(type));
+                default -> throw new PgOutputParseException("unknown pgoutput message type 0x" + Integer.toHexString(type));
             };
         } catch (BufferUnderflowException e) {
-            throw new PgOutputDecodeException("pgoutput message '" + type + "' is truncated (" + payload.remaining() + " bytes)", e);
+            throw new PgOutputParseException("pgoutput message '" + type + "' is truncated (" + payload.remaining() + " bytes)", e);
         }
         if (in.hasRemaining()) {
-            throw new PgOutputDecodeException("pgoutput message '" + type + "' has " + in.remaining()
+            throw new PgOutputParseException("pgoutput message '" + type + "' has " + in.remaining()
                     + " unexpected trailing bytes (a later protocol version?)");
         }
         return message;
     }
 
-    /** Decodes a message from a byte array (test vectors, captured streams). */
-    public static PgOutputMessage decode(byte[] payload) {
-        return decode(ByteBuffer.wrap(payload));
+    /** Parses a message from a byte array (test vectors, captured streams). */
+    public static PgOutputMessage parse(byte[] payload) {
+        return parse(ByteBuffer.wrap(payload));
     }
 
     /** The instant of a PostgreSQL timestamp: microseconds since 2000-01-01T00:00:00Z. */
@@ -126,7 +126,7 @@ public final class PgOutputDecoder {
             next = (char) (in.get() & 0xFF);
         }
         if (next != 'N') {
-            throw new PgOutputDecodeException("Update of relation " + oid + ": expected 'K', 'O' or 'N', got 0x" + Integer.toHexString(next));
+            throw new PgOutputParseException("Update of relation " + oid + ": expected 'K', 'O' or 'N', got 0x" + Integer.toHexString(next));
         }
         return new Update(oid, old, tuple(in));
     }
@@ -135,7 +135,7 @@ public final class PgOutputDecoder {
         long oid = uint32(in);
         char kind = (char) (in.get() & 0xFF);
         if (kind != 'K' && kind != 'O') {
-            throw new PgOutputDecodeException("Delete of relation " + oid + ": expected 'K' or 'O', got 0x" + Integer.toHexString(kind));
+            throw new PgOutputParseException("Delete of relation " + oid + ": expected 'K' or 'O', got 0x" + Integer.toHexString(kind));
         }
         return new Delete(oid, new OldTuple(kind == 'O', tuple(in)));
     }
@@ -144,7 +144,7 @@ public final class PgOutputDecoder {
         long count = uint32(in);
         int options = in.get() & 0xFF;
         if (count > in.remaining() / 4) {
-            throw new PgOutputDecodeException("Truncate names " + count + " relations but carries " + in.remaining() + " bytes");
+            throw new PgOutputParseException("Truncate names " + count + " relations but carries " + in.remaining() + " bytes");
         }
         List<Long> oids = new ArrayList<>((int) count);
         for (long i = 0; i < count; i++) {
@@ -171,7 +171,7 @@ public final class PgOutputDecoder {
                 case 'u' -> TupleValue.UNCHANGED_TOAST;
                 case 't' -> TupleValue.text(bytes(in, in.getInt(), "text value of column " + i));
                 case 'b' -> new TupleValue.Binary(bytes(in, in.getInt(), "binary value of column " + i));
-                default -> throw new PgOutputDecodeException("tuple column " + i + ": unknown kind 0x" + Integer.toHexString(kind));
+                default -> throw new PgOutputParseException("tuple column " + i + ": unknown kind 0x" + Integer.toHexString(kind));
             });
         }
         return new TupleData(values);
@@ -180,13 +180,13 @@ public final class PgOutputDecoder {
     private static void expect(ByteBuffer in, char expected, String message) {
         char got = (char) (in.get() & 0xFF);
         if (got != expected) {
-            throw new PgOutputDecodeException(message + ": expected '" + expected + "', got 0x" + Integer.toHexString(got));
+            throw new PgOutputParseException(message + ": expected '" + expected + "', got 0x" + Integer.toHexString(got));
         }
     }
 
     private static byte[] bytes(ByteBuffer in, int length, String what) {
         if (length < 0 || length > in.remaining()) {
-            throw new PgOutputDecodeException(what + ": length " + length + " but " + in.remaining() + " bytes remain");
+            throw new PgOutputParseException(what + ": length " + length + " but " + in.remaining() + " bytes remain");
         }
         byte[] out = new byte[length];
         in.get(out);
@@ -200,7 +200,7 @@ public final class PgOutputDecoder {
             end++;
         }
         if (end == in.limit()) {
-            throw new PgOutputDecodeException("unterminated string at offset " + start);
+            throw new PgOutputParseException("unterminated string at offset " + start);
         }
         byte[] raw = new byte[end - start];
         in.get(raw);
