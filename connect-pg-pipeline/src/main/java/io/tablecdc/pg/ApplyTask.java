@@ -159,7 +159,7 @@ public class ApplyTask extends SourceTask {
     @Override
     public void start(Map<String, String> props) {
         config = new PgPipelineConfig(props);
-        flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
+        flow = PgPipelineTaskConfig.of(props).flow();
         metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         begin();
     }
