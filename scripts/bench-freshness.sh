@@ -3,4 +3,4 @@
 #   scripts/bench-freshness.sh [tables (10)] [sync.interval.ms (5000)] [measured seconds per run (60)] [safety.lag.ms (1000)]
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$TABLECDC_ROOT"
-run_e2e_main io.tablecdc.e2e.bench.FreshnessBench bench-freshness "$@"
+run_stack_main bench io.tablecdc.e2e.bench.FreshnessBench bench-freshness "$@"

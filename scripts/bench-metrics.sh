@@ -3,4 +3,4 @@
 #   scripts/bench-metrics.sh [tables (1000)] [batches per round (2000000)]
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$TABLECDC_ROOT"
-run_e2e_main io.tablecdc.e2e.bench.MetricsBench bench-metrics "$@"
+run_stack_main bench io.tablecdc.e2e.bench.MetricsBench bench-metrics "$@"

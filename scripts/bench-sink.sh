@@ -3,4 +3,4 @@
 #   scripts/bench-sink.sh [rows (1000000)] [batch rows (50000)] [pull|push] [zstandard|snappy|deflate|null]
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$TABLECDC_ROOT"
-run_e2e_main io.tablecdc.e2e.bench.SinkBench bench-sink "$@"
+run_stack_main bench io.tablecdc.e2e.bench.SinkBench bench-sink "$@"

@@ -1,13 +1,13 @@
-# Sourced by the other scripts: finds the project root, a JDK that can run the e2e module, and keeps the
+# Sourced by the other scripts: finds the project root, a JDK that can run the local stack, and keeps the
 # Maven distribution in a cache under the project.
 set -euo pipefail
 
 TABLECDC_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export TABLECDC_ROOT
 
-# The connector modules target Java 17, but the e2e module (the local stack, the end-to-end tests, the quickstart
-# and the benchmarks) compiles with --release 25 and its JVMs run with JDK 23+ flags, so the scripts need a
-# JDK 25 or newer.
+# The connector modules target Java 17, but the test-stack, bench and e2e modules (the local stack and the
+# quickstart, the benchmarks, the end-to-end tests) compile with --release 25 and their JVMs run with JDK 23+ flags,
+# so the scripts need a JDK 25 or newer.
 TABLECDC_MIN_JDK=25
 
 # The local stack loads native binaries that exist for Linux x86-64 only: the chDB engine library
@@ -55,18 +55,19 @@ mvnw() {
   "$TABLECDC_ROOT/mvnw" -B --no-transfer-progress "$@"
 }
 
-# Builds the project (without tests) and runs a main class of the e2e module on the local stack, with the
-# stack's logs in e2e/target/<log name>.log: run_e2e_main <class> <log name> [args…]
-run_e2e_main() {
-  local main="$1" logname="$2"
-  shift 2
+# Builds the project (without tests) and runs a main class of a module on the local stack (test-stack for the
+# quickstart, bench for the benchmarks), with the stack's logs in <module>/target/<log name>.log:
+# run_stack_main <module> <class> <log name> [args…]
+run_stack_main() {
+  local module="$1" main="$2" logname="$3"
+  shift 3
   bash "$TABLECDC_ROOT/scripts/install-chdb.sh" >/dev/null
   bash "$TABLECDC_ROOT/scripts/install-bq-emulator.sh" >/dev/null
   mvnw -q -DskipTests install
-  mvnw -q -pl e2e dependency:build-classpath -Dmdep.outputFile=target/e2e.classpath -Dmdep.includeScope=runtime
-  local logconf="$TABLECDC_ROOT/e2e/src/main/resources/logback-quickstart.xml"
+  mvnw -q -pl "$module" dependency:build-classpath -Dmdep.outputFile=target/run.classpath -Dmdep.includeScope=runtime
+  local logconf="$TABLECDC_ROOT/test-stack/src/main/resources/logback-quickstart.xml"
   exec "$JAVA_HOME/bin/java" -Xmx3g --enable-native-access=ALL-UNNAMED --sun-misc-unsafe-memory-access=allow \
     -Dtablecdc.root="$TABLECDC_ROOT" -Dlogback.configurationFile="$logconf" -Dlogging.config="$logconf" \
-    -Dtablecdc.log.file="$TABLECDC_ROOT/e2e/target/$logname.log" \
-    -cp "$TABLECDC_ROOT/e2e/target/classes:$(cat "$TABLECDC_ROOT/e2e/target/e2e.classpath")" "$main" "$@"
+    -Dtablecdc.log.file="$TABLECDC_ROOT/$module/target/$logname.log" \
+    -cp "$TABLECDC_ROOT/$module/target/classes:$(cat "$TABLECDC_ROOT/$module/target/run.classpath")" "$main" "$@"
 }

@@ -4,4 +4,4 @@
 # Stays up until Ctrl-C when run from a terminal; exits after the report otherwise (or with --exit).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$TABLECDC_ROOT"
-run_e2e_main io.tablecdc.e2e.Quickstart quickstart "$@"
+run_stack_main test-stack io.tablecdc.e2e.Quickstart quickstart "$@"

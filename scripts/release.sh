@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the three Confluent Hub archives of a release from the committed tree (HEAD), with a release version
 # instead of -SNAPSHOT, the manifest's documentation, source and support URLs, and a SHA-256 checksum per archive,
-# into target/release/. Needs a JDK 17 or newer (JAVA_HOME or java on PATH) and the wrapper; not the e2e module's JDK.
+# into target/release/. Needs a JDK 17 or newer (JAVA_HOME or java on PATH) and the wrapper; not the local stack's JDK 25.
 #
 #   scripts/release.sh 0.1.0 https://github.com/OWNER/tablecdc
 #   scripts/release.sh 0.1.0 https://github.com/OWNER/tablecdc --docs-url URL --support-url URL

@@ -97,10 +97,7 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
         }
         List<Map<String, String>> configs = new ArrayList<>();
         for (TableSpec table : tables) {
-            Map<String, String> task = new HashMap<>(props);
-            task.put(BigQueryQueryCdcSourceTask.TABLE_PROP, table.fullName());
-            task.put(BigQueryQueryCdcSourceTask.FLOW_PROP, flow(props));
-            configs.add(task);
+            configs.add(BigQueryQueryCdcTaskConfig.taskProps(props, flow(props), table.fullName()));
         }
         return configs;
     }

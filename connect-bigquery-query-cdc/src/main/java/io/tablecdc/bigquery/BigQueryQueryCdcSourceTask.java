@@ -19,11 +19,6 @@ import io.tablecdc.common.metrics.TableMetrics;
 
 /** The task of {@link BigQueryQueryCdcSourceConnector}: replicates one table with a {@link TablePoller}. */
 public class BigQueryQueryCdcSourceTask extends SourceTask {
-    /** The table this task replicates ({@code project.dataset.table}), set by the connector. */
-    static final String TABLE_PROP = "tablecdc.task.table";
-    /** The flow (the connector's name), set by the connector. */
-    static final String FLOW_PROP = "tablecdc.flow";
-
     private TablePoller poller;
     private TransactionBoundaries boundaries = new TransactionBoundaries(null);
     private TableMetrics metrics;
@@ -36,8 +31,9 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
     @Override
     public void start(Map<String, String> props) {
         BigQueryQueryCdcConfig config = new BigQueryQueryCdcConfig(props);
-        String flow = props.get(FLOW_PROP);
-        String tableName = props.get(TABLE_PROP);
+        BigQueryQueryCdcTaskConfig task = BigQueryQueryCdcTaskConfig.of(props);
+        String flow = task.flow();
+        String tableName = task.table();
         TableSpec table = config.tables().stream().filter(t -> t.fullName().equals(tableName)).findFirst()
                 .orElseThrow(() -> new ConnectException("task of flow " + flow + " was given table " + tableName
                         + ", which is not in tables"));

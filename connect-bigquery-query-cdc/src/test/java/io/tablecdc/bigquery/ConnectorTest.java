@@ -119,8 +119,8 @@ class ConnectorTest {
         // start() needs the catalog; taskConfigs only needs the parsed config
         TestAccess.configure(connector, config());
         List<Map<String, String>> tasks = connector.taskConfigs(5);
-        assertEquals(List.of("p.d.a", "p.d.b", "p.d.c"), tasks.stream().map(t -> t.get(BigQueryQueryCdcSourceTask.TABLE_PROP)).toList());
-        assertEquals("bq-unit", tasks.get(0).get(BigQueryQueryCdcSourceTask.FLOW_PROP));
+        assertEquals(List.of("p.d.a", "p.d.b", "p.d.c"), tasks.stream().map(t -> t.get(BigQueryQueryCdcTaskConfig.TABLE)).toList());
+        assertEquals("bq-unit", tasks.get(0).get(BigQueryQueryCdcTaskConfig.FLOW));
         ConnectException e = assertThrows(ConnectException.class, () -> connector.taskConfigs(2));
         assertTrue(e.getMessage().contains("tasks.max is 2 but 3 tables"), e.getMessage());
     }

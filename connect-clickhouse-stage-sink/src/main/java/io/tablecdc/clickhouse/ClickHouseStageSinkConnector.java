@@ -1,7 +1,6 @@
 package io.tablecdc.clickhouse;
 
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
@@ -25,9 +24,6 @@ import io.tablecdc.common.catalog.CatalogConnectionCheck;
  * tablecdc topic) belongs to one task at a time.
  */
 public class ClickHouseStageSinkConnector extends SinkConnector {
-    /** The connector's name, passed to its tasks: the flow of records that carry no tablecdc headers. */
-    static final String CONNECTOR_NAME_PROP = "tablecdc.connector.name";
-
     private Map<String, String> props;
 
     @Override
@@ -37,20 +33,20 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
 
     @Override
     public void start(Map<String, String> props) {
-        this.props = new HashMap<>(props);
-        this.props.put(CONNECTOR_NAME_PROP, props.getOrDefault("name", "clickhouse-stage-sink"));
+        this.props = ClickHouseStageSinkTaskConfig.taskProps(props);
+        String name = ClickHouseStageSinkTaskConfig.of(this.props).connectorName();
         ClickHouseStageSinkConfig config = new ClickHouseStageSinkConfig(props);
         if (config.catalog().migrate()) {
             // apply catalog migrations once here rather than racing them from every task
             try {
                 // open applies the migrations; the tasks then find the schema current
-                Catalog.open(config.catalog(), "sink " + this.props.get(CONNECTOR_NAME_PROP)).close();
+                Catalog.open(config.catalog(), "sink " + name).close();
             } catch (io.tablecdc.common.catalog.CatalogUnavailableException e) {
                 // an outage, not a wrong setting: the tasks retry opening it (and apply the migrations) with backoff
                 org.slf4j.LoggerFactory.getLogger(ClickHouseStageSinkConnector.class).warn("sink {}: the catalog cannot be"
-                        + " reached at start; its tasks retry: {}", this.props.get(CONNECTOR_NAME_PROP), e.getMessage());
+                        + " reached at start; its tasks retry: {}", name, e.getMessage());
             } catch (RuntimeException e) {
-                throw new ConnectException("sink " + this.props.get(CONNECTOR_NAME_PROP) + ": the catalog is not usable: " + e.getMessage(), e);
+                throw new ConnectException("sink " + name + ": the catalog is not usable: " + e.getMessage(), e);
             }
         }
     }

@@ -129,7 +129,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     @Override
     public void start(Map<String, String> props) {
         config = new ClickHouseStageSinkConfig(props);
-        connectorName = props.getOrDefault(ClickHouseStageSinkConnector.CONNECTOR_NAME_PROP, "clickhouse-stage-sink");
+        connectorName = ClickHouseStageSinkTaskConfig.of(props).connectorName();
         // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
         metrics = TableMetrics.forSink(() -> context.pluginMetrics(), connectorName);
         openCatalog(System.currentTimeMillis());

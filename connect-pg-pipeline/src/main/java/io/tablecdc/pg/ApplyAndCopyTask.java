@@ -35,7 +35,7 @@ final class ApplyAndCopyTask extends SourceTask {
     public void start(Map<String, String> props) {
         apply.initialize(context);
         copy.initialize(context);
-        String flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
+        String flow = PgPipelineTaskConfig.of(props).flow();
         metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         apply.shareMetrics(metrics);
         copy.runBesideApply(metrics);

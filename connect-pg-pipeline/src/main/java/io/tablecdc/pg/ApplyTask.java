@@ -31,12 +31,11 @@ import io.tablecdc.common.catalog.FlowRecord;
 import io.tablecdc.common.catalog.Phase;
 import io.tablecdc.common.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
-import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.config.TopicNames;
 import io.tablecdc.pg.convert.ConversionException;
 import io.tablecdc.pg.wire.Lsn;
-import io.tablecdc.pg.wire.PgOutputDecoder;
+import io.tablecdc.pg.wire.PgOutputParser;
 import io.tablecdc.pg.wire.PgOutputMessage;
 import io.tablecdc.pg.wire.PgOutputMessage.Begin;
 import io.tablecdc.pg.wire.PgOutputMessage.Commit;
@@ -106,7 +105,7 @@ public class ApplyTask extends SourceTask {
     private String slot;
     private SlotManager slots;
     private volatile ChangeBatcher batcher;
-    private ChangeDecoder decoder;
+    private ChangeBuilder changeBuilder;
     private TableMetrics metrics;
     /** Set when an {@link ApplyAndCopyTask} shares these metrics with its copy half: they are that task's to close. */
     private TableMetrics sharedMetrics;
@@ -172,7 +171,7 @@ public class ApplyTask extends SourceTask {
     @Override
     public void start(Map<String, String> props) {
         config = new PgPipelineConfig(props);
-        flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
+        flow = PgPipelineTaskConfig.of(props).flow();
         metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         begin();
     }
@@ -248,7 +247,7 @@ public class ApplyTask extends SourceTask {
         Lsn slotStart = checked.start();
         String stored = storedPosition(slot);
         position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
-        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
+        changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
         batcher = newBatcher(position.read());
         List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
         if (!stale.isEmpty()) {
@@ -663,7 +662,7 @@ public class ApplyTask extends SourceTask {
     }
 
     private void openStream() throws SQLException {
-        decoder.clear();
+        changeBuilder.clear();
         long deadline = System.currentTimeMillis() + SLOT_BUSY_WAIT_MS;
         while (true) {
             try {
@@ -758,7 +757,7 @@ public class ApplyTask extends SourceTask {
                     continue;
                 }
                 messageBytes = buffer.remaining();
-                handle(PgOutputDecoder.decode(buffer), out);
+                handle(PgOutputParser.parse(buffer), out);
                 if (out.size() >= config.batchRows() || System.nanoTime() > deadline) {
                     break;
                 }
@@ -827,7 +826,7 @@ public class ApplyTask extends SourceTask {
             txnCommitLsn = null;
             skipTxn = false;
         } else if (message instanceof Relation relation) {
-            decoder.accept(relation);
+            changeBuilder.accept(relation);
             String table = relation.qualifiedName();
             if (!tables.containsKey(table) && !clashing.containsKey(table)) {
                 // a table added to the publication while the flow runs: copied (it is pending for a copy task, whose
@@ -835,7 +834,7 @@ public class ApplyTask extends SourceTask {
                 discovered(table, txnCommitLsn != null ? txnCommitLsn : position.read(), out);
             }
         } else if (message instanceof PgOutputMessage.Type type) {
-            decoder.accept(type);
+            changeBuilder.accept(type);
         } else if (message instanceof Insert || message instanceof Update || message instanceof Delete) {
             txnOrdinal++;
             change(message, out);
@@ -846,9 +845,9 @@ public class ApplyTask extends SourceTask {
             }
             // one fragment per table, each its own batch with a replay id scoped to its table
             for (long oid : truncate.relationOids()) {
-                String table = decoder.table(oid);
+                String table = changeBuilder.table(oid);
                 if (included(table)) {
-                    out.addAll(batcher.add(ChangeBatcher.Change.truncate(table, TableCopy.replayId(txnXid, txnOrdinal, oid))));
+                    out.addAll(batcher.add(Change.truncate(table, TableCopy.replayId(txnXid, txnOrdinal, oid))));
                 }
             }
         } else if (message instanceof LogicalMessage marker && !marker.transactional()
@@ -907,13 +906,13 @@ public class ApplyTask extends SourceTask {
         }
         long oid = message instanceof Insert i ? i.relationOid()
                 : message instanceof Update u ? u.relationOid() : ((Delete) message).relationOid();
-        String table = decoder.table(oid);
+        String table = changeBuilder.table(oid);
         if (!included(table)) {
             return;
         }
         List<Change> changes;
         try {
-            changes = decoder.changes(message);
+            changes = changeBuilder.changes(message);
         } catch (ConversionException e) {
             failTable(table, tables.get(table), e.getMessage());
             return;

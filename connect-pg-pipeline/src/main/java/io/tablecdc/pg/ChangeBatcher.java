@@ -3,18 +3,14 @@ package io.tablecdc.pg;
 import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.Deque;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 import org.apache.kafka.connect.data.Schema;
-import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.header.ConnectHeaders;
 import org.apache.kafka.connect.source.SourceRecord;
 
@@ -55,53 +51,6 @@ final class ChangeBatcher {
     static final String SLOT_KEY = "slot";
     static final String BATCH_KEY = "batch";
     static final String LSN_KEY = "lsn";
-
-    /**
-     * One change of one table, converted. {@code key} is null for tables without a key; a truncate has neither
-     * key nor value, and carries its replay id ({@code <xid>/<ordinal>/table/<oid>}).
-     */
-    record Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
-                  String replayId, Set<String> unchanged, boolean keyChanged, List<String> nonFinite) {
-        Change {
-            unchanged = unchanged == null ? Set.of() : Collections.unmodifiableSet(new LinkedHashSet<>(unchanged));
-            nonFinite = nonFinite == null ? List.of() : List.copyOf(nonFinite);
-        }
-
-        Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
-               String replayId, Set<String> unchanged, boolean keyChanged) {
-            this(table, op, keySchema, key, valueSchema, value, replayId, unchanged, keyChanged, List.of());
-        }
-
-        Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value) {
-            this(table, op, keySchema, key, valueSchema, value, null, Set.of(), false);
-        }
-
-        Change(String table, RecordHeaders.Op op, Schema keySchema, Struct key, Schema valueSchema, Struct value,
-               String replayId) {
-            this(table, op, keySchema, key, valueSchema, value, replayId, Set.of(), false);
-        }
-
-        /** This change with the {@code tablecdc.nonfinite} marks of its decimal values (null in {@link #value()}). */
-        Change withNonFinite(List<String> marks) {
-            return marks.isEmpty() && nonFinite.isEmpty() ? this
-                    : new Change(table, op, keySchema, key, valueSchema, value, replayId, unchanged, keyChanged, marks);
-        }
-
-        /**
-         * An update: {@code unchanged} names the columns the server did not send (unchanged TOAST values, null in
-         * {@code value}); {@code keyChanged} when the update moved the row to another key (the change before it is
-         * the delete of the old key).
-         */
-        static Change update(String table, Schema keySchema, Struct key, Schema valueSchema, Struct value,
-                             Set<String> unchanged, boolean keyChanged) {
-            return new Change(table, RecordHeaders.Op.UPDATE, keySchema, key, valueSchema, value, null, unchanged, keyChanged);
-        }
-
-        /** A TRUNCATE of {@code table}, as its own batch. */
-        static Change truncate(String table, String replayId) {
-            return new Change(table, RecordHeaders.Op.TRUNCATE, null, null, null, null, replayId);
-        }
-    }
 
     /** A table batch whose records are all acknowledged: what the catalog mirrors. */
     record Synced(String table, SyncedBatch batch) {

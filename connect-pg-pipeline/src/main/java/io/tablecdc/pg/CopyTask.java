@@ -54,11 +54,12 @@ public class CopyTask extends SourceTask {
     @Override
     public void start(Map<String, String> props) {
         config = new PgPipelineConfig(props);
-        flow = props.getOrDefault(PgPipelineSourceTask.FLOW_PROP, props.getOrDefault("name", "pg-pipeline"));
+        PgPipelineTaskConfig task = PgPipelineTaskConfig.of(props);
+        flow = task.flow();
         byte[] random = new byte[3];
         new SecureRandom().nextBytes(random);
         // a new owner per start: a restarted task never mistakes the lease of its previous life for its own
-        owner = flow + "/copy-" + props.getOrDefault(PgPipelineSourceTask.TASK_INDEX_PROP, "?") + "-"
+        owner = flow + "/copy-" + task.taskIndex() + "-"
                 + HexFormat.of().formatHex(random);
         metrics = applyHalfMetrics != null ? applyHalfMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         openCatalog();

@@ -98,12 +98,9 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
         int tasks = copies ? Math.max(1, maxTasks) : 1;
         List<Map<String, String>> configs = new ArrayList<>();
         for (int i = 0; i < tasks; i++) {
-            Map<String, String> task = new HashMap<>(props);
-            task.put(PgPipelineSourceTask.FLOW_PROP, flow(props));
-            task.put(PgPipelineSourceTask.ROLE_PROP, i > 0 ? PgPipelineSourceTask.ROLE_COPY
-                    : copies && tasks == 1 ? PgPipelineSourceTask.ROLE_APPLY_AND_COPY : PgPipelineSourceTask.ROLE_APPLY);
-            task.put(PgPipelineSourceTask.TASK_INDEX_PROP, Integer.toString(i));
-            configs.add(task);
+            PgPipelineTaskConfig.Role role = i > 0 ? PgPipelineTaskConfig.Role.COPY
+                    : copies && tasks == 1 ? PgPipelineTaskConfig.Role.APPLY_AND_COPY : PgPipelineTaskConfig.Role.APPLY;
+            configs.add(PgPipelineTaskConfig.taskProps(props, flow(props), role, i));
         }
         return configs;
     }

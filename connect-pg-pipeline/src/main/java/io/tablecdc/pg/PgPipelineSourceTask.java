@@ -13,20 +13,10 @@ import io.tablecdc.common.Version;
 /**
  * The pipeline's Connect task: task 0 is the {@linkplain ApplyTask apply task}, tasks 1..n are
  * {@linkplain CopyTask copy tasks}. Connect knows one task class per connector, so this one hands every call to
- * the role its configuration names.
+ * the role its configuration names ({@link PgPipelineTaskConfig}).
  */
 public class PgPipelineSourceTask extends SourceTask {
     static final String SOURCE_KIND = "pg_pipeline";
-    /** The flow (the connector's name), set by the connector. */
-    static final String FLOW_PROP = "tablecdc.flow";
-    /** {@code apply} or {@code copy}, set by the connector. */
-    static final String ROLE_PROP = "tablecdc.role";
-    /** The task's index among the connector's tasks, set by the connector. */
-    static final String TASK_INDEX_PROP = "tablecdc.task.index";
-    static final String ROLE_APPLY = "apply";
-    static final String ROLE_COPY = "copy";
-    /** Both in one task: a flow that copies with {@code tasks.max=1}. */
-    static final String ROLE_APPLY_AND_COPY = "apply+copy";
 
     private SourceTask role;
     private TransactionBoundaries boundaries = new TransactionBoundaries(null);
@@ -38,9 +28,11 @@ public class PgPipelineSourceTask extends SourceTask {
 
     @Override
     public void start(Map<String, String> props) {
-        String name = props.get(ROLE_PROP);
-        role = ROLE_COPY.equals(name) ? new CopyTask() : ROLE_APPLY_AND_COPY.equals(name) ? new ApplyAndCopyTask()
-                : new ApplyTask();
+        role = switch (PgPipelineTaskConfig.of(props).role()) {
+            case COPY -> new CopyTask();
+            case APPLY_AND_COPY -> new ApplyAndCopyTask();
+            case APPLY -> new ApplyTask();
+        };
         boundaries = new TransactionBoundaries(context.transactionContext());
         role.initialize(context);
         role.start(props);

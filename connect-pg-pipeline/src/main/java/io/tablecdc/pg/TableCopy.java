@@ -26,12 +26,11 @@ import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CopyClaim;
 import io.tablecdc.common.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
-import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.convert.ConversionException;
 import io.tablecdc.pg.convert.RelationSchema;
 import io.tablecdc.pg.wire.Lsn;
-import io.tablecdc.pg.wire.PgOutputDecoder;
+import io.tablecdc.pg.wire.PgOutputParser;
 import io.tablecdc.pg.wire.PgOutputMessage;
 import io.tablecdc.pg.wire.PgOutputMessage.Begin;
 import io.tablecdc.pg.wire.PgOutputMessage.Commit;
@@ -117,7 +116,7 @@ final class TableCopy {
     private Relation relation;
     private RelationSchema schema;
     private volatile ChangeBatcher batcher;
-    private ChangeDecoder decoder;
+    private ChangeBuilder changeBuilder;
     private Lsn consistentPoint;
     private Lsn catchupTarget;
     private Lsn marker;
@@ -283,7 +282,7 @@ final class TableCopy {
                 }
             }
         }
-        schema = ChangeDecoder.of(relation, oid -> SourceDatabase.primaryKey(first, oid), config::arrayText);
+        schema = ChangeBuilder.of(relation, oid -> SourceDatabase.primaryKey(first, oid), config::arrayText);
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
                 BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
         if (!copyRows) {
@@ -344,7 +343,7 @@ final class TableCopy {
                     continue;
                 }
                 RelationSchema.Row converted = schema.row(CopyText.parse(row, columns));
-                out.addAll(batcher.add(ChangeDecoder.change(schema, Op.SNAPSHOT, converted.value()).withNonFinite(converted.nonFinite())));
+                out.addAll(batcher.add(ChangeBuilder.change(schema, Op.SNAPSHOT, converted.value()).withNonFinite(converted.nonFinite())));
                 rowsSent++;
             }
         }
@@ -408,7 +407,7 @@ final class TableCopy {
             Thread.sleep(20);
             return;
         }
-        decoder = new ChangeDecoder(oid -> SourceDatabase.primaryKey(control, oid), config::arrayText);
+        changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(control, oid), config::arrayText);
         stream = ReplicationStream.start(replication, slotName, config.publication(), consistentPoint);
         catchupTarget = SourceDatabase.currentWal(control);
         step = Step.CATCHUP;
@@ -438,7 +437,7 @@ final class TableCopy {
                 continue;
             }
             idleSince = 0;
-            PgOutputMessage message = PgOutputDecoder.decode(buffer);
+            PgOutputMessage message = PgOutputParser.parse(buffer);
             if (message instanceof LogicalMessage m && !m.transactional() && MARKER_PREFIX.equals(m.prefix())
                     && m.lsn().equals(marker)) {
                 step = Step.DRAIN_FINAL;
@@ -459,18 +458,18 @@ final class TableCopy {
             out.addAll(batcher.commit(commit.endLsn()));
             inTxn = false;
         } else if (message instanceof Relation || message instanceof PgOutputMessage.Type) {
-            decoder.accept(message);
+            changeBuilder.accept(message);
         } else if (message instanceof Insert || message instanceof Update || message instanceof Delete) {
             ordinal++;
             long oid = message instanceof Insert i ? i.relationOid()
                     : message instanceof Update u ? u.relationOid() : ((Delete) message).relationOid();
-            if (decoder.table(oid).equals(table)) {
-                out.addAll(batcher.addAll(decoder.changes(message)));
+            if (changeBuilder.table(oid).equals(table)) {
+                out.addAll(batcher.addAll(changeBuilder.changes(message)));
             }
         } else if (message instanceof Truncate truncate) {
             ordinal++;
             for (long oid : truncate.relationOids()) {
-                if (decoder.table(oid).equals(table)) {
+                if (changeBuilder.table(oid).equals(table)) {
                     out.addAll(batcher.add(Change.truncate(table, replayId(xid, ordinal, oid))));
                 }
             }

@@ -9,7 +9,6 @@ import org.apache.kafka.connect.data.Field;
 import org.apache.kafka.connect.data.Struct;
 
 import io.tablecdc.common.RecordHeaders.Op;
-import io.tablecdc.pg.ChangeBatcher.Change;
 
 /**
  * Unchanged TOAST values inside one batch. An update that leaves a TOASTed column untouched (replica identity

@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
 
 import io.tablecdc.pg.convert.RelationSchema;
 import io.tablecdc.pg.wire.Lsn;
-import io.tablecdc.pg.wire.PgOutputDecoder;
+import io.tablecdc.pg.wire.PgOutputParser;
 import io.tablecdc.pg.wire.PgOutputMessage;
 import io.tablecdc.pg.wire.PgOutputMessage.Begin;
 import io.tablecdc.pg.wire.PgOutputMessage.Commit;
@@ -58,7 +58,7 @@ class CapturedVectorsTest {
     }
 
     private static List<PgOutputMessage> decode(String name) throws IOException {
-        return vectors(name).stream().map(PgOutputDecoder::decode).toList();
+        return vectors(name).stream().map(PgOutputParser::parse).toList();
     }
 
     private static long micros(Instant instant) {
@@ -71,11 +71,11 @@ class CapturedVectorsTest {
         for (String name : List.of("multi_table.hex", "truncate.hex", "messages.hex", "toast_unchanged.hex",
                 "tz_america_sao_paulo.hex", "evolving.hex", "all_types.hex", "origin.hex")) {
             for (byte[] bytes : vectors(name)) {
-                PgOutputDecoder.decode(bytes); // strict: fails on trailing bytes
+                PgOutputParser.parse(bytes); // strict: fails on trailing bytes
                 // the same bytes at an offset inside a larger frame, as pgjdbc hands them over
                 byte[] frame = new byte[bytes.length + 30];
                 System.arraycopy(bytes, 0, frame, 25, bytes.length);
-                assertEquals(PgOutputDecoder.decode(bytes), PgOutputDecoder.decode(ByteBuffer.wrap(frame, 25, bytes.length)), name);
+                assertEquals(PgOutputParser.parse(bytes), PgOutputParser.parse(ByteBuffer.wrap(frame, 25, bytes.length)), name);
                 count++;
             }
         }

@@ -82,14 +82,14 @@ class ChangeBatcherPropertyTest {
             for (Chg c : txn.changes()) {
                 String table = TABLES[c.table()];
                 seq++;
-                ChangeBatcher.Change change;
+                Change change;
                 String shape;
                 if (c.key() == 0) {
-                    change = ChangeBatcher.Change.truncate(table, "1/" + seq + "/table/1");
+                    change = Change.truncate(table, "1/" + seq + "/table/1");
                     shape = "t";
                 } else {
                     Op op = c.op() == 0 ? Op.CREATE : c.op() == 1 ? Op.UPDATE : Op.DELETE;
-                    change = new ChangeBatcher.Change(table, op, KEY, new Struct(KEY).put("id", (long) c.key()), VALUE,
+                    change = new Change(table, op, KEY, new Struct(KEY).put("id", (long) c.key()), VALUE,
                             new Struct(VALUE).put("id", (long) c.key()).put("seq", seq));
                     shape = op.code() + c.key() + "#" + seq;
                 }

@@ -33,9 +33,9 @@ class ChangeBatcherTest {
                 Lsn.parse("0/100"));
     }
 
-    private static ChangeBatcher.Change change(String table, Op op, long id) {
+    private static Change change(String table, Op op, long id) {
         Struct value = new Struct(VALUE).put("id", id).put("name", "n" + id);
-        return new ChangeBatcher.Change(table, op, KEY, new Struct(KEY).put("id", id), VALUE, value);
+        return new Change(table, op, KEY, new Struct(KEY).put("id", id), VALUE, value);
     }
 
     private static String header(SourceRecord r, String key) {
@@ -208,7 +208,7 @@ class ChangeBatcherTest {
         b.begin(Lsn.parse("0/200"), T, T);
         List<SourceRecord> out = new ArrayList<>();
         out.addAll(b.add(change("s.a", Op.CREATE, 1)));
-        out.addAll(b.add(ChangeBatcher.Change.truncate("s.a", "77/2/table/16384")));
+        out.addAll(b.add(Change.truncate("s.a", "77/2/table/16384")));
         out.addAll(b.add(change("s.a", Op.CREATE, 2)));
         out.addAll(b.commit(Lsn.parse("0/250")));
         assertEquals(3, out.size());
@@ -400,7 +400,7 @@ class ChangeBatcherTest {
         ChangeBatcher b = batcher(100);
         b.begin(Lsn.parse("0/200"), T, T);
         List<SourceRecord> out = new ArrayList<>();
-        out.addAll(b.add(new ChangeBatcher.Change("s.a", Op.CREATE, KEY, new Struct(KEY).put("id", 1L), value, row)
+        out.addAll(b.add(new Change("s.a", Op.CREATE, KEY, new Struct(KEY).put("id", 1L), value, row)
                 .withNonFinite(List.of("n=-Infinity"))));
         out.addAll(b.add(change("s.a", Op.UPDATE, 2)));
         out.addAll(b.commit(Lsn.parse("0/250")));

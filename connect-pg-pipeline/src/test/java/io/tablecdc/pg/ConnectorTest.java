@@ -80,18 +80,18 @@ class ConnectorTest {
         field.set(connector, props);
         // copying is the default: with tasks.max=1 one task applies and copies in turn
         List<Map<String, String>> tasks = connector.taskConfigs(1);
-        assertEquals(List.of("apply+copy"), tasks.stream().map(t -> t.get(PgPipelineSourceTask.ROLE_PROP)).toList());
+        assertEquals(List.of("apply+copy"), tasks.stream().map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());
         assertEquals(List.of("apply", "copy"), connector.taskConfigs(2).stream()
-                .map(t -> t.get(PgPipelineSourceTask.ROLE_PROP)).toList());
+                .map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());
         // without copies one task is enough, whatever tasks.max says
         props.put("table.sync.copy", "none");
         tasks = connector.taskConfigs(3);
         assertEquals(1, tasks.size());
-        assertEquals("apply", tasks.get(0).get(PgPipelineSourceTask.ROLE_PROP));
+        assertEquals("apply", tasks.get(0).get(PgPipelineTaskConfig.ROLE));
         props.put("table.sync.copy", "except:shop.audit");
         tasks = connector.taskConfigs(3);
-        assertEquals(List.of("apply", "copy", "copy"), tasks.stream().map(t -> t.get(PgPipelineSourceTask.ROLE_PROP)).toList());
-        assertEquals(List.of("0", "1", "2"), tasks.stream().map(t -> t.get(PgPipelineSourceTask.TASK_INDEX_PROP)).toList());
-        assertTrue(tasks.stream().allMatch(t -> "orders-flow".equals(t.get(PgPipelineSourceTask.FLOW_PROP))));
+        assertEquals(List.of("apply", "copy", "copy"), tasks.stream().map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());
+        assertEquals(List.of("0", "1", "2"), tasks.stream().map(t -> t.get(PgPipelineTaskConfig.TASK_INDEX)).toList());
+        assertTrue(tasks.stream().allMatch(t -> "orders-flow".equals(t.get(PgPipelineTaskConfig.FLOW))));
     }
 }

@@ -47,7 +47,7 @@ import io.tablecdc.pg.wire.RelationCache;
 import io.tablecdc.pg.wire.TupleValue;
 
 /**
- * The decoder and the converter against what a real PostgreSQL 17 sends: every message kind of protocol
+ * The parser and the converter against what a real PostgreSQL 17 sends: every message kind of protocol
  * version 1, and every supported type compared with what the server itself computes for the same value.
  * Captured streams are written to {@code target/pgoutput-capture/} as hex (the source of the test vectors
  * under {@code src/test/resources/pgoutput/}).

@@ -22,14 +22,14 @@ import org.postgresql.PGProperty;
 import org.postgresql.replication.PGReplicationStream;
 
 import io.tablecdc.pg.wire.Lsn;
-import io.tablecdc.pg.wire.PgOutputDecoder;
+import io.tablecdc.pg.wire.PgOutputParser;
 import io.tablecdc.pg.wire.PgOutputMessage;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 
 /**
  * A real PostgreSQL 17 ({@code wal_level=logical}, zonky embedded binaries) with its data under
  * {@code target/}, and the capture of a pgoutput stream through pgjdbc's replication API: the raw bytes of
- * every message next to what {@link PgOutputDecoder} makes of them.
+ * every message next to what {@link PgOutputParser} makes of them.
  */
 final class PgoutputServer implements AutoCloseable {
     static final String DATABASE = "postgres";
@@ -144,7 +144,7 @@ final class PgoutputServer implements AutoCloseable {
                     }
                     byte[] bytes = new byte[payload.remaining()];
                     payload.duplicate().get(bytes);
-                    PgOutputMessage message = PgOutputDecoder.decode(payload);
+                    PgOutputMessage message = PgOutputParser.parse(payload);
                     captured.add(new Captured(bytes, Lsn.of(stream.getLastReceiveLSN().asLong()), message));
                     if (last.test(message)) {
                         return captured;

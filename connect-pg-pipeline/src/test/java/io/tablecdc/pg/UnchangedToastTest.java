@@ -18,7 +18,6 @@ import org.junit.jupiter.api.Test;
 
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.RecordHeaders.Op;
-import io.tablecdc.pg.ChangeBatcher.Change;
 import io.tablecdc.pg.wire.Lsn;
 
 class UnchangedToastTest {

@@ -9,7 +9,7 @@ import java.util.Objects;
 
 /**
  * The logical replication messages of the {@code pgoutput} plugin, protocol version 1, as
- * {@link PgOutputDecoder} reads them. Object ids and transaction ids are unsigned 32-bit on the wire and
+ * {@link PgOutputParser} reads them. Object ids and transaction ids are unsigned 32-bit on the wire and
  * held in {@code long}s.
  */
 public sealed interface PgOutputMessage {
@@ -69,7 +69,7 @@ public sealed interface PgOutputMessage {
                     return identity;
                 }
             }
-            throw new PgOutputDecodeException("unknown replica identity '" + (char) code + "' (0x" + Integer.toHexString(code) + ")");
+            throw new PgOutputParseException("unknown replica identity '" + (char) code + "' (0x" + Integer.toHexString(code) + ")");
         }
     }
 

@@ -39,13 +39,13 @@ public final class RelationCache {
     /**
      * The relation {@code oid}.
      *
-     * @throws PgOutputDecodeException when the stream has not described it: a change can only be read after
+     * @throws PgOutputParseException when the stream has not described it: a change can only be read after
      *     its Relation message, so this means a stream was resumed with a cache that does not belong to it
      */
     public Relation get(long oid) {
         Relation relation = relations.get(oid);
         if (relation == null) {
-            throw new PgOutputDecodeException("relation oid " + oid + " has not been described in this stream"
+            throw new PgOutputParseException("relation oid " + oid + " has not been described in this stream"
                     + " (a change arrived before its Relation message)");
         }
         return relation;
