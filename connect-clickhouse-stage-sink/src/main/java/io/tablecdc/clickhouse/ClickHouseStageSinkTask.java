@@ -537,18 +537,40 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             return true;
         } catch (Exception e) {
-            if (!recorded) {
-                // this attempt's copies are referenced by nothing: the next attempt uploads the batch again
-                for (StageFile file : files) {
-                    try {
-                        store.delete(file.uri());
-                    } catch (Exception cleanup) {
-                        log.debug("removing the stage file {} of a failed upload failed: {}", file.uri(), cleanup.toString());
-                    }
-                }
+            if (!recorded && !files.isEmpty()) {
+                deleteUnreferenced(key, batch.batchId(), files);
             }
             pending.retryAtMs = now + pending.episode.failed(e);
             return false;
+        }
+    }
+
+    /**
+     * Deletes the files a failed attempt uploaded, unless the batch's stage row names them: a stage row write whose
+     * answer was lost (the catalog committed it, the connection broke before it said so) made them the batch's, and
+     * the next attempt keeps that row. When the catalog cannot tell, the files stay: an orphan only costs storage, a
+     * deleted file that the stage row names would stop the table.
+     */
+    private void deleteUnreferenced(TableKey key, long batchId, List<StageFile> files) {
+        Set<String> referenced = new HashSet<>();
+        try {
+            catalog.getStage(key.flow(), key.table(), batchId)
+                    .ifPresent(stage -> stage.files().forEach(file -> referenced.add(file.uri())));
+        } catch (RuntimeException catalogDown) {
+            log.debug("sink {}: flow {}, table {}: the files of batch {}'s failed upload are kept: the catalog cannot say"
+                    + " whether its stage row names them ({})", connectorName, key.flow(), key.table(), batchId,
+                    catalogDown.toString());
+            return;
+        }
+        for (StageFile file : files) {
+            if (referenced.contains(file.uri())) {
+                continue;
+            }
+            try {
+                store.delete(file.uri());
+            } catch (Exception cleanup) {
+                log.debug("removing the stage file {} of a failed upload failed: {}", file.uri(), cleanup.toString());
+            }
         }
     }
 

@@ -39,7 +39,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  * the same sink, all three connectors on one worker process, while two faults picked by the seed strike: the worker
  * dies at one of the named steps of the pipeline or the sink (at the n-th time the step is reached), and a second
  * worker takes over, or, in a third of the runs, the step's call fails one to three times instead (before the call, or
- * after it took effect, as when its answer is lost: {@link #failure}); and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused
+ * after it took effect, as when its answer is lost: {@link NamedFaults#failedCall}); and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused
  * or hung for 2 to 15 s at a moment of the run, or the Kafka broker is restarted after being down that long. In half
  * the runs the BigQuery emulator is refused or hung as well, on its own clock. The BigQuery side draws from a generator
  * of its own (mixed from {@code seed * 17 + 3}), so a seed does to Postgres what it did before. The checker compares ClickHouse
@@ -85,40 +85,6 @@ class ChaosIT {
                 NamedFaults.sinkUploadedNotStaged(), NamedFaults.sinkStagedNotCommitted());
     }
 
-    /**
-     * The step's call failing instead of the worker dying there: the fault is placed in the called method (a Byteman
-     * {@code throw} leaves its method past the method's own handlers, so it must be thrown by the callee for the caller
-     * to see it as it would see a real failure), with the exception that call throws when its peer goes away. At the
-     * callee's entry the call fails; at its exit the call has taken effect and only its answer is lost, so the caller
-     * repeats a call that already happened. The catalog's calls throw {@code CatalogUnavailableException}; the
-     * ClickHouse load and the object store upload an {@code IOException}; the source's {@code commit()} (called by
-     * Connect, which logs what it throws) a {@code ConnectException}.
-     */
-    private static Fault failure(Fault.Step step) {
-        String catalog = "io.tablecdc.common.catalog.Catalog";
-        String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
-        return switch (step.name()) {
-            // recordSync is also the BigQuery source's call: the occurrences count both
-            case "pg-acked-not-recorded" -> Fault.at(step.name(), catalog, "recordSync", "AT ENTRY").failWithCause(unavailable);
-            case "pg-flushed-not-confirmed" -> step.fail("org.apache.kafka.connect.errors.ConnectException");
-            case "pg-marker-written-not-handed-over" ->
-                    Fault.at(step.name(), catalog, "markCopyCatchup", "AT ENTRY").failWithCause(unavailable);
-            case "pg-caught-up-not-ready" ->
-                    Fault.at(step.name(), catalog, "markCaughtUpReady", "AT ENTRY").failWithCause(unavailable);
-            case "pg-mid-copy" -> Fault.at(step.name(), catalog, "recordCopySync", "AT EXIT").failWithCause(unavailable);
-            case "sink-loaded-not-recorded" ->
-                    Fault.at(step.name(), "io.tablecdc.clickhouse.TableNormalizer", "load", "AT EXIT").fail("java.io.IOException");
-            case "sink-recorded-not-cleaned" ->
-                    Fault.at(step.name(), catalog, "recordNormalize", "AT EXIT").failWithCause(unavailable);
-            case "sink-uploaded-not-staged" ->
-                    Fault.at(step.name(), "io.tablecdc.clickhouse.stage.S3StageStore", "upload", "AT EXIT")
-                            .fail("java.io.IOException");
-            case "sink-staged-not-committed" ->
-                    Fault.at(step.name(), catalog, "upsertStage", "AT EXIT").failWithCause(unavailable);
-            default -> throw new IllegalArgumentException("no failed call for step " + step.name());
-        };
-    }
-
     private static String describe(Fault fault, boolean failMode) {
         return fault.name() + (failMode ? " failing " + fault.times() + " time(s) from" : " kill at") + " occurrence "
                 + fault.occurrence();
@@ -146,7 +112,7 @@ class ChaosIT {
         int failTimes = 1 + extras.nextInt(3);
         int removeAt = 100 + extras.nextInt(1_400);
         int returnAt = removeAt + 50 + extras.nextInt(450);
-        Fault fault = failMode ? failure(step).onOccurrence(occurrence).times(failTimes) : step.kill().onOccurrence(occurrence);
+        Fault fault = failMode ? NamedFaults.failedCall(step).onOccurrence(occurrence).times(failTimes) : step.kill().onOccurrence(occurrence);
         String faultText = step.name() + (failMode ? "!fail-x" + failTimes : "") + "@" + occurrence;
         int seedRows = 500 + random.nextInt(3_000);
         String id = Long.toString(seed);

@@ -68,4 +68,36 @@ public final class NamedFaults {
     public static Fault.Step pgMidCopy() {
         return Fault.at("pg-mid-copy", PG_COPY, "recordSynced", "AFTER INVOKE recordCopySync");
     }
+
+    /**
+     * The step's call failing instead of the worker dying there, {@code times} times from its {@code occurrence}-th
+     * time. The fault is placed in the called method, since a Byteman {@code throw} leaves its method past the
+     * method's own handlers: thrown in the caller it would be a failure no real call can cause. It throws what that
+     * call throws when its peer goes away: {@code CatalogUnavailableException} for the catalog's calls, an
+     * {@code IOException} for the ClickHouse load and the object store upload, a {@code ConnectException} for the
+     * source's {@code commit()} (Connect logs what it throws). At the callee's entry the call fails; at its exit (the
+     * steps after a call) the call has taken effect and only its answer is lost, so the caller repeats a call that
+     * already happened. Named after the step with {@code -failed}.
+     */
+    public static Fault failedCall(Fault.Step step) {
+        String name = step.name() + "-failed";
+        String catalog = "io.tablecdc.common.catalog.Catalog";
+        String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
+        return switch (step.name()) {
+            // recordSync is also the BigQuery source's call: the occurrences count both
+            case "pg-acked-not-recorded" -> Fault.at(name, catalog, "recordSync", "AT ENTRY").failWithCause(unavailable);
+            case "pg-flushed-not-confirmed" -> Fault.at(name, step.className(), step.method(), step.location())
+                    .fail("org.apache.kafka.connect.errors.ConnectException");
+            case "pg-marker-written-not-handed-over" ->
+                    Fault.at(name, catalog, "markCopyCatchup", "AT ENTRY").failWithCause(unavailable);
+            case "pg-caught-up-not-ready" -> Fault.at(name, catalog, "markCaughtUpReady", "AT ENTRY").failWithCause(unavailable);
+            case "pg-mid-copy" -> Fault.at(name, catalog, "recordCopySync", "AT EXIT").failWithCause(unavailable);
+            case "sink-loaded-not-recorded" -> Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT").fail("java.io.IOException");
+            case "sink-recorded-not-cleaned" -> Fault.at(name, catalog, "recordNormalize", "AT EXIT").failWithCause(unavailable);
+            case "sink-uploaded-not-staged" ->
+                    Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore", "upload", "AT EXIT").fail("java.io.IOException");
+            case "sink-staged-not-committed" -> Fault.at(name, catalog, "upsertStage", "AT EXIT").failWithCause(unavailable);
+            default -> throw new IllegalArgumentException("no failed call for step " + step.name());
+        };
+    }
 }
