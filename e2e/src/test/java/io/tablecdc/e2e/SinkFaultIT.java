@@ -58,35 +58,56 @@ class SinkFaultIT {
     @ParameterizedTest(name = "{0}")
     @MethodSource("steps")
     void aWorkerKilledAtTheStepLosesAndDoublesNothing(Fault fault) throws Exception {
-        String name = fault.name();
-        String database = ("sinkfault_" + name).replace('-', '_');
-        String flow = "flow-" + name;
-        String table = "fault." + name.replace('-', '_');
-        String topic = "sinkfault." + name;
-        String clickhouseTable = "fault_" + name.replace('-', '_');
-        String catalogUrl = stack.postgres().createDatabase(database);
-        Map<Long, String> expected = produce(flow, table, topic);
-
-        String group = "sinkfault-" + name + "-" + System.nanoTime();
-        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
-        FaultInjector injector = FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
-        ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/worker-1"),
-                Duration.ofSeconds(120), jvmArgs);
+        Case c = Case.of(fault);
+        ConnectWorker first = c.startWorkerWithFault("worker-1");
         try {
-            first.rest().putConfig("sink-" + name, sinkConfig(catalogUrl, topic));
-            injector.awaitFired(fault, Duration.ofSeconds(120));
+            c.deployAndAwaitFault(first);
         } finally {
             first.kill();
         }
 
-        ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/worker-2"),
+        ConnectWorker second = ConnectWorker.startProcess(c.workerProps, StackPaths.workDir("sinkfault-" + c.name + "/worker-2"),
                 Duration.ofSeconds(120));
         try {
-            assertLoadedOnce(second, name, database, flow, table, clickhouseTable, expected);
+            c.assertLoadedOnce(second);
         } finally {
             second.close();
+        }
+    }
+
+    /** One case: its catalog, flow, table and topic named after the fault, the records produced, a worker group. */
+    private record Case(Fault fault, String name, String database, String flow, String table, String topic,
+                        String clickhouseTable, String catalogUrl, Map<Long, String> expected,
+                        Map<String, String> workerProps, FaultInjector injector) {
+        static Case of(Fault fault) throws Exception {
+            String name = fault.name();
+            String database = ("sinkfault_" + name).replace('-', '_');
+            String flow = "flow-" + name;
+            String table = "fault." + name.replace('-', '_');
+            String topic = "sinkfault." + name;
+            String catalogUrl = stack.postgres().createDatabase(database);
+            Map<Long, String> expected = produce(flow, table, topic);
+            String group = "sinkfault-" + name + "-" + System.nanoTime();
+            return new Case(fault, name, database, flow, table, topic, "fault_" + name.replace('-', '_'), catalogUrl,
+                    expected, ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath()),
+                    FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"), fault));
+        }
+
+        /** A worker process with the fault armed (the Byteman agent attached). */
+        ConnectWorker startWorkerWithFault(String workerName) throws Exception {
+            List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
+            jvmArgs.addAll(injector.jvmArgs());
+            return ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/" + workerName),
+                    Duration.ofSeconds(120), jvmArgs);
+        }
+
+        void deployAndAwaitFault(ConnectWorker worker) throws Exception {
+            worker.rest().putConfig("sink-" + name, sinkConfig(catalogUrl, topic));
+            injector.awaitFired(fault, Duration.ofSeconds(120));
+        }
+
+        void assertLoadedOnce(ConnectWorker worker) throws Exception {
+            SinkFaultIT.assertLoadedOnce(worker, name, database, flow, table, clickhouseTable, expected);
         }
     }
 
@@ -108,26 +129,11 @@ class SinkFaultIT {
     @ParameterizedTest(name = "{0}")
     @MethodSource("failedCalls")
     void aCallWhoseAnswerIsLostLosesAndDoublesNothing(Fault fault) throws Exception {
-        String name = fault.name();
-        String database = ("sinkfault_" + name).replace('-', '_');
-        String flow = "flow-" + name;
-        String table = "fault." + name.replace('-', '_');
-        String topic = "sinkfault." + name;
-        String clickhouseTable = "fault_" + name.replace('-', '_');
-        String catalogUrl = stack.postgres().createDatabase(database);
-        Map<Long, String> expected = produce(flow, table, topic);
-
-        String group = "sinkfault-" + name + "-" + System.nanoTime();
-        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
-        FaultInjector injector = FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
-        ConnectWorker worker = ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/worker"),
-                Duration.ofSeconds(120), jvmArgs);
+        Case c = Case.of(fault);
+        ConnectWorker worker = c.startWorkerWithFault("worker");
         try {
-            worker.rest().putConfig("sink-" + name, sinkConfig(catalogUrl, topic));
-            injector.awaitFired(fault, Duration.ofSeconds(120));
-            assertLoadedOnce(worker, name, database, flow, table, clickhouseTable, expected);
+            c.deployAndAwaitFault(worker);
+            c.assertLoadedOnce(worker);
         } finally {
             worker.close();
         }
