@@ -544,14 +544,16 @@ final class TableCopy {
             }
             forgetNormalized();
             if (unnormalized.size() >= limit) {
+                // status shows where the copy waits, not where its last periodic progress write saw it: the rows
+                // are written before the pause, so a pause seen in the catalog already has its copy's rows
+                if (!paused && !catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent,
+                        Math.max(rowsTotal, rowsSent))) {
+                    throw new BatchIds.LeaseLostException("copy progress");
+                }
                 boolean began = catalog.setPause(flow, table, PAUSED_REASON, Instant.now());
                 if (!paused) {
                     paused = true;
                     pausedSince = now;
-                    // status shows where the copy waits, not where its last periodic progress write saw it
-                    if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))) {
-                        throw new BatchIds.LeaseLostException("copy progress");
-                    }
                     metrics.paused(PAUSED_REASON);
                     // a copy faster than the sink pauses and resumes batch by batch: only the first in a minute at info
                     boolean again = resumedAt != 0 && now - resumedAt < TimeUnit.MINUTES.toNanos(1);
