@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -85,9 +86,18 @@ class ChaosIT {
                 NamedFaults.sinkUploadedNotStaged(), NamedFaults.sinkStagedNotCommitted());
     }
 
-    private static String describe(Fault fault, boolean failMode) {
-        return fault.name() + (failMode ? " failing " + fault.times() + " time(s) from" : " kill at") + " occurrence "
-                + fault.occurrence();
+    /** The rebalance steps: a fifth of the runs strike one of them, with a second worker joining. */
+    private static List<Fault.Step> rebalanceSteps() {
+        return List.of(NamedFaults.sinkPartitionsRevoked(), NamedFaults.pgTaskStopping());
+    }
+
+    private static String describe(Fault fault) {
+        String what = switch (fault.action().kind()) {
+            case KILL -> " kill at";
+            case THROW -> " failing " + fault.times() + " time(s) from";
+            case HANG -> " hanging " + fault.action().hangMillis() + " ms " + fault.times() + " time(s) from";
+        };
+        return fault.name() + what + " occurrence " + fault.occurrence();
     }
 
     @Test
@@ -112,11 +122,28 @@ class ChaosIT {
         int failTimes = 1 + extras.nextInt(3);
         int removeAt = 100 + extras.nextInt(1_400);
         int returnAt = removeAt + 50 + extras.nextInt(450);
-        // a failed call is armed once the connectors are deployed: the sink's validate() writes a test object to the
-        // store, and that upload is not a batch's (seed 8315's run failed on it)
+        // drawn after those, so that a seed keeps its earlier choices: a fifth of the runs strike a rebalance step
+        // instead (killed or hung there, with a second worker joining), a quarter of the runs whose call does not fail
+        // hang it (longer than a lease at times: another task may take the table while this one still holds it), and
+        // table g leaves the publication for good some transactions after it is ready
+        boolean rebalanceStep = extras.nextInt(5) == 0;
+        if (rebalanceStep) {
+            step = rebalanceSteps().get(extras.nextInt(rebalanceSteps().size()));
+            occurrence = 1;
+            failMode = false;
+        }
+        boolean hangMode = !failMode && extras.nextInt(4) == 0;
+        long hangMillis = 2_000 + extras.nextInt(13_000);
+        int goneAfter = 50 + extras.nextInt(750);
+        // the worker lives through a failed or hung call; a kill takes it down
+        boolean lives = failMode || hangMode;
+        // a failed or hung call is armed once the connectors are deployed: the sink's validate() writes a test object
+        // to the store, and that upload is not a batch's (seed 8315's run failed on it)
         Fault fault = failMode ? NamedFaults.failedCall(step).onOccurrence(occurrence).times(failTimes).disarmed()
+                : hangMode ? NamedFaults.hungCall(step, hangMillis).onOccurrence(occurrence).times(failTimes).disarmed()
                 : step.kill().onOccurrence(occurrence);
-        String faultText = step.name() + (failMode ? "!fail-x" + failTimes : "") + "@" + occurrence;
+        String faultText = step.name() + (failMode ? "!fail-x" + failTimes
+                : hangMode ? "!hang-" + hangMillis / 1000 + "s-x" + failTimes : "") + "@" + occurrence;
         int seedRows = 500 + random.nextInt(3_000);
         String id = Long.toString(seed);
         String schema = "chaos_" + id;
@@ -141,8 +168,11 @@ class ChaosIT {
                 // removed from the publication by the workload, and added again
                 "CREATE TABLE " + schema + ".r (id int PRIMARY KEY, v int NOT NULL)",
                 "INSERT INTO " + schema + ".r SELECT g, 0 FROM generate_series(1, 200) g",
+                // removed from the publication for good by the workload, once it is ready
+                "CREATE TABLE " + schema + ".g (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + schema + ".g SELECT g, 0 FROM generate_series(1, 300) g",
                 "CREATE PUBLICATION " + schema + "_pub FOR TABLE " + schema + ".a, " + schema + ".b, " + schema + ".c, "
-                        + schema + ".k, " + schema + ".r");
+                        + schema + ".k, " + schema + ".r, " + schema + ".g");
         Map<String, String[]> tables = new LinkedHashMap<>();
         tables.put(schema + ".a", new String[] {"id::text || '|' || v::text || '|' || coalesce(note, '-')",
             "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
@@ -154,6 +184,11 @@ class ChaosIT {
         // r: written to also while it is out of the publication; back in, it is copied again
         tables.put(schema + ".r", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
         pg.keyless(schema + ".k");
+        // g: ClickHouse keeps what g held when it left the publication (the removal's transaction copies it), not
+        // the changes written to it afterwards
+        Map<String, String[]> gone = Map.of(schema + ".g",
+                new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        pg.expectAs(schema + ".g", schema + ".g_at_removal");
 
         Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, schema + "_pub", prefix);
         source.put("slot.prefix", schema);
@@ -177,7 +212,7 @@ class ChaosIT {
         sink.put("consumer.override.metadata.max.age.ms", "1000");
 
         System.out.printf("chaos run seed %d: %s, %s, %d seed rows; BigQuery %d seed rows%s"
-                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault, failMode), outage, seedRows,
+                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault), outage, seedRows,
                 bigQuery.seedRows(), bigQueryOutage == null ? "" : ", " + bigQueryOutage, seed);
         // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
         // a proxy, so that the outage can take one of them away
@@ -221,10 +256,15 @@ class ChaosIT {
         // half the runs start the second worker while the first still runs: the group rebalances and moves tasks while
         // the workload, the outage and the coming kill go on
         long joinAfterMs = random.nextBoolean() ? 1_000 + random.nextInt(10_000) : -1;
+        if (rebalanceStep && joinAfterMs < 0) {
+            joinAfterMs = 1_000 + extras.nextInt(10_000);
+        }
+        AtomicInteger goneAt = new AtomicInteger(Integer.MAX_VALUE);
         try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy; bigQueryProxy; bigQuery;
              TransactionWriter writer = writer(schema, new Random(seed * 31 + 7),
                      // table r's statements draw from a generator of their own: the other tables get what they got before r
-                     new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt)) {
+                     new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt,
+                     new Random(new SplittableRandom(seed * 41 + 13).nextLong()), flow, goneAt, goneAfter)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
@@ -234,7 +274,7 @@ class ChaosIT {
                         first.rest().putConfig(sinkName, sink);
                         first.rest().putConfig(flow, source);
                         first.rest().putConfig(bigQuery.flow, bigQuerySource);
-                        if (failMode) {
+                        if (lives) {
                             injector.arm(fault);
                         }
                         bigQuery.startWriter();
@@ -250,15 +290,15 @@ class ChaosIT {
                         fired = injector.firedWithin(fault, Duration.ofSeconds(90));
                     } finally {
                         // a step the run never reached: the worker is killed where it stands
-                        if (!failMode) {
+                        if (!lives) {
                             first.kill();
                         }
                     }
-                    if (second == null && !failMode) {
+                    if (second == null && !lives) {
                         second = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-2"),
                                 Duration.ofSeconds(120));
                     }
-                    ConnectWorker survivor = failMode ? first : second;
+                    ConnectWorker survivor = lives ? first : second;
                     survivor.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
                     survivor.rest().awaitRunning(sinkName, 1, Duration.ofSeconds(120));
                     survivor.rest().awaitRunning(bigQuery.flow, 1, Duration.ofSeconds(120));
@@ -267,6 +307,14 @@ class ChaosIT {
                     for (String table : tables.keySet()) {
                         pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
                     }
+                    // ... and g's removal, which waits for g to be ready; the flow lets g go once its changes up to
+                    // the removal are sent
+                    PgChecks.awaitTrue(() -> writer.written.get() > goneAt.get(), Duration.ofSeconds(180),
+                            "table g never left the publication (it leaves " + goneAfter + " transactions after it is"
+                                    + " ready): " + pg.table(flow, schema + ".g"));
+                    pg.awaitTable(flow, schema + ".g", row -> "errored".equals(row.get("phase"))
+                            && row.get("last_error") != null && row.get("last_error").startsWith("left publication"),
+                            Duration.ofSeconds(180));
                     writer.awaitMore(30);
                     writer.close();
                     bigQuery.stopWriter();
@@ -275,12 +323,13 @@ class ChaosIT {
                         bigQueryOutageThread.join();
                     }
                     pg.awaitEqual(tables, Duration.ofSeconds(180));
+                    pg.awaitEqual(gone, Duration.ofSeconds(60));
                     bigQuery.check(checks, Duration.ofSeconds(180));
                     int copies = pg.keylessCopies(schema + ".k");
                     outcome = copies == 0 ? "equal" : "equal+" + copies + "-keyless-copies";
                     System.out.printf("chaos run seed %d: %s %s, %s%s%s; %d transactions (%d truncates),"
                             + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery (%s)%n", seed,
-                            describe(fault, failMode), fired ? "fired" : failMode ? "not reached" : "not reached, killed", outage,
+                            describe(fault), fired ? "fired" : lives ? "not reached" : "not reached, killed", outage,
                             bigQueryOutage == null ? "" : ", " + bigQueryOutage,
                             joinAfterMs >= 0 ? ", second worker joined at " + joinAfterMs / 1000 + " s" : "",
                             writer.written.get(), truncates.get(), bigQuery.inserts.get() + bigQuery.versions.get(), outcome);
@@ -291,7 +340,7 @@ class ChaosIT {
                     if (second != null) {
                         second.close();
                     }
-                    if (failMode) {
+                    if (lives) {
                         first.close();
                     }
                 }
@@ -305,11 +354,11 @@ class ChaosIT {
                     bigQueryOutageThread.join();
                 }
                 record(seed, faultText + "+" + outage + "+r-out-" + removeAt + "-back-" + returnAt + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
-                        + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
+                        + "+g-gone-after-" + goneAfter + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
-            throw new AssertionError("chaos run seed " + seed + " (" + describe(fault, failMode)
+            throw new AssertionError("chaos run seed " + seed + " (" + describe(fault)
                     + ", " + outage + (bigQueryOutage == null ? "" : ", " + bigQueryOutage) + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
         }
     }
@@ -376,6 +425,15 @@ class ChaosIT {
                 + "\t" + outcome + "\n", StandardCharsets.UTF_8, StandardOpenOption.CREATE, StandardOpenOption.APPEND);
     }
 
+    private static boolean ready(String flow, String table) {
+        try {
+            Map<String, String> row = pg.table(flow, table);
+            return row != null && "ready".equals(row.get("phase"));
+        } catch (SQLException e) {
+            return false;
+        }
+    }
+
     /**
      * The seeded workload: transactions of one to four statements (insert, update, delete, key change over the keyed
      * tables, inserts of repeating rows into the keyless one, updates of table e), now and then a truncate of table b
@@ -383,9 +441,28 @@ class ChaosIT {
      * publication.
      */
     private static TransactionWriter writer(String schema, Random random, Random removed, AtomicInteger truncates,
-                                            int addAt, int removeAt, int returnAt) {
+                                            int addAt, int removeAt, int returnAt, Random leaving, String flow,
+                                            AtomicInteger goneAt, int goneAfter) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
+            if (goneAt.get() == Integer.MAX_VALUE && n % 50 == 0 && ready(flow, schema + ".g")) {
+                goneAt.set(n + goneAfter);
+            }
+            if (n == goneAt.get()) {
+                // what g holds as it leaves: the rows ClickHouse must keep
+                statements.add("ALTER PUBLICATION " + schema + "_pub DROP TABLE " + schema + ".g");
+                statements.add("CREATE TABLE " + schema + ".g_at_removal AS SELECT * FROM " + schema + ".g");
+            } else if (leaving.nextInt(3) == 0) {
+                // written to before and after it leaves
+                int row = 1 + leaving.nextInt(400);
+                statements.add(switch (leaving.nextInt(4)) {
+                    case 0 -> "INSERT INTO " + schema + ".g VALUES (" + row + ", " + n + ") ON CONFLICT (id) DO UPDATE"
+                            + " SET v = EXCLUDED.v";
+                    case 1 -> "UPDATE " + schema + ".g SET v = v + 1 WHERE id = " + row;
+                    case 2 -> "UPDATE " + schema + ".g SET id = " + (MOVED + n) + " WHERE id = " + row;
+                    default -> "DELETE FROM " + schema + ".g WHERE id = " + row;
+                });
+            }
             if (n == addAt) {
                 statements.add("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + schema + ".e");
             }

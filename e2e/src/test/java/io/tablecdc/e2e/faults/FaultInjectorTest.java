@@ -2,6 +2,7 @@ package io.tablecdc.e2e.faults;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
@@ -55,6 +56,36 @@ class FaultInjectorTest {
         assertTrue(run.output.contains("step 4 threw tablecdc fault fail-with-cause"), run.output);
         assertTrue(run.output.contains("step 5 returned 50"), run.output);
         assertTrue(injector.fired(fail));
+    }
+
+    @Test
+    void hangDelaysTheChosenOccurrencesAndTheCallThenGoesOn() throws Exception {
+        Fault hang = Fault.at("hang-step", TARGET, "step", "AT EXIT").hang(1_500).onOccurrence(2).times(2);
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir("faults-hang"), hang);
+        Run run = run(injector);
+        assertEquals(0, run.exit, run.output);
+        assertTrue(run.output.contains("step 1 returned 10\n"), run.output);
+        assertTrue(run.output.contains("step 2 returned 20 after 1 s"), run.output);
+        assertTrue(run.output.contains("step 3 returned 30 after 1 s"), run.output);
+        assertTrue(run.output.contains("step 4 returned 40\n"), run.output);
+        assertTrue(injector.fired(hang));
+    }
+
+    @Test
+    void aHungCallHangsTheCalleeOfAStepAndARebalanceStepItself() {
+        Fault callee = NamedFaults.hungCall(NamedFaults.sinkStagedNotCommitted(), 5_000);
+        assertEquals("sink-staged-not-committed-hung", callee.name());
+        assertEquals("io.tablecdc.common.catalog.Catalog", callee.className());
+        assertEquals("upsertStage", callee.method());
+        assertEquals("AT EXIT", callee.location());
+        assertEquals(Fault.Kind.HANG, callee.action().kind());
+        assertEquals(5_000, callee.action().hangMillis());
+        Fault revoked = NamedFaults.hungCall(NamedFaults.sinkPartitionsRevoked(), 3_000);
+        assertEquals("io.tablecdc.clickhouse.ClickHouseStageSinkTask", revoked.className());
+        assertEquals("close", revoked.method());
+        assertEquals(Fault.Kind.HANG, revoked.action().kind());
+        // what Connect calls at a rebalance talks to no peer: there is no failed call to make there
+        assertThrows(IllegalArgumentException.class, () -> NamedFaults.failedCall(NamedFaults.pgTaskStopping()));
     }
 
     @Test

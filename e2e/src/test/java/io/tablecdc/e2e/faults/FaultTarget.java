@@ -8,7 +8,10 @@ public final class FaultTarget {
     public static void main(String[] args) {
         for (int i = 1; i <= 5; i++) {
             try {
-                System.out.println("step " + i + " returned " + step(i));
+                long start = System.nanoTime();
+                int result = step(i);
+                long millis = (System.nanoTime() - start) / 1_000_000;
+                System.out.println("step " + i + " returned " + result + (millis >= 1_000 ? " after " + millis / 1_000 + " s" : ""));
             } catch (RuntimeException e) {
                 System.out.println("step " + i + " threw " + e.getMessage());
             }

@@ -70,6 +70,22 @@ public final class NamedFaults {
     }
 
     /**
+     * Sink, during a rebalance: Connect takes the sink task's partitions away (the consumer group rebalances as topics
+     * appear, or the task moves to another worker); the open batches are dropped, the normalize loops stop.
+     */
+    public static Fault.Step sinkPartitionsRevoked() {
+        return Fault.at("sink-partitions-revoked", SINK_TASK, "close", "AT ENTRY");
+    }
+
+    /**
+     * Postgres pipeline, during a rebalance: Connect stops a source task (it moves to another worker, or its connector
+     * is reconfigured), while the task's thread may still be in a poll.
+     */
+    public static Fault.Step pgTaskStopping() {
+        return Fault.at("pg-task-stopping", "io.tablecdc.pg.PgPipelineSourceTask", "stop", "AT ENTRY");
+    }
+
+    /**
      * The step's call failing instead of the worker dying there, {@code times} times from its {@code occurrence}-th
      * time. The fault is placed in the called method, since a Byteman {@code throw} leaves its method past the
      * method's own handlers: thrown in the caller it would be a failure no real call can cause. It throws what that
@@ -77,27 +93,55 @@ public final class NamedFaults {
      * {@code IOException} for the ClickHouse load and the object store upload, a {@code ConnectException} for the
      * source's {@code commit()} (Connect logs what it throws). At the callee's entry the call fails; at its exit (the
      * steps after a call) the call has taken effect and only its answer is lost, so the caller repeats a call that
-     * already happened. Named after the step with {@code -failed}.
+     * already happened. Named after the step with {@code -failed}. The rebalance steps have no failed call: what
+     * Connect calls there talks to no peer.
      */
     public static Fault failedCall(Fault.Step step) {
-        String name = step.name() + "-failed";
+        Callee callee = callee(step, step.name() + "-failed");
+        return callee.exceptionWithCause ? callee.step.failWithCause(callee.exception) : callee.step.fail(callee.exception);
+    }
+
+    /**
+     * The step's call hanging for {@code millis} instead of the worker dying there: placed as {@link #failedCall}, so at
+     * the callee's entry the call starts late, and at its exit it took effect and its answer comes late. A hang longer
+     * than a lease lets another task take the table while this one still believes it owns it. At a rebalance step the
+     * step itself hangs (Connect waits for the task's stop or partition close). Named after the step with
+     * {@code -hung}.
+     */
+    public static Fault hungCall(Fault.Step step, long millis) {
+        String name = step.name() + "-hung";
+        return switch (step.name()) {
+            case "sink-partitions-revoked", "pg-task-stopping" ->
+                    Fault.at(name, step.className(), step.method(), step.location()).hang(millis);
+            default -> callee(step, name).step.hang(millis);
+        };
+    }
+
+    private record Callee(Fault.Step step, String exception, boolean exceptionWithCause) {
+    }
+
+    private static Callee callee(Fault.Step step, String name) {
         String catalog = "io.tablecdc.common.catalog.Catalog";
         String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
         return switch (step.name()) {
             // recordSync is also the BigQuery source's call: the occurrences count both
-            case "pg-acked-not-recorded" -> Fault.at(name, catalog, "recordSync", "AT ENTRY").failWithCause(unavailable);
-            case "pg-flushed-not-confirmed" -> Fault.at(name, step.className(), step.method(), step.location())
-                    .fail("org.apache.kafka.connect.errors.ConnectException");
+            case "pg-acked-not-recorded" -> new Callee(Fault.at(name, catalog, "recordSync", "AT ENTRY"), unavailable, true);
+            case "pg-flushed-not-confirmed" -> new Callee(Fault.at(name, step.className(), step.method(), step.location()),
+                    "org.apache.kafka.connect.errors.ConnectException", false);
             case "pg-marker-written-not-handed-over" ->
-                    Fault.at(name, catalog, "markCopyCatchup", "AT ENTRY").failWithCause(unavailable);
-            case "pg-caught-up-not-ready" -> Fault.at(name, catalog, "markCaughtUpReady", "AT ENTRY").failWithCause(unavailable);
-            case "pg-mid-copy" -> Fault.at(name, catalog, "recordCopySync", "AT EXIT").failWithCause(unavailable);
-            case "sink-loaded-not-recorded" -> Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT").fail("java.io.IOException");
-            case "sink-recorded-not-cleaned" -> Fault.at(name, catalog, "recordNormalize", "AT EXIT").failWithCause(unavailable);
-            case "sink-uploaded-not-staged" ->
-                    Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore", "upload", "AT EXIT").fail("java.io.IOException");
-            case "sink-staged-not-committed" -> Fault.at(name, catalog, "upsertStage", "AT EXIT").failWithCause(unavailable);
-            default -> throw new IllegalArgumentException("no failed call for step " + step.name());
+                    new Callee(Fault.at(name, catalog, "markCopyCatchup", "AT ENTRY"), unavailable, true);
+            case "pg-caught-up-not-ready" ->
+                    new Callee(Fault.at(name, catalog, "markCaughtUpReady", "AT ENTRY"), unavailable, true);
+            case "pg-mid-copy" -> new Callee(Fault.at(name, catalog, "recordCopySync", "AT EXIT"), unavailable, true);
+            case "sink-loaded-not-recorded" ->
+                    new Callee(Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT"), "java.io.IOException", false);
+            case "sink-recorded-not-cleaned" ->
+                    new Callee(Fault.at(name, catalog, "recordNormalize", "AT EXIT"), unavailable, true);
+            case "sink-uploaded-not-staged" -> new Callee(Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore",
+                    "upload", "AT EXIT"), "java.io.IOException", false);
+            case "sink-staged-not-committed" ->
+                    new Callee(Fault.at(name, catalog, "upsertStage", "AT EXIT"), unavailable, true);
+            default -> throw new IllegalArgumentException("no call to fail or hang at step " + step.name());
         };
     }
 }
