@@ -2,9 +2,12 @@ package io.tablecdc.common;
 
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.function.Predicate;
 
 import org.apache.kafka.common.config.Config;
+import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 
@@ -26,6 +29,35 @@ public final class ConfigValidation {
             addError(result, values, TOPIC_PARTITIONS, TOPIC_PARTITIONS + " is " + partitions
                     + "; a table's topic must have one partition to keep its changes in order");
         }
+    }
+
+    /**
+     * A recommender that shows a key only while {@code when} holds for the parsed value of {@code key} (e.g. the
+     * object store's keys by the stage URI's scheme), so that {@code validate()} and tools built on it (Connect's
+     * REST API, UIs) mark the others not visible. It recommends no values.
+     */
+    public static ConfigDef.Recommender visibleWhen(String key, Predicate<Object> when) {
+        return new ConfigDef.Recommender() {
+            @Override
+            public List<Object> validValues(String name, Map<String, Object> parsedConfig) {
+                return List.of();
+            }
+
+            @Override
+            public boolean visible(String name, Map<String, Object> parsedConfig) {
+                return when.test(parsedConfig.get(key));
+            }
+        };
+    }
+
+    /** A predicate for {@link #visibleWhen}: the value is text starting with {@code prefix}, in any case. */
+    public static Predicate<Object> startsWithIgnoringCase(String prefix) {
+        return value -> value instanceof String text && text.trim().regionMatches(true, 0, prefix, 0, prefix.length());
+    }
+
+    /** A predicate for {@link #visibleWhen}: the value is text that is not blank. */
+    public static Predicate<Object> notBlank() {
+        return value -> value instanceof String text && !text.isBlank();
     }
 
     /** The validation result's values by config key. */

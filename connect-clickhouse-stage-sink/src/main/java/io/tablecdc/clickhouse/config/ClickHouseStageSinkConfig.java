@@ -1,6 +1,7 @@
 package io.tablecdc.clickhouse.config;
 
 import java.net.URI;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.kafka.common.config.AbstractConfig;
@@ -12,6 +13,7 @@ import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.types.Password;
 
 import io.tablecdc.clickhouse.destination.Cluster;
+import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.catalog.CatalogConfig;
 
 /** The configuration of the ClickHouse stage sink: one {@link ConfigDef}, read only through typed getters. */
@@ -197,6 +199,14 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
             + " before it fails (and the table's normalize retries).";
     private static final long INSERT_QUORUM_TIMEOUT_MS_DEFAULT = 600_000L;
 
+    // the object store's keys show by the stage URI's scheme, the replication keys once a cluster is named
+    private static final ConfigDef.Recommender S3_ONLY = ConfigValidation.visibleWhen(STAGE_URI_CONFIG,
+            ConfigValidation.startsWithIgnoringCase("s3://"));
+    private static final ConfigDef.Recommender GCS_ONLY = ConfigValidation.visibleWhen(STAGE_URI_CONFIG,
+            ConfigValidation.startsWithIgnoringCase("gs://"));
+    private static final ConfigDef.Recommender CLUSTER_ONLY = ConfigValidation.visibleWhen(CLUSTER_CONFIG,
+            ConfigValidation.notBlank());
+
     public static final ConfigDef CONFIG_DEF = configDef();
 
     public ClickHouseStageSinkConfig(Map<String, String> props) {
@@ -228,35 +238,37 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
         order = 0;
         def.define(CLUSTER_CONFIG, Type.STRING, "", new ClusterName(), Importance.MEDIUM, CLUSTER_DOC,
-                CLUSTER_GROUP, ++order, Width.MEDIUM, "Cluster");
+                CLUSTER_GROUP, ++order, Width.MEDIUM, "Cluster", List.of(REPLICATION_PATH_CONFIG, REPLICA_NAME_CONFIG,
+                DISTRIBUTED_TABLE_CONFIG, INSERT_QUORUM_CONFIG, INSERT_QUORUM_TIMEOUT_MS_CONFIG));
         def.define(REPLICATION_PATH_CONFIG, Type.STRING, REPLICATION_PATH_DEFAULT, new ReplicationPath(), Importance.LOW,
-                REPLICATION_PATH_DOC, CLUSTER_GROUP, ++order, Width.LONG, "Replication path");
+                REPLICATION_PATH_DOC, CLUSTER_GROUP, ++order, Width.LONG, "Replication path", CLUSTER_ONLY);
         def.define(REPLICA_NAME_CONFIG, Type.STRING, REPLICA_NAME_DEFAULT, new ConfigDef.NonEmptyString(), Importance.LOW,
-                REPLICA_NAME_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Replica name");
+                REPLICA_NAME_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Replica name", CLUSTER_ONLY);
         def.define(DISTRIBUTED_TABLE_CONFIG, Type.BOOLEAN, false, Importance.MEDIUM, DISTRIBUTED_TABLE_DOC,
-                CLUSTER_GROUP, ++order, Width.SHORT, "Distributed table");
+                CLUSTER_GROUP, ++order, Width.SHORT, "Distributed table", CLUSTER_ONLY);
         def.define(INSERT_QUORUM_CONFIG, Type.STRING, INSERT_QUORUM_DEFAULT, new InsertQuorum(), Importance.MEDIUM,
-                INSERT_QUORUM_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Insert quorum");
+                INSERT_QUORUM_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Insert quorum", CLUSTER_ONLY);
         def.define(INSERT_QUORUM_TIMEOUT_MS_CONFIG, Type.LONG, INSERT_QUORUM_TIMEOUT_MS_DEFAULT, ConfigDef.Range.atLeast(1000),
-                Importance.LOW, INSERT_QUORUM_TIMEOUT_MS_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Insert quorum timeout");
+                Importance.LOW, INSERT_QUORUM_TIMEOUT_MS_DOC, CLUSTER_GROUP, ++order, Width.SHORT, "Insert quorum timeout", CLUSTER_ONLY);
 
         order = 0;
         def.define(STAGE_URI_CONFIG, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new StageUri(), Importance.HIGH, STAGE_URI_DOC,
-                STAGE_GROUP, ++order, Width.LONG, "Stage URI");
+                STAGE_GROUP, ++order, Width.LONG, "Stage URI", List.of(STAGE_S3_ENDPOINT_CONFIG, STAGE_S3_REGION_CONFIG, STAGE_S3_ACCESS_KEY_CONFIG,
+                STAGE_S3_SECRET_KEY_CONFIG, STAGE_GCS_ENDPOINT_CONFIG, STAGE_GCS_HMAC_ACCESS_ID_CONFIG, STAGE_GCS_HMAC_SECRET_CONFIG));
         def.define(STAGE_S3_ENDPOINT_CONFIG, Type.STRING, "", Importance.MEDIUM, STAGE_S3_ENDPOINT_DOC,
-                STAGE_GROUP, ++order, Width.LONG, "S3 endpoint");
+                STAGE_GROUP, ++order, Width.LONG, "S3 endpoint", S3_ONLY);
         def.define(STAGE_S3_REGION_CONFIG, Type.STRING, "us-east-1", new ConfigDef.NonEmptyString(), Importance.MEDIUM, STAGE_S3_REGION_DOC,
-                STAGE_GROUP, ++order, Width.SHORT, "S3 region");
+                STAGE_GROUP, ++order, Width.SHORT, "S3 region", S3_ONLY);
         def.define(STAGE_S3_ACCESS_KEY_CONFIG, Type.STRING, "", Importance.MEDIUM, STAGE_S3_ACCESS_KEY_DOC,
-                STAGE_GROUP, ++order, Width.MEDIUM, "S3 access key");
+                STAGE_GROUP, ++order, Width.MEDIUM, "S3 access key", S3_ONLY);
         def.define(STAGE_S3_SECRET_KEY_CONFIG, Type.PASSWORD, "", Importance.MEDIUM, STAGE_S3_SECRET_KEY_DOC,
-                STAGE_GROUP, ++order, Width.MEDIUM, "S3 secret key");
+                STAGE_GROUP, ++order, Width.MEDIUM, "S3 secret key", S3_ONLY);
         def.define(STAGE_GCS_ENDPOINT_CONFIG, Type.STRING, "https://storage.googleapis.com", Importance.MEDIUM, STAGE_GCS_ENDPOINT_DOC,
-                STAGE_GROUP, ++order, Width.LONG, "GCS endpoint");
+                STAGE_GROUP, ++order, Width.LONG, "GCS endpoint", GCS_ONLY);
         def.define(STAGE_GCS_HMAC_ACCESS_ID_CONFIG, Type.STRING, "", Importance.MEDIUM, STAGE_GCS_HMAC_ACCESS_ID_DOC,
-                STAGE_GROUP, ++order, Width.MEDIUM, "GCS HMAC access id");
+                STAGE_GROUP, ++order, Width.MEDIUM, "GCS HMAC access id", GCS_ONLY);
         def.define(STAGE_GCS_HMAC_SECRET_CONFIG, Type.PASSWORD, "", Importance.MEDIUM, STAGE_GCS_HMAC_SECRET_DOC,
-                STAGE_GROUP, ++order, Width.MEDIUM, "GCS HMAC secret");
+                STAGE_GROUP, ++order, Width.MEDIUM, "GCS HMAC secret", GCS_ONLY);
         def.define(STAGE_LOCAL_DIR_CONFIG, Type.STRING, "", Importance.LOW, STAGE_LOCAL_DIR_DOC,
                 STAGE_GROUP, ++order, Width.LONG, "Local stage folder");
         def.define(STAGE_MAX_FILE_BYTES_CONFIG, Type.LONG, STAGE_MAX_FILE_BYTES_DEFAULT, ConfigDef.Range.atLeast(64 * 1024), Importance.LOW,
