@@ -34,14 +34,17 @@ import io.tablecdc.e2e.stack.StackPaths;
 
 /**
  * The randomized run: a seeded workload (inserts, updates, deletes, key changes, multi-statement transactions and
- * truncates over six tables: three keyed, one without a key whose rows repeat, one added to the publication
- * while the run goes on, and one removed from it and added again; all but one copied) flows from Postgres through the pipeline and the sink, and a second
+ * truncates over seven tables: three keyed, one without a key whose rows repeat, one added to the publication
+ * while the run goes on, one removed from it and added again, and one removed for good once it is ready; all but one
+ * copied) flows from Postgres through the pipeline and the sink, and a second
  * seeded workload (inserts and new versions of rows) on a BigQuery emulator table flows through a query CDC flow into
  * the same sink, all three connectors on one worker process, while two faults picked by the seed strike: the worker
  * dies at one of the named steps of the pipeline or the sink (at the n-th time the step is reached), and a second
  * worker takes over, or, in a third of the runs, the step's call fails one to three times instead (before the call, or
- * after it took effect, as when its answer is lost: {@link NamedFaults#failedCall}); and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is refused
- * or hung for 2 to 15 s at a moment of the run, or the Kafka broker is restarted after being down that long. In half
+ * after it took effect, as when its answer is lost: {@link NamedFaults#failedCall}), or in some others it hangs
+ * ({@link NamedFaults#hungCall}); a fifth of the runs strike a rebalance step instead; and one dependency (the catalog,
+ * the source Postgres, ClickHouse or the object store) is refused, hung or slow for 2 to 15 s (slow: twice that) at a
+ * moment of the run, or the Kafka broker is restarted after being down that long. In half
  * the runs the BigQuery emulator is refused or hung as well, on its own clock. The BigQuery side draws from a generator
  * of its own (mixed from {@code seed * 17 + 3}), so a seed does to Postgres what it did before. The checker compares ClickHouse
  * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}, then compares ClickHouse
@@ -135,6 +138,8 @@ class ChaosIT {
         boolean hangMode = !failMode && extras.nextInt(4) == 0;
         long hangMillis = 2_000 + extras.nextInt(13_000);
         int goneAfter = 50 + extras.nextInt(750);
+        // a fifth of the runs have a slow dependency instead of one that is down or hung
+        boolean slowOutage = extras.nextInt(5) == 0;
         // the worker lives through a failed or hung call; a kill takes it down
         boolean lives = failMode || hangMode;
         // a failed or hung call is armed once the connectors are deployed: the sink's validate() writes a test object
@@ -198,6 +203,9 @@ class ChaosIT {
         source.put("copy.lease.ms", "5000");
         source.put("table.retry.delay.ms", "1000");
         Outage outage = Outage.pick(random);
+        if (slowOutage) {
+            outage = outage.slowed();
+        }
         // the BigQuery table draws from its own generator, so that a seed does to Postgres what it did before the table
         // was added; its seed is mixed (SplittableRandom), since java.util.Random's first draws from neighbouring seeds
         // are alike (a plain seed * 17 + 3 gave 147 outages of BigQuery in seeds 7000-7199, instead of about half)
@@ -370,14 +378,23 @@ class ChaosIT {
      * the BigQuery emulator's proxy has an outage of its own ({@link #pick(Random, String)}, drawn from the BigQuery
      * side's generator).
      */
-    private record Outage(String dependency, boolean hang, long delayMs, long durationMs) {
+    private record Outage(String dependency, String how, long delayMs, long durationMs) {
+        /** How long each chunk waits while a dependency is slow ({@link FaultProxy#slow}). */
+        static final long SLOW_MILLIS = 200;
+
         static Outage pick(Random random) {
             String[] dependencies = {"catalog", "source", "clickhouse", "objectstore", "kafka"};
             return pick(random, dependencies[random.nextInt(dependencies.length)]);
         }
 
         static Outage pick(Random random, String dependency) {
-            return new Outage(dependency, random.nextBoolean(), 2_000 + random.nextInt(23_000), 2_000 + random.nextInt(13_000));
+            return new Outage(dependency, random.nextBoolean() ? "hang" : "refuse", 2_000 + random.nextInt(23_000),
+                    2_000 + random.nextInt(13_000));
+        }
+
+        /** The same outage as a slow dependency (every chunk {@value #SLOW_MILLIS} ms late) for twice as long. */
+        Outage slowed() {
+            return proxy() ? new Outage(dependency, "slow", delayMs, 2 * durationMs) : this;
         }
 
         Thread start(FaultProxy proxy) {
@@ -388,10 +405,10 @@ class ChaosIT {
                         stack.kafka().restart(Duration.ofMillis(durationMs));
                         return;
                     }
-                    if (hang) {
-                        proxy.hang();
-                    } else {
-                        proxy.refuse();
+                    switch (how) {
+                        case "hang" -> proxy.hang();
+                        case "slow" -> proxy.slow(SLOW_MILLIS);
+                        default -> proxy.refuse();
                     }
                     Thread.sleep(durationMs);
                 } catch (InterruptedException e) {
@@ -409,8 +426,7 @@ class ChaosIT {
 
         @Override
         public String toString() {
-            String how = proxy() ? (hang ? "hang" : "refuse") : "restart";
-            return dependency + "-" + how + "-" + durationMs / 1000 + "s-at-" + delayMs / 1000 + "s";
+            return dependency + "-" + (proxy() ? how : "restart") + "-" + durationMs / 1000 + "s-at-" + delayMs / 1000 + "s";
         }
 
         private boolean proxy() {

@@ -51,6 +51,27 @@ class FaultProxyTest {
     }
 
     @Test
+    void slowForwardsEveryChunkLateAndLosesNothing() throws Exception {
+        try (FaultProxy proxy = FaultProxy.start("pg-slow", stack.postgres().host(), stack.postgres().port())) {
+            String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/postgres";
+            try (Connection open = connect(viaProxy)) {
+                assertEquals(1, selectOne(open));
+                assertEquals(0, proxy.slowed());
+                proxy.slow(50);
+                assertEquals(1, selectOne(open), "an open connection's answer comes, late");
+                try (Connection fresh = connect(viaProxy)) {
+                    assertEquals(1, selectOne(fresh), "a new connection works, late");
+                }
+                long slowed = proxy.slowed();
+                assertTrue(slowed >= 4, "the query, its answer and a new connection's handshake went late: " + slowed);
+                proxy.pass();
+                assertEquals(FaultProxy.Mode.PASS, proxy.mode());
+                assertEquals(1, selectOne(open));
+            }
+        }
+    }
+
+    @Test
     void refuseAfterPassesTheNextConnectionsThenCutsEverything() throws Exception {
         try (FaultProxy proxy = FaultProxy.start("pg-after", stack.postgres().host(), stack.postgres().port())) {
             String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/postgres";

@@ -19,14 +19,15 @@ import org.slf4j.LoggerFactory;
  * A TCP proxy on 127.0.0.1 in front of one server (the catalog, a source database, ClickHouse, the object store,
  * the BigQuery emulator), through which a test takes the server away while flows run: {@link #refuse()} closes every
  * open connection and every new one at once (the server is down), {@link #hang()} keeps connections open but moves
- * no byte in either direction (the server stopped answering), {@link #pass()} restores it. The server itself keeps
+ * no byte in either direction (the server stopped answering), {@link #slow(long)} forwards every chunk late (the
+ * server or the network is slow), {@link #pass()} restores it. The server itself keeps
  * running, so what a connector sees is exactly a network or server outage.
  */
 public final class FaultProxy implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(FaultProxy.class);
 
     /** What the proxy does with traffic. */
-    public enum Mode { PASS, REFUSE, HANG }
+    public enum Mode { PASS, REFUSE, HANG, SLOW }
 
     private final String name;
     private final InetSocketAddress target;
@@ -36,6 +37,8 @@ public final class FaultProxy implements AutoCloseable {
     /** New connections still passed before the proxy refuses; negative: no limit. */
     private final AtomicInteger passesLeft = new AtomicInteger(-1);
     private volatile Mode mode = Mode.PASS;
+    private volatile long slowMillis;
+    private final AtomicLong slowed = new AtomicLong();
     private volatile boolean closed;
 
     private FaultProxy(String name, InetSocketAddress target) throws IOException {
@@ -92,6 +95,23 @@ public final class FaultProxy implements AutoCloseable {
         }
     }
 
+    /**
+     * Every chunk read from either side (up to 64 KiB) is forwarded {@code delayMillis} late, on open and new
+     * connections: a slow server or network, whose calls take long and whose transfers crawl but complete.
+     */
+    public void slow(long delayMillis) {
+        if (delayMillis < 1) {
+            throw new IllegalArgumentException("delayMillis must be >= 1");
+        }
+        slowMillis = delayMillis;
+        set(Mode.SLOW);
+    }
+
+    /** Chunks forwarded late so far ({@link #slow}). */
+    public long slowed() {
+        return slowed.get();
+    }
+
     /** Connections stay open and new ones are accepted, but no byte moves: the server looks hung. */
     public void hang() {
         set(Mode.HANG);
@@ -144,6 +164,10 @@ public final class FaultProxy implements AutoCloseable {
                 while ((n = in.read(buffer)) >= 0) {
                     while (mode == Mode.HANG && !closed) {
                         Thread.sleep(20);
+                    }
+                    if (mode == Mode.SLOW) {
+                        slowed.incrementAndGet();
+                        Thread.sleep(slowMillis);
                     }
                     if (mode == Mode.REFUSE || closed) {
                         break;
