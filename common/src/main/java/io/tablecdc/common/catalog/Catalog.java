@@ -428,7 +428,9 @@ public final class Catalog implements AutoCloseable {
      * Opens the table's error episode or records one more error in it: {@code last_error},
      * {@code last_error_at} and {@code next_retry_at} are replaced and {@code error_count} grows by one,
      * but only for an error newer than the one stored, so a repeat with the same {@code at} changes
-     * nothing. The error text is cut to 4000 characters. May be called again after a crash.
+     * nothing. The error text is cut to 4000 characters. A Postgres pipeline table that is {@code errored} is left
+     * as it is: its error and retry time are its copy's, or say that it left the publication, and a sink's
+     * episode must neither hide them nor make a copy task claim it. May be called again after a crash.
      *
      * @param nextRetryAt when the table is retried, or null if it is not
      * @return true if this call opened the episode (log it once), false if one was open or it is a repeat
@@ -443,7 +445,9 @@ public final class Catalog implements AutoCloseable {
                     + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
                     + " last_error = EXCLUDED.last_error, last_error_at = EXCLUDED.last_error_at,"
                     + " next_retry_at = EXCLUDED.next_retry_at, error_count = s.error_count + 1"
-                    + " WHERE s.last_error_at IS NULL OR EXCLUDED.last_error_at > s.last_error_at"
+                    + " WHERE (s.last_error_at IS NULL OR EXCLUDED.last_error_at > s.last_error_at)"
+                    // an errored Postgres table's error and retry time are its copy's (or say that it left)
+                    + " AND s.phase IS DISTINCT FROM 'errored'"
                     + " RETURNING error_count")) {
                 ps.setString(1, flow);
                 ps.setString(2, table);
@@ -468,7 +472,8 @@ public final class Catalog implements AutoCloseable {
         return onTable("clearError", flow, table, c -> {
             try (PreparedStatement ps = c.prepareStatement("UPDATE " + STATE
                     + " SET last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL"
-                    + " WHERE flow_name = ? AND source_table_identifier = ? AND starts_with(last_error, ?)")) {
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND starts_with(last_error, ?)"
+                    + " AND phase IS DISTINCT FROM 'errored'")) {
                 ps.setString(1, flow);
                 ps.setString(2, table);
                 ps.setString(3, prefix);

@@ -3,6 +3,7 @@ package io.tablecdc.common.catalog;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -193,6 +194,40 @@ class CatalogTest {
         assertEquals("normalize: ClickHouse refused", table(f, "t").lastError());
         assertTrue(catalog.clearError(f, "t", "normalize:"));
         assertNull(table(f, "t").lastError());
+    }
+
+    /**
+     * A Postgres table that is {@code errored} owns its error and its retry time: the sink's error episode on the
+     * same row (ClickHouse refusing its loads) neither replaces them nor clears them. Before, a table that had left
+     * the publication got the sink's retry time, and a copy task claimed it again (randomized run, seed 8604); and a
+     * failed copy waiting for its retry lost its retry time when the sink's episode ended.
+     */
+    @Test
+    void theSinksErrorEpisodeLeavesAnErroredPostgresTablesErrorAndRetryAsTheyAre() {
+        String f = "errored-sink";
+        Instant later = Instant.now().plusSeconds(60);
+        // left the publication: errored for good, no retry
+        catalog.initTable(f, "s.left", Phase.PENDING);
+        assertTrue(catalog.markLeft(f, "s.left", "left publication p: no longer replicated"));
+        TableState left = table(f, "s.left");
+        assertFalse(catalog.recordError(f, "s.left", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
+        assertEquals(left, table(f, "s.left"));
+        assertTrue(catalog.claimCopy(f, "task-1", Duration.ofMinutes(5)).isEmpty(), "a table that left is never copied");
+        assertFalse(catalog.clearError(f, "s.left", "normalize:"));
+        assertEquals(left, table(f, "s.left"));
+        // a failed copy waiting for its retry
+        catalog.initTable(f, "s.failed", Phase.PENDING);
+        assertTrue(catalog.markErrored(f, "s.failed", null, "copy attempt 1 failed: boom", Instant.now(),
+                Instant.now().plusSeconds(3600)));
+        TableState failed = table(f, "s.failed");
+        assertFalse(catalog.recordError(f, "s.failed", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
+        assertFalse(catalog.clearError(f, "s.failed", "normalize:"));
+        assertEquals(failed, table(f, "s.failed"));
+        assertNotNull(failed.nextRetryAt());
+        // a table in another phase records the sink's error as before
+        catalog.initTable(f, "s.ready", Phase.PENDING);
+        assertTrue(catalog.recordError(f, "s.ready", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
+        assertEquals("normalize: ClickHouse refused", table(f, "s.ready").lastError());
     }
 
     @Test
