@@ -44,6 +44,7 @@ import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.common.catalog.Catalog;
 import io.tablecdc.common.catalog.CatalogUnavailableException;
+import io.tablecdc.common.catalog.DestinationRefusal;
 import io.tablecdc.common.catalog.Stage;
 import io.tablecdc.common.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
@@ -284,7 +285,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (unbound != null) {
                 throw new IllegalArgumentException(unbound);
             }
-            Optional<Catalog.DestinationRefusal> refusal;
+            Optional<DestinationRefusal> refusal;
             try {
                 catalog.initTable(key.flow(), key.table());
                 catalog.recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
@@ -377,16 +378,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * Two source tables map to one ClickHouse table: the later one is stopped (its partition paused, nothing of it
      * staged), with the error in the log and in its catalog row, until table.name.format separates them.
      */
-    private void refuseDestination(TableKey key, Catalog.DestinationRefusal refusal, TopicPartition tp) {
+    private void refuseDestination(TableKey key, DestinationRefusal refusal, TopicPartition tp) {
         String here = config.clickHouseDatabase() + "." + key.clickHouseTable();
         String message;
-        if (refusal instanceof Catalog.DestinationRefusal.HeldBy held) {
+        if (refusal instanceof DestinationRefusal.HeldBy held) {
             message = "ClickHouse table " + here + " is already loaded from " + held.otherTable() + "; flow " + key.flow()
                     + ", table " + key.table() + " (topic " + tp.topic() + ") would be mixed into it and is stopped. Set "
                     + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get different ClickHouse"
                     + " tables (for example ${topic}), or stop one of them";
         } else {
-            Catalog.DestinationRefusal.LoadedElsewhere elsewhere = (Catalog.DestinationRefusal.LoadedElsewhere) refusal;
+            DestinationRefusal.LoadedElsewhere elsewhere = (DestinationRefusal.LoadedElsewhere) refusal;
             message = "flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") has batches up to "
                     + elsewhere.normalizedBatchId() + " loaded into " + elsewhere.current() + ", and this sink would now load"
                     + " it into " + destinationOf(key) + ": both tables would be incomplete, so it is stopped. Set "

@@ -849,12 +849,12 @@ class CatalogTest {
         // nothing loaded yet: the table may still go elsewhere
         assertEquals(Optional.empty(), catalog.claimDestination(f, "s.a", "ch:8123/db.a2"));
         assertTrue(catalog.recordNormalize(f, "s.a", 1, new RowCounts(1, 0, 0), T0));
-        assertEquals(Optional.of(new Catalog.DestinationRefusal.LoadedElsewhere("ch:8123/db.a2", 1)),
+        assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere("ch:8123/db.a2", 1)),
                 catalog.claimDestination(f, "s.a", "ch:8123/db.a3"));
         assertEquals(Optional.empty(), catalog.claimDestination(f, "s.a", "ch:8123/db.a2"), "its own destination again");
         // another table is refused the destination of this one
         catalog.initTable(f, "s.b");
-        assertEquals(Optional.of(new Catalog.DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
                 catalog.claimDestination(f, "s.b", "ch:8123/db.a2"));
     }
 }
