@@ -63,8 +63,8 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
         String flow = flow(props);
         // migrations run once here, not raced by every task; removed tables lose their catalog rows
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
-            catalog.registerFlow(flow, FlowIdentity.ofKind(SOURCE_KIND), null);
-            List<String> pruned = catalog.pruneTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
+            catalog.flows().registerFlow(flow, FlowIdentity.ofKind(SOURCE_KIND), null);
+            List<String> pruned = catalog.flows().pruneTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
             if (!pruned.isEmpty()) {
                 log.info("flow {}: tables no longer configured, catalog rows removed: {}", flow, pruned);
             }

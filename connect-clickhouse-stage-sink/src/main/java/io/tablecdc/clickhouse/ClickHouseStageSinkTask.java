@@ -271,7 +271,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (unbound == null && tablecdc && config.tablePerTopic()) {
                 List<String> bound;
                 try {
-                    bound = catalog.otherTablesOfSinkTopic(connectorName, OriginalPartition.topic(record), key.flow(), key.table());
+                    bound = catalog.sink().otherTablesOfSinkTopic(connectorName, OriginalPartition.topic(record), key.flow(), key.table());
                 } catch (RuntimeException e) {
                     throw new RetriableException("sink " + connectorName + ": looking up the table of topic " + OriginalPartition.topic(record)
                             + " in the catalog failed: " + e.getMessage(), e);
@@ -287,9 +287,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             Optional<DestinationRefusal> refusal;
             try {
-                catalog.initTable(key.flow(), key.table());
-                catalog.recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
-                refusal = catalog.claimDestination(key.flow(), key.table(), destinationOf(key));
+                catalog.progress().initTable(key.flow(), key.table());
+                catalog.sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
+                refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
@@ -399,7 +399,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         collisions.put(key, message);
         log.error("sink {}: {}", connectorName, message);
         try {
-            catalog.recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
+            catalog.progress().recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
         } catch (RuntimeException e) {
             log.debug("recording the refusal of {} failed: {}", key, e.toString());
         }
@@ -441,7 +441,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private long nextSelfCutBatchId(TableKey key) {
         long next;
         try {
-            next = catalog.reserveBatchIds(key.flow(), key.table(), 1);
+            next = catalog.batchIds().reserveBatchIds(key.flow(), key.table(), 1);
         } catch (RuntimeException e) {
             throw new RetriableException("sink " + connectorName + ": reserving a batch id for table " + key.table()
                     + " in the catalog failed: " + e.getMessage(), e);
@@ -490,7 +490,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         List<StageFile> files = new ArrayList<>();
         boolean recorded = false;
         try {
-            Stage existing = catalog.getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
+            Stage existing = catalog.stages().getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
             if (existing != null && existing.rows() >= batch.rows()) {
                 // a staged batch is never replaced by a part of it, nor by a copy of itself (records delivered again
                 // after a restart): keep the staged one, whose files a normalize run may be loading right now
@@ -515,7 +515,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
             List<StageFile> previous = existing == null ? List.of() : existing.files();
-            boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
+            boolean stored = catalog.stages().upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
                     batch.truncateBefore()));
             recorded = true;
             // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
@@ -555,7 +555,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private void deleteUnreferenced(TableKey key, long batchId, List<StageFile> files) {
         Set<String> referenced = new HashSet<>();
         try {
-            catalog.getStage(key.flow(), key.table(), batchId)
+            catalog.stages().getStage(key.flow(), key.table(), batchId)
                     .ifPresent(stage -> stage.files().forEach(file -> referenced.add(file.uri())));
         } catch (RuntimeException catalogDown) {
             log.debug("sink {}: flow {}, table {}: the files of batch {}'s failed upload are kept: the catalog cannot say"
@@ -599,7 +599,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.info(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
             }
             try {
-                catalog.setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
+                catalog.progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
             } catch (RuntimeException e) {
                 log.debug("recording the pause of {} failed: {}", key, e.toString());
             }
@@ -621,7 +621,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
                 }
                 try {
-                    catalog.clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
+                    catalog.progress().clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
                 } catch (RuntimeException e) {
                     log.debug("clearing the pause of {} failed: {}", key, e.toString());
                 }
@@ -730,7 +730,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             return;
         }
         try {
-            for (String[] row : catalog.tablesWithStages(connectorName, topics)) {
+            for (String[] row : catalog.stages().tablesWithStages(connectorName, topics)) {
                 TableKey key = tableKey(row[0], row[1], row[2]);
                 log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
                 normalizerOf(key);

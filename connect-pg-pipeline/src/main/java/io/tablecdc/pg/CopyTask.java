@@ -102,7 +102,7 @@ public class CopyTask extends SourceTask {
             }
             Optional<CopyClaim> claim;
             try {
-                claim = catalog.claimCopy(flow, owner, config.copyLease(), config.copyOnly(), config.copyExcept());
+                claim = catalog.copies().claimCopy(flow, owner, config.copyLease(), config.copyOnly(), config.copyExcept());
             } catch (RuntimeException e) {
                 log.warn("flow {}: copy task {} cannot claim a table ({}); retrying", flow, owner, e.getMessage());
                 nextClaimAt = now + 5 * CLAIM_INTERVAL_MS;

@@ -93,9 +93,9 @@ final class FailoverRecovery {
             log.warn("flow {}: the history of timeline {} does not name timeline {}: every table with a position is"
                     + " copied again", flow, newTimeline, oldTimeline);
         }
-        List<String> past = pastSwitchPoint(catalog.listTables(flow).stream().map(TablePhase::of).toList(), s);
+        List<String> past = pastSwitchPoint(catalog.progress().listTables(flow).stream().map(TablePhase::of).toList(), s);
         for (String table : past) {
-            catalog.setPending(flow, table);
+            catalog.phases().setPending(flow, table);
         }
         if (!past.isEmpty()) {
             log.warn("flow {}: timeline {} forked from timeline {} at {}; tables handed over or started past it are"

@@ -62,7 +62,7 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
         // migrations run once here, not raced by the tasks
         Optional<FlowRecord> recorded;
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
-            recorded = catalog.getFlow(flow);
+            recorded = catalog.flows().getFlow(flow);
         } catch (CatalogUnavailableException e) {
             // an outage: the tasks start anyway, wait for the catalog with backoff and make the same checks then
             log.warn("flow {}: the catalog cannot be reached at the connector's start ({}); its tasks wait for it", flow,

@@ -114,7 +114,7 @@ class StageSinkCatalogOutageIT {
             assertTrue(proxy.accepted() >= 2, "the probe passed and a later connection was refused");
             proxy.pass();
             try (Catalog catalog = Catalog.open(settings, "outage-check")) {
-                assertEquals(List.of(), catalog.listTables("no-such-flow"));
+                assertEquals(List.of(), catalog.progress().listTables("no-such-flow"));
             }
         }
     }

@@ -62,6 +62,11 @@ public final class TableProgress {
                 flow, table, initialPhase == null ? null : initialPhase.sqlName()) == 1);
     }
 
+    /** {@link #initTable(String, String, Phase)} without a phase (query CDC). */
+    public boolean initTable(String flow, String table) {
+        return initTable(flow, table, null);
+    }
+
     /**
      * Records a poll attempt at {@code at}. {@code last_attempt_at} only moves forward, so a late or repeated call
      * cannot rewind it. May be called again after a crash.

@@ -51,25 +51,25 @@ class StatusCommandTest {
         Catalog catalog = new Catalog(postgres.getDatabase("postgres", "catalog"));
         Instant now = Instant.now();
 
-        catalog.registerFlow("bq_shop", FlowIdentity.ofKind("bigquery_query_cdc"), null);
-        catalog.initTable("bq_shop", "proj.shop.orders");
-        catalog.recordSync("bq_shop", "proj.shop.orders",
+        catalog.flows().registerFlow("bq_shop", FlowIdentity.ofKind("bigquery_query_cdc"), null);
+        catalog.progress().initTable("bq_shop", "proj.shop.orders");
+        catalog.progress().recordSync("bq_shop", "proj.shop.orders",
                 new SyncedBatch("2026-12-02T10:15:00.123456789Z", 12, 1200, now.minusSeconds(95),
                         now.minusSeconds(160)), now.minusSeconds(90));
-        catalog.recordNormalize("bq_shop", "proj.shop.orders", 10, new RowCounts(900, 80, 20, 7), now.minusSeconds(30));
-        catalog.setPause("bq_shop", "proj.shop.orders", "normalize_buffer_full", now.minusSeconds(40));
-        catalog.initTable("bq_shop", "proj.shop.customers");
-        catalog.recordError("bq_shop", "proj.shop.customers",
+        catalog.progress().recordNormalize("bq_shop", "proj.shop.orders", 10, new RowCounts(900, 80, 20, 7), now.minusSeconds(30));
+        catalog.progress().setPause("bq_shop", "proj.shop.orders", "normalize_buffer_full", now.minusSeconds(40));
+        catalog.progress().initTable("bq_shop", "proj.shop.customers");
+        catalog.progress().recordError("bq_shop", "proj.shop.customers",
                 "Access Denied: Table proj:shop.customers: User does not have permission\nsecond line",
                 now.minusSeconds(20), now.plusSeconds(40));
 
-        catalog.registerFlow("pg_main", new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_9f2c",
+        catalog.flows().registerFlow("pg_main", new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_9f2c",
                 "tablecdc_pub", null), null);
-        catalog.initTable("pg_main", "public.items", Phase.PENDING);
-        catalog.markReady("pg_main", "public.items", "0/16B3748");
-        catalog.recordSync("pg_main", "public.items", new SyncedBatch("0/16B3748", 4, 40, now, now), now);
-        catalog.recordNormalize("pg_main", "public.items", 4, new RowCounts(40, 0, 0), now);
-        catalog.initTable("pg_main", "public.stock", Phase.PENDING);
+        catalog.progress().initTable("pg_main", "public.items", Phase.PENDING);
+        catalog.phases().markReady("pg_main", "public.items", "0/16B3748");
+        catalog.progress().recordSync("pg_main", "public.items", new SyncedBatch("0/16B3748", 4, 40, now, now), now);
+        catalog.progress().recordNormalize("pg_main", "public.items", 4, new RowCounts(40, 0, 0), now);
+        catalog.progress().initTable("pg_main", "public.stock", Phase.PENDING);
     }
 
     @AfterAll

@@ -81,22 +81,25 @@ public final class NamedFaults {
      */
     public static Fault failedCall(Fault.Step step) {
         String name = step.name() + "-failed";
-        String catalog = "io.tablecdc.common.catalog.Catalog";
+        String catalog = "io.tablecdc.common.catalog.";
         String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
         return switch (step.name()) {
             // recordSync is also the BigQuery source's call: the occurrences count both
-            case "pg-acked-not-recorded" -> Fault.at(name, catalog, "recordSync", "AT ENTRY").failWithCause(unavailable);
+            case "pg-acked-not-recorded" ->
+                    Fault.at(name, catalog + "TableProgress", "recordSync", "AT ENTRY").failWithCause(unavailable);
             case "pg-flushed-not-confirmed" -> Fault.at(name, step.className(), step.method(), step.location())
                     .fail("org.apache.kafka.connect.errors.ConnectException");
             case "pg-marker-written-not-handed-over" ->
-                    Fault.at(name, catalog, "markCopyCatchup", "AT ENTRY").failWithCause(unavailable);
-            case "pg-caught-up-not-ready" -> Fault.at(name, catalog, "markCaughtUpReady", "AT ENTRY").failWithCause(unavailable);
-            case "pg-mid-copy" -> Fault.at(name, catalog, "recordCopySync", "AT EXIT").failWithCause(unavailable);
+                    Fault.at(name, catalog + "CopyLeases", "markCopyCatchup", "AT ENTRY").failWithCause(unavailable);
+            case "pg-caught-up-not-ready" ->
+                    Fault.at(name, catalog + "PgPhases", "markCaughtUpReady", "AT ENTRY").failWithCause(unavailable);
+            case "pg-mid-copy" -> Fault.at(name, catalog + "CopyLeases", "recordCopySync", "AT EXIT").failWithCause(unavailable);
             case "sink-loaded-not-recorded" -> Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT").fail("java.io.IOException");
-            case "sink-recorded-not-cleaned" -> Fault.at(name, catalog, "recordNormalize", "AT EXIT").failWithCause(unavailable);
+            case "sink-recorded-not-cleaned" ->
+                    Fault.at(name, catalog + "TableProgress", "recordNormalize", "AT EXIT").failWithCause(unavailable);
             case "sink-uploaded-not-staged" ->
                     Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore", "upload", "AT EXIT").fail("java.io.IOException");
-            case "sink-staged-not-committed" -> Fault.at(name, catalog, "upsertStage", "AT EXIT").failWithCause(unavailable);
+            case "sink-staged-not-committed" -> Fault.at(name, catalog + "Stages", "upsertStage", "AT EXIT").failWithCause(unavailable);
             default -> throw new IllegalArgumentException("no failed call for step " + step.name());
         };
     }
