@@ -6,8 +6,8 @@ import java.util.function.Supplier;
 
 import org.slf4j.Logger;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.TableProgress;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.TableProgress;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**

@@ -28,9 +28,8 @@ import io.tablecdc.bigquery.schema.TableSchema;
 import io.tablecdc.common.BatchTransactionSourceConnector;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConnectionCheck;
-import io.tablecdc.common.catalog.FlowIdentity;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.FlowIdentity;
 
 /**
  * Query-based CDC from BigQuery: one task per table, each polling its own cursor (see {@link TablePoller}).
@@ -133,7 +132,7 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, BigQueryQueryCdcConfig.keylessProblem(table));
             }
         }
-        CatalogConnectionCheck.check(parsed.catalog(), result, values);
+        ConfigValidation.checkCatalog(parsed.catalog(), result, values);
         checkTables(flow(connectorConfigs), parsed, result, values);
         return result;
     }

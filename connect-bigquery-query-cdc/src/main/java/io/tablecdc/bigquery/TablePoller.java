@@ -35,10 +35,10 @@ import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.BatchIdReservations;
-import io.tablecdc.common.catalog.SyncedBatch;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.BatchIdReservations;
+import io.tablecdc.catalog.SyncedBatch;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**

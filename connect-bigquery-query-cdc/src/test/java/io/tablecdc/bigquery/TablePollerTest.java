@@ -38,10 +38,10 @@ import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.bigquery.sql.CdcSql;
 import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 

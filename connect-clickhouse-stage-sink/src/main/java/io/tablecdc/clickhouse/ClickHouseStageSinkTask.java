@@ -42,11 +42,11 @@ import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.DestinationRefusal;
-import io.tablecdc.common.catalog.Stage;
-import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.DestinationRefusal;
+import io.tablecdc.catalog.Stage;
+import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**

@@ -25,10 +25,10 @@ import io.tablecdc.clickhouse.schema.StageSchema;
 import io.tablecdc.clickhouse.stage.StageStore;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.SinkLeases;
-import io.tablecdc.common.catalog.Stage;
-import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.SinkLeases;
+import io.tablecdc.catalog.Stage;
+import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**

@@ -26,11 +26,11 @@ import com.clickhouse.client.api.Client;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.destination.Cluster;
 import io.tablecdc.clickhouse.stage.FileStageStore;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
-import io.tablecdc.common.catalog.RowCounts;
-import io.tablecdc.common.catalog.Stage;
-import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.RowCounts;
+import io.tablecdc.catalog.Stage;
+import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 

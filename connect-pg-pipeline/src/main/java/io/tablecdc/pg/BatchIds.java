@@ -4,8 +4,8 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.function.ToLongFunction;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.BatchIdReservations;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.BatchIdReservations;
 
 /** Where a task's per-table batch ids come from. Used on the poll thread only. */
 interface BatchIds {

@@ -14,9 +14,9 @@ import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.CopyClaim;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 

@@ -14,9 +14,9 @@ import java.util.Optional;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.Phase;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.Phase;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.pg.wire.Lsn;
 
 /**

@@ -13,8 +13,8 @@ import org.postgresql.PGConnection;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.Phase;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.Phase;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.wire.Lsn;
 

@@ -22,9 +22,9 @@ import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.Resources;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CopyClaim;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CopyClaim;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.convert.ConversionException;

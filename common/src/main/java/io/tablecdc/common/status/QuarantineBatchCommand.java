@@ -6,9 +6,9 @@ import java.sql.SQLException;
 import java.util.Map;
 import java.util.Optional;
 
-import io.tablecdc.common.catalog.SinkLeases;
-import io.tablecdc.common.catalog.Stages;
-import io.tablecdc.common.catalog.TableProgress;
+import io.tablecdc.catalog.SinkLeases;
+import io.tablecdc.catalog.Stages;
+import io.tablecdc.catalog.TableProgress;
 
 /**
  * {@code tablecdc-quarantine-batch}: the way forward for a table whose next batch ClickHouse refuses (a value it

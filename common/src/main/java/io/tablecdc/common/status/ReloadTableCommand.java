@@ -4,8 +4,8 @@ import java.io.PrintStream;
 import java.util.Map;
 import java.util.Optional;
 
-import io.tablecdc.common.catalog.SinkLeases;
-import io.tablecdc.common.catalog.Stages;
+import io.tablecdc.catalog.SinkLeases;
+import io.tablecdc.catalog.Stages;
 
 /**
  * {@code tablecdc-reload-table}: lets the ClickHouse stage sink load one table again from what Kafka still holds. With

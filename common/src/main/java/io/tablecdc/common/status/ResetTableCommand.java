@@ -4,7 +4,7 @@ import java.io.PrintStream;
 import java.util.Map;
 import java.util.Optional;
 
-import io.tablecdc.common.catalog.PgPhases;
+import io.tablecdc.catalog.PgPhases;
 
 /**
  * {@code tablecdc-reset-table}: makes a Postgres pipeline table start over while its flow runs. The table is marked

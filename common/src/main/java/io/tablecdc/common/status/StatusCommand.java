@@ -20,11 +20,11 @@ import java.util.Map;
 import java.util.Properties;
 
 import io.tablecdc.common.JsonText;
-import io.tablecdc.common.catalog.Flows;
-import io.tablecdc.common.catalog.RowCounts;
-import io.tablecdc.common.catalog.Stages;
-import io.tablecdc.common.catalog.TableProgress;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Flows;
+import io.tablecdc.catalog.RowCounts;
+import io.tablecdc.catalog.Stages;
+import io.tablecdc.catalog.TableProgress;
+import io.tablecdc.catalog.TableState;
 
 /**
  * {@code tablecdc-status}: prints, per flow, one line per table from the catalog: phase, cursor,

@@ -9,7 +9,7 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
 
-import io.tablecdc.common.catalog.SinkLeases;
+import io.tablecdc.catalog.SinkLeases;
 
 /**
  * What the operator commands on one table share ({@code tablecdc-reset-table}, {@code tablecdc-reload-table},

@@ -5,11 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.tablecdc.catalog.CatalogMigrations;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.FlowIdentity;
-import io.tablecdc.common.catalog.Phase;
-import io.tablecdc.common.catalog.RowCounts;
-import io.tablecdc.common.catalog.SyncedBatch;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.FlowIdentity;
+import io.tablecdc.catalog.Phase;
+import io.tablecdc.catalog.RowCounts;
+import io.tablecdc.catalog.SyncedBatch;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
@@ -172,11 +172,12 @@ class StatusCommandTest {
         assertEquals(2, missing.status());
     }
 
-    /** As the plugin archive runs it: only this module's classes and pgjdbc, no SLF4J, no Kafka. */
+    /** As the plugin archive runs it: only this module's and the catalog's classes and pgjdbc, no SLF4J, no Kafka. */
     @Test
     void runsWithOnlyPgjdbcOnTheClasspath() throws Exception {
         String classes = Path.of(StatusCommand.class.getProtectionDomain().getCodeSource().getLocation().toURI())
-                .toString();
+                .toString() + File.pathSeparator + Path.of(io.tablecdc.catalog.Flows.class.getProtectionDomain()
+                .getCodeSource().getLocation().toURI());
         String pgjdbc = Path.of(org.postgresql.Driver.class.getProtectionDomain().getCodeSource().getLocation()
                 .toURI()).toString();
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();

@@ -81,8 +81,8 @@ public final class NamedFaults {
      */
     public static Fault failedCall(Fault.Step step) {
         String name = step.name() + "-failed";
-        String catalog = "io.tablecdc.common.catalog.";
-        String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
+        String catalog = "io.tablecdc.catalog.";
+        String unavailable = "io.tablecdc.catalog.CatalogUnavailableException";
         return switch (step.name()) {
             // recordSync is also the BigQuery source's call: the occurrences count both
             case "pg-acked-not-recorded" ->

@@ -1,13 +1,13 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
-import static io.tablecdc.common.catalog.Sql.STATE;
-import static io.tablecdc.common.catalog.Sql.errorText;
-import static io.tablecdc.common.catalog.Sql.exists;
-import static io.tablecdc.common.catalog.Sql.first;
-import static io.tablecdc.common.catalog.Sql.nullable;
-import static io.tablecdc.common.catalog.Sql.list;
-import static io.tablecdc.common.catalog.Sql.requireLsn;
-import static io.tablecdc.common.catalog.Sql.update;
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.errorText;
+import static io.tablecdc.catalog.Sql.exists;
+import static io.tablecdc.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.nullable;
+import static io.tablecdc.catalog.Sql.list;
+import static io.tablecdc.catalog.Sql.requireLsn;
+import static io.tablecdc.catalog.Sql.update;
 
 import java.sql.Connection;
 import java.sql.SQLException;

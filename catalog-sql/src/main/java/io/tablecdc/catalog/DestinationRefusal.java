@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 /** Why a table may not be loaded into the destination a sink asked for ({@link SinkLeases#claimDestination}). */
 public sealed interface DestinationRefusal {

@@ -1,17 +1,17 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
-import static io.tablecdc.common.catalog.Sql.STATE;
-import static io.tablecdc.common.catalog.Sql.errorText;
-import static io.tablecdc.common.catalog.Sql.exists;
-import static io.tablecdc.common.catalog.Sql.first;
-import static io.tablecdc.common.catalog.Sql.nullable;
-import static io.tablecdc.common.catalog.Sql.instant;
-import static io.tablecdc.common.catalog.Sql.requireLsn;
-import static io.tablecdc.common.catalog.Sql.requireName;
-import static io.tablecdc.common.catalog.Sql.requirePositive;
-import static io.tablecdc.common.catalog.Sql.seconds;
-import static io.tablecdc.common.catalog.Sql.texts;
-import static io.tablecdc.common.catalog.Sql.update;
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.errorText;
+import static io.tablecdc.catalog.Sql.exists;
+import static io.tablecdc.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.nullable;
+import static io.tablecdc.catalog.Sql.instant;
+import static io.tablecdc.catalog.Sql.requireLsn;
+import static io.tablecdc.catalog.Sql.requireName;
+import static io.tablecdc.catalog.Sql.requirePositive;
+import static io.tablecdc.catalog.Sql.seconds;
+import static io.tablecdc.catalog.Sql.texts;
+import static io.tablecdc.catalog.Sql.update;
 
 import java.sql.Connection;
 import java.sql.SQLException;

@@ -1,8 +1,8 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
-import static io.tablecdc.common.catalog.Sql.STAGE;
-import static io.tablecdc.common.catalog.Sql.STATE;
-import static io.tablecdc.common.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.STAGE;
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.first;
 
 import java.sql.Connection;
 import java.sql.SQLException;

@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.File;
 import java.net.ServerSocket;

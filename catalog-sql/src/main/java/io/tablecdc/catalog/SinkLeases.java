@@ -1,11 +1,11 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
-import static io.tablecdc.common.catalog.Sql.STATE;
-import static io.tablecdc.common.catalog.Sql.first;
-import static io.tablecdc.common.catalog.Sql.list;
-import static io.tablecdc.common.catalog.Sql.requireName;
-import static io.tablecdc.common.catalog.Sql.seconds;
-import static io.tablecdc.common.catalog.Sql.update;
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.list;
+import static io.tablecdc.catalog.Sql.requireName;
+import static io.tablecdc.catalog.Sql.seconds;
+import static io.tablecdc.catalog.Sql.update;
 
 import java.sql.Connection;
 import java.sql.SQLException;

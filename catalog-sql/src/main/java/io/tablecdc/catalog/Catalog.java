@@ -1,20 +1,18 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
-import static io.tablecdc.common.catalog.CatalogDb.causeText;
-import static io.tablecdc.common.catalog.CatalogDb.causedByOutage;
-import static io.tablecdc.common.catalog.CatalogDb.isRefusal;
-import static io.tablecdc.common.catalog.Sql.truncate;
+import static io.tablecdc.catalog.CatalogDb.causeText;
+import static io.tablecdc.catalog.CatalogDb.causedByOutage;
+import static io.tablecdc.catalog.CatalogDb.isRefusal;
+import static io.tablecdc.catalog.Sql.truncate;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
-import io.tablecdc.catalog.CatalogMigrations;
-import io.tablecdc.catalog.CatalogSchemaException;
-import io.tablecdc.common.Resources;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
 import java.sql.Connection;
 import java.sql.SQLException;
 import javax.sql.DataSource;
 import org.postgresql.ds.PGSimpleDataSource;
+import org.slf4j.LoggerFactory;
 
 /**
  * The catalog client: the connection pool, and the catalog's operations by concern, each a class of its own over one
@@ -148,7 +146,15 @@ public final class Catalog implements AutoCloseable {
     /** Closes the pool if this catalog opened it. */
     @Override
     public void close() {
-        Resources.closeQuietly(pool, "the catalog's connection pool");
+        if (pool == null) {
+            return;
+        }
+        try {
+            pool.close();
+        } catch (Exception e) {
+            // the pool is being dropped anyway: a failed close must not keep the next one from opening
+            LoggerFactory.getLogger(Catalog.class).debug("closing the catalog's connection pool failed: {}", e.toString());
+        }
     }
 
     /** A table's progress: row, cursor, synced and normalized batch ids, pause, error episode. */
