@@ -175,22 +175,43 @@ class StatusCommandTest {
     /** As the plugin archive runs it: only this module's and the catalog's classes and pgjdbc, no SLF4J, no Kafka. */
     @Test
     void runsWithOnlyPgjdbcOnTheClasspath() throws Exception {
+        String out = runAlone(StatusCommand.class, 0, "--flow", "pg_main");
+        assertTrue(out.contains("flow pg_main (pg_pipeline): 2 tables"), out);
+        assertTrue(out.contains("public.stock"), out);
+    }
+
+    /**
+     * The commands on one table run the catalog classes' operations with only pgjdbc too (a Kafka type those classes
+     * named where the JVM checks it on loading would stop them): each reaches the catalog and finds no such table.
+     */
+    @Test
+    void tableCommandsRunWithOnlyPgjdbcOnTheClasspath() throws Exception {
+        String reset = runAlone(ResetTableCommand.class, 1, "--flow", "pg_main", "--table", "public.none");
+        assertTrue(reset.contains("has no Postgres pipeline table public.none"), reset);
+        String reload = runAlone(ReloadTableCommand.class, 1, "--flow", "pg_main", "--table", "public.none");
+        assertTrue(reload.contains("has no table public.none"), reload);
+        String quarantine = runAlone(QuarantineBatchCommand.class, 1, "--flow", "pg_main", "--table", "public.none");
+        assertTrue(quarantine.contains("has no table public.none"), quarantine);
+    }
+
+    /** Runs {@code command} in a JVM of its own with only this module's and the catalog's classes and pgjdbc. */
+    private String runAlone(Class<?> command, int expectedStatus, String... args) throws Exception {
         String classes = Path.of(StatusCommand.class.getProtectionDomain().getCodeSource().getLocation().toURI())
                 .toString() + File.pathSeparator + Path.of(io.tablecdc.catalog.Flows.class.getProtectionDomain()
                 .getCodeSource().getLocation().toURI());
         String pgjdbc = Path.of(org.postgresql.Driver.class.getProtectionDomain().getCodeSource().getLocation()
                 .toURI()).toString();
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder pb = new ProcessBuilder(java, "-cp", classes + File.pathSeparator + pgjdbc,
-                StatusCommand.class.getName(), "--flow", "pg_main")
-                .redirectErrorStream(true);
+        List<String> commandLine = new java.util.ArrayList<>(List.of(java, "-cp", classes + File.pathSeparator + pgjdbc,
+                command.getName()));
+        commandLine.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(commandLine).redirectErrorStream(true);
         pb.environment().put(StatusCommand.ENV_URL, url);
         Process p = pb.start();
-        assertTrue(p.waitFor(60, TimeUnit.SECONDS), "status command did not finish");
+        assertTrue(p.waitFor(60, TimeUnit.SECONDS), command.getSimpleName() + " did not finish");
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertEquals(0, p.exitValue(), out);
-        assertTrue(out.contains("flow pg_main (pg_pipeline): 2 tables"), out);
-        assertTrue(out.contains("public.stock"), out);
+        assertEquals(expectedStatus, p.exitValue(), out);
+        return out;
     }
 
     @Test
