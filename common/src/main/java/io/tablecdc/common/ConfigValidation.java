@@ -11,6 +11,9 @@ import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
 
+import io.tablecdc.catalog.CatalogConfig;
+import io.tablecdc.catalog.CatalogConnectionCheck;
+
 /** Helpers for connectors' {@code validate()}: cross-field and reachability errors go on the field they concern. */
 public final class ConfigValidation {
     /** Connect's setting of the partition count of the topics a source's worker creates. */
@@ -92,6 +95,20 @@ public final class ConfigValidation {
     /** Whether no field has an error yet (only then are cross-field and reachability checks worth running). */
     public static boolean noErrors(Map<String, ConfigValue> values) {
         return values.values().stream().allMatch(v -> v.errorMessages().isEmpty());
+    }
+
+    /**
+     * Checks the catalog ({@link CatalogConnectionCheck}) and adds its problem to its field of {@code result}; returns
+     * whether there was none.
+     */
+    public static boolean checkCatalog(CatalogConfig.CatalogSettings settings, Config result,
+                                       Map<String, ConfigValue> values) {
+        CatalogConnectionCheck.Problem problem = CatalogConnectionCheck.check(settings);
+        if (problem == null) {
+            return true;
+        }
+        addError(result, values, problem.field(), problem.message());
+        return false;
     }
 
     /** Adds {@code message} to field {@code name} of the result, adding the field when the result has none by that name. */

@@ -6,7 +6,8 @@ import java.util.function.Supplier;
 
 import org.slf4j.Logger;
 
-import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.TableProgress;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -67,8 +68,8 @@ public final class ErrorEpisode {
     }
 
     /**
-     * The table's error in the catalog: {@code prefix + error} written with {@link Catalog#recordError}, cleared with
-     * {@link Catalog#clearError(String, String, String)} on the same prefix (a source and a sink share one error per
+     * The table's error in the catalog: {@code prefix + error} written with {@link TableProgress#recordError}, cleared with
+     * {@link TableProgress#clearError(String, String, String)} on the same prefix (a source and a sink share one error per
      * table, and each clears only its own). {@code catalog} may give null (not opened yet): nothing is written then.
      */
     public static ErrorRecord inCatalog(Supplier<Catalog> catalog, String flow, String table, String prefix) {
@@ -77,7 +78,7 @@ public final class ErrorEpisode {
             public void record(String error, Instant at, Instant retryAt) {
                 Catalog c = catalog.get();
                 if (c != null) {
-                    c.recordError(flow, table, prefix + error, at, retryAt);
+                    c.progress().recordError(flow, table, prefix + error, at, retryAt);
                 }
             }
 
@@ -85,7 +86,7 @@ public final class ErrorEpisode {
             public void clear() {
                 Catalog c = catalog.get();
                 if (c != null) {
-                    c.clearError(flow, table, prefix);
+                    c.progress().clearError(flow, table, prefix);
                 }
             }
         };

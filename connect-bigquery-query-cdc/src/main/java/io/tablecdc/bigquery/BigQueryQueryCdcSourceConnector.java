@@ -28,9 +28,8 @@ import io.tablecdc.bigquery.schema.TableSchema;
 import io.tablecdc.common.BatchTransactionSourceConnector;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConnectionCheck;
-import io.tablecdc.common.catalog.FlowIdentity;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.FlowIdentity;
 
 /**
  * Query-based CDC from BigQuery: one task per table, each polling its own cursor (see {@link TablePoller}).
@@ -63,8 +62,8 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
         String flow = flow(props);
         // migrations run once here, not raced by every task; removed tables lose their catalog rows
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
-            catalog.registerFlow(flow, FlowIdentity.ofKind(SOURCE_KIND), null);
-            List<String> pruned = catalog.pruneTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
+            catalog.flows().registerFlow(flow, FlowIdentity.ofKind(SOURCE_KIND), null);
+            List<String> pruned = catalog.flows().pruneTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
             if (!pruned.isEmpty()) {
                 log.info("flow {}: tables no longer configured, catalog rows removed: {}", flow, pruned);
             }
@@ -133,7 +132,7 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
                 addError(result, values, BigQueryQueryCdcConfig.TABLES_CONFIG, BigQueryQueryCdcConfig.keylessProblem(table));
             }
         }
-        CatalogConnectionCheck.check(parsed.catalog(), result, values);
+        ConfigValidation.checkCatalog(parsed.catalog(), result, values);
         checkTables(flow(connectorConfigs), parsed, result, values);
         return result;
     }

@@ -14,7 +14,7 @@ import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.common.TransactionBoundaries;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.catalog.Catalog;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /** The task of {@link BigQueryQueryCdcSourceConnector}: replicates one table with a {@link TablePoller}. */

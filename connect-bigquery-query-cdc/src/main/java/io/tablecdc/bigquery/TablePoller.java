@@ -35,9 +35,10 @@ import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.SyncedBatch;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.BatchIdReservations;
+import io.tablecdc.catalog.SyncedBatch;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -47,7 +48,7 @@ import io.tablecdc.common.metrics.TableMetrics;
  *
  * <h2>Batch ids never repeat</h2>
  * Every batch takes its id from the catalog before its first record is handed to Connect
- * ({@link Catalog#reserveBatchIds}): the catalog hands out ids above every id reserved, synced, normalized or staged for
+ * ({@link BatchIdReservations#reserveBatchIds}): the catalog hands out ids above every id reserved, synced, normalized or staged for
  * the table, so an id is never used twice, whichever task asks and however tasks die (for example after Kafka took a
  * batch and the sink loaded it, but before the catalog mirror and Connect's offset flush). An id reserved by a task
  * that died before sending it is a gap, which the sink accepts (it loads whatever batches are staged, in order).
@@ -245,7 +246,7 @@ final class TablePoller {
             // the task fails; the catalog (and so tablecdc-status) says why until a restarted task polls again
             try {
                 if (catalog != null) {
-                    catalog.recordError(flow, table.fullName(), ERROR_PREFIX + e.getMessage(), clock.instant(), null);
+                    catalog.progress().recordError(flow, table.fullName(), ERROR_PREFIX + e.getMessage(), clock.instant(), null);
                 }
             } catch (RuntimeException catalogDown) {
                 log.debug("flow {}, table {}: recording the error in the catalog failed: {}", flow, table.fullName(), catalogDown.toString());
@@ -260,8 +261,8 @@ final class TablePoller {
     }
 
     private void start() {
-        catalog.initTable(flow, table.fullName());
-        TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
+        catalog.progress().initTable(flow, table.fullName());
+        TableState state = catalog.progress().getTable(flow, table.fullName()).orElseThrow();
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
         syncedBatchId = state.syncedBatchId();
@@ -286,7 +287,7 @@ final class TablePoller {
         // the first reservation of a task also steps over the batch id of its Connect offset, which is above the
         // catalog's ids when the table's catalog row was pruned and the table added back
         int count = (int) Math.min(Integer.MAX_VALUE - 1, Math.max(1, offsetBatchId - syncedBatchId + 1));
-        long first = catalog.reserveBatchIds(flow, table.fullName(), count);
+        long first = catalog.batchIds().reserveBatchIds(flow, table.fullName(), count);
         offsetBatchId = 0;
         lastBatchId = first + count - 1;
         return lastBatchId;
@@ -316,7 +317,7 @@ final class TablePoller {
                 nextDueAtMs = now + config.syncIntervalMs();
                 return List.of();
             }
-            catalog.recordAttempt(flow, table.fullName(), clock.instant());
+            catalog.progress().recordAttempt(flow, table.fullName(), clock.instant());
             nextDueAtMs = now + config.syncIntervalMs();
             refreshSchema();
             if (cursor != null && config.mode() == Mode.QUERY && now >= aheadCheckDueMs) {
@@ -335,11 +336,11 @@ final class TablePoller {
     }
 
     private boolean backPressured(long now) {
-        TableState state = catalog.getTable(flow, table.fullName()).orElseThrow();
+        TableState state = catalog.progress().getTable(flow, table.fullName()).orElseThrow();
         long buffer = config.normalizeBufferBatches();
         if (state.unnormalizedBatches() >= buffer) {
             metrics.paused(PAUSED_REASON);
-            if (catalog.setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
+            if (catalog.progress().setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
                 log.info("flow {}, table {}: {} batches synced but not normalized (max.unnormalized.batches={}); pausing this table",
                         flow, table.fullName(), state.unnormalizedBatches(), buffer);
             }
@@ -348,7 +349,7 @@ final class TablePoller {
             return true;
         }
         if (paused || PAUSED_REASON.equals(state.pausedReason())) {
-            catalog.clearPause(flow, table.fullName(), PAUSED_REASON);
+            catalog.progress().clearPause(flow, table.fullName(), PAUSED_REASON);
             metrics.resumed();
             log.info("flow {}, table {}: normalize caught up; resuming", flow, table.fullName());
             paused = false;
@@ -545,11 +546,11 @@ final class TablePoller {
                     + Cursor.format(sourceNow) + "); such rows are read only once the clock passes them";
             log.warn("flow {}, {}", flow, message);
             Instant now = clock.instant();
-            catalog.recordError(flow, table.fullName(), AHEAD_PREFIX + message, now, null);
+            catalog.progress().recordError(flow, table.fullName(), AHEAD_PREFIX + message, now, null);
             metrics.errorEpisodeStarted(AHEAD_EPISODE);
             aheadReported = true;
         } else if (!ahead && (aheadReported || aheadInCatalog)) {
-            catalog.clearError(flow, table.fullName(), AHEAD_PREFIX);
+            catalog.progress().clearError(flow, table.fullName(), AHEAD_PREFIX);
             metrics.errorEpisodeEnded(AHEAD_EPISODE);
             if (aheadReported) {
                 log.info("flow {}, table {}: no watermark is ahead of BigQuery's clock any more", flow, table.fullName());
@@ -560,7 +561,7 @@ final class TablePoller {
     }
 
     private void mirrorCursorOnly() {
-        catalog.recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
+        catalog.progress().recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
         metrics.syncedUpTo(cursor);
     }
 
@@ -782,7 +783,7 @@ final class TablePoller {
         // a batch of which no record was sent leaves nothing for the sink to load: only its cursor is recorded, so
         // that synced - normalized counts batches the sink can actually normalize
         long recordedId = batch.rows > 0 ? batch.id : syncedBatchId;
-        catalog.recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
+        catalog.progress().recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
                 batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
                 clock.instant());
         syncedBatchId = Math.max(syncedBatchId, recordedId);

@@ -38,10 +38,10 @@ import io.tablecdc.bigquery.config.BigQueryQueryCdcConfig;
 import io.tablecdc.bigquery.config.TableSpec;
 import io.tablecdc.bigquery.sql.CdcSql;
 import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 
@@ -394,7 +394,7 @@ class TablePollerTest {
         clock[0] = Clock.fixed(NOW.plusSeconds(10), ZoneOffset.UTC);
         poller.poll();
         assertEquals(2, opens.get(), "opened again after the backoff");
-        assertTrue(catalog.getTable("catalog-down", table.fullName()).isPresent(), "the table's row exists once it opened");
+        assertTrue(catalog.progress().getTable("catalog-down", table.fullName()).isPresent(), "the table's row exists once it opened");
         poller.close();
     }
 
@@ -411,7 +411,7 @@ class TablePollerTest {
         // three one-hour windows up to NOW - 1 s, all empty
         assertEquals(3, client.queries.size());
         assertEquals(NOW.minusSeconds(1), poller.cursor());
-        TableState state = catalog.getTable("appends-empty", "p.d.t").orElseThrow();
+        TableState state = catalog.progress().getTable("appends-empty", "p.d.t").orElseThrow();
         assertEquals(Cursor.format(NOW.minusSeconds(1)), state.cursor());
         assertEquals(0, state.syncedBatchId(), "an empty window is no batch");
     }
@@ -430,7 +430,7 @@ class TablePollerTest {
                 + " BigQuery's clock"), e.getMessage());
         assertTrue(e.getMessage().contains("Re-snapshot the table"), e.getMessage());
         assertTrue(client.queries.isEmpty());
-        assertTrue(catalog.getTable("appends-old", "p.d.t").orElseThrow().lastError().contains("time travel"));
+        assertTrue(catalog.progress().getTable("appends-old", "p.d.t").orElseThrow().lastError().contains("time travel"));
 
         FakeSourceClient atTheEdge = new FakeSourceClient(KEYED, KEYED);
         TablePoller edge = poller("appends-edge", config("APPENDS", "1000", "86400000"), atTheEdge, new Semaphore(1),

@@ -14,9 +14,8 @@ import org.apache.kafka.connect.sink.SinkConnector;
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConfig;
-import io.tablecdc.common.catalog.CatalogConnectionCheck;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogConfig;
 
 /**
  * Stages each table's batches as typed Avro files in an object store and normalizes them per table into
@@ -41,7 +40,7 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             try {
                 // open applies the migrations; the tasks then find the schema current
                 Catalog.open(config.catalog(), "sink " + name).close();
-            } catch (io.tablecdc.common.catalog.CatalogUnavailableException e) {
+            } catch (io.tablecdc.catalog.CatalogUnavailableException e) {
                 // an outage, not a wrong setting: the tasks retry opening it (and apply the migrations) with backoff
                 org.slf4j.LoggerFactory.getLogger(ClickHouseStageSinkConnector.class).warn("sink {}: the catalog cannot be"
                         + " reached at start; its tasks retry: {}", name, e.getMessage());
@@ -97,7 +96,7 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
         for (ClickHouseAccessCheck.Problem problem : problems) {
             ConfigValidation.addError(result, values, problem.field(), problem.message());
         }
-        CatalogConnectionCheck.check(config.catalog(), result, values);
+        ConfigValidation.checkCatalog(config.catalog(), result, values);
         return result;
     }
 }

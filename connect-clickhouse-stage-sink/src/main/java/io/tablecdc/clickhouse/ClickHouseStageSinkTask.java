@@ -42,10 +42,11 @@ import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.Stage;
-import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.DestinationRefusal;
+import io.tablecdc.catalog.Stage;
+import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -270,7 +271,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (unbound == null && tablecdc && config.tablePerTopic()) {
                 List<String> bound;
                 try {
-                    bound = catalog.otherTablesOfSinkTopic(connectorName, OriginalPartition.topic(record), key.flow(), key.table());
+                    bound = catalog.sink().otherTablesOfSinkTopic(connectorName, OriginalPartition.topic(record), key.flow(), key.table());
                 } catch (RuntimeException e) {
                     throw new RetriableException("sink " + connectorName + ": looking up the table of topic " + OriginalPartition.topic(record)
                             + " in the catalog failed: " + e.getMessage(), e);
@@ -284,11 +285,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (unbound != null) {
                 throw new IllegalArgumentException(unbound);
             }
-            Optional<Catalog.DestinationRefusal> refusal;
+            Optional<DestinationRefusal> refusal;
             try {
-                catalog.initTable(key.flow(), key.table());
-                catalog.recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
-                refusal = catalog.claimDestination(key.flow(), key.table(), destinationOf(key));
+                catalog.progress().initTable(key.flow(), key.table());
+                catalog.sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
+                refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
@@ -377,16 +378,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * Two source tables map to one ClickHouse table: the later one is stopped (its partition paused, nothing of it
      * staged), with the error in the log and in its catalog row, until table.name.format separates them.
      */
-    private void refuseDestination(TableKey key, Catalog.DestinationRefusal refusal, TopicPartition tp) {
+    private void refuseDestination(TableKey key, DestinationRefusal refusal, TopicPartition tp) {
         String here = config.clickHouseDatabase() + "." + key.clickHouseTable();
         String message;
-        if (refusal instanceof Catalog.DestinationRefusal.HeldBy held) {
+        if (refusal instanceof DestinationRefusal.HeldBy held) {
             message = "ClickHouse table " + here + " is already loaded from " + held.otherTable() + "; flow " + key.flow()
                     + ", table " + key.table() + " (topic " + tp.topic() + ") would be mixed into it and is stopped. Set "
                     + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get different ClickHouse"
                     + " tables (for example ${topic}), or stop one of them";
         } else {
-            Catalog.DestinationRefusal.LoadedElsewhere elsewhere = (Catalog.DestinationRefusal.LoadedElsewhere) refusal;
+            DestinationRefusal.LoadedElsewhere elsewhere = (DestinationRefusal.LoadedElsewhere) refusal;
             message = "flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") has batches up to "
                     + elsewhere.normalizedBatchId() + " loaded into " + elsewhere.current() + ", and this sink would now load"
                     + " it into " + destinationOf(key) + ": both tables would be incomplete, so it is stopped. Set "
@@ -398,7 +399,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         collisions.put(key, message);
         log.error("sink {}: {}", connectorName, message);
         try {
-            catalog.recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
+            catalog.progress().recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
         } catch (RuntimeException e) {
             log.debug("recording the refusal of {} failed: {}", key, e.toString());
         }
@@ -440,7 +441,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private long nextSelfCutBatchId(TableKey key) {
         long next;
         try {
-            next = catalog.reserveBatchIds(key.flow(), key.table(), 1);
+            next = catalog.batchIds().reserveBatchIds(key.flow(), key.table(), 1);
         } catch (RuntimeException e) {
             throw new RetriableException("sink " + connectorName + ": reserving a batch id for table " + key.table()
                     + " in the catalog failed: " + e.getMessage(), e);
@@ -489,7 +490,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         List<StageFile> files = new ArrayList<>();
         boolean recorded = false;
         try {
-            Stage existing = catalog.getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
+            Stage existing = catalog.stages().getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
             if (existing != null && existing.rows() >= batch.rows()) {
                 // a staged batch is never replaced by a part of it, nor by a copy of itself (records delivered again
                 // after a restart): keep the staged one, whose files a normalize run may be loading right now
@@ -514,7 +515,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
             List<StageFile> previous = existing == null ? List.of() : existing.files();
-            boolean stored = catalog.upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
+            boolean stored = catalog.stages().upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
                     batch.truncateBefore()));
             recorded = true;
             // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
@@ -554,7 +555,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private void deleteUnreferenced(TableKey key, long batchId, List<StageFile> files) {
         Set<String> referenced = new HashSet<>();
         try {
-            catalog.getStage(key.flow(), key.table(), batchId)
+            catalog.stages().getStage(key.flow(), key.table(), batchId)
                     .ifPresent(stage -> stage.files().forEach(file -> referenced.add(file.uri())));
         } catch (RuntimeException catalogDown) {
             log.debug("sink {}: flow {}, table {}: the files of batch {}'s failed upload are kept: the catalog cannot say"
@@ -598,7 +599,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.info(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
             }
             try {
-                catalog.setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
+                catalog.progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
             } catch (RuntimeException e) {
                 log.debug("recording the pause of {} failed: {}", key, e.toString());
             }
@@ -620,7 +621,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
                 }
                 try {
-                    catalog.clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
+                    catalog.progress().clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
                 } catch (RuntimeException e) {
                     log.debug("clearing the pause of {} failed: {}", key, e.toString());
                 }
@@ -729,7 +730,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             return;
         }
         try {
-            for (String[] row : catalog.tablesWithStages(connectorName, topics)) {
+            for (String[] row : catalog.stages().tablesWithStages(connectorName, topics)) {
                 TableKey key = tableKey(row[0], row[1], row[2]);
                 log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
                 normalizerOf(key);

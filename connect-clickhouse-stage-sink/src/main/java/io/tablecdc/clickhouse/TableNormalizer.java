@@ -25,9 +25,10 @@ import io.tablecdc.clickhouse.schema.StageSchema;
 import io.tablecdc.clickhouse.stage.StageStore;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.Stage;
-import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.SinkLeases;
+import io.tablecdc.catalog.Stage;
+import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -52,7 +53,7 @@ import io.tablecdc.common.metrics.TableMetrics;
  * replicated table's deduplication blocks in Keeper are reported to outlive dropped data.
  *
  * <p>Exactly one loop loads a table at any time: a run first takes the table's normalize lease in the catalog
- * ({@link Catalog#claimNormalizeLease}), renews it every third of its duration while it runs, checks it before every
+ * ({@link SinkLeases#claimNormalizeLease}), renews it every third of its duration while it runs, checks it before every
  * step that writes (truncate, each file, the normalized id) and gives it up when the run ends. A loop whose table
  * left its task ({@link #stopAndWait}) starts no further step; until its step in flight ends it keeps the lease, so
  * the table's next owner waits for it.
@@ -193,9 +194,9 @@ final class TableNormalizer {
                 }
                 inRun = true;
             }
-            if (!catalog.claimNormalizeLease(key.flow(), key.table(), owner, lease)) {
+            if (!catalog.sink().claimNormalizeLease(key.flow(), key.table(), owner, lease)) {
                 throw new IllegalStateException("another sink task still loads this table (normalize lease held by "
-                        + catalog.normalizeLeaseHolder(key.flow(), key.table()).orElse("another owner") + ")");
+                        + catalog.sink().normalizeLeaseHolder(key.flow(), key.table()).orElse("another owner") + ")");
             }
             claimed = true;
             leaseRenewedAt = System.nanoTime();
@@ -222,7 +223,7 @@ final class TableNormalizer {
             if (claimed) {
                 leaseRenewedAt = 0;
                 try {
-                    catalog.releaseNormalizeLease(key.flow(), key.table(), owner);
+                    catalog.sink().releaseNormalizeLease(key.flow(), key.table(), owner);
                 } catch (RuntimeException catalogDown) {
                     log.debug("releasing the normalize lease of {} failed (it expires): {}", key, catalogDown.toString());
                 }
@@ -245,7 +246,7 @@ final class TableNormalizer {
 
     private void renewLease() {
         try {
-            if (catalog.renewNormalizeLease(key.flow(), key.table(), owner, lease)) {
+            if (catalog.sink().renewNormalizeLease(key.flow(), key.table(), owner, lease)) {
                 leaseRenewedAt = System.nanoTime();
             } else {
                 leaseLost = true;
@@ -270,12 +271,12 @@ final class TableNormalizer {
     }
 
     private void normalizeAll() throws Exception {
-        List<Stage> stages = catalog.listStages(key.flow(), key.table());
+        List<Stage> stages = catalog.stages().listStages(key.flow(), key.table());
         pendingBatches.set(stages.size());
         long normalized = stages.isEmpty() && normalizedIdKnown ? 0
-                : catalog.getTable(key.flow(), key.table()).map(t -> t.normalizedBatchId()).orElse(0L);
+                : catalog.progress().getTable(key.flow(), key.table()).map(t -> t.normalizedBatchId()).orElse(0L);
         normalizedIdKnown = true;
-        int epoch = stages.isEmpty() ? 0 : catalog.normalizeEpoch(key.flow(), key.table());
+        int epoch = stages.isEmpty() ? 0 : catalog.sink().normalizeEpoch(key.flow(), key.table());
         metrics.normalizedUpTo(normalized);
         for (Stage stage : stages) {
             metrics.batchWaiting(stage.batchId(), stage.createdAt());
@@ -292,7 +293,7 @@ final class TableNormalizer {
                         store.delete(file.uri());
                     }
                 }
-                catalog.deleteStage(key.flow(), key.table(), stage.batchId());
+                catalog.stages().deleteStage(key.flow(), key.table(), stage.batchId());
                 pendingBatches.decrementAndGet();
                 metrics.normalizedUpTo(stage.batchId());
                 log.info("flow {}, table {}: batch {} was normalized before a restart; its stage row is removed",
@@ -315,12 +316,12 @@ final class TableNormalizer {
             if (!mayWrite()) {
                 return;
             }
-            catalog.recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
+            catalog.progress().recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
             metrics.batchNormalized(stage.batchId(), stage.rows());
             for (StageFile file : stage.files()) {
                 store.delete(file.uri());
             }
-            catalog.deleteStage(key.flow(), key.table(), stage.batchId());
+            catalog.stages().deleteStage(key.flow(), key.table(), stage.batchId());
             pendingBatches.decrementAndGet();
             log.debug("normalized batch {} of {} ({} rows) into {}", stage.batchId(), key, stage.rows(), key.clickHouseTable());
         }
@@ -339,7 +340,7 @@ final class TableNormalizer {
     private void load(Stage stage, int part, String attempt, int epoch) throws Exception {
         StageFile file = stage.files().get(part);
         if (!store.exists(file.uri())) {
-            Stage now = catalog.getStage(key.flow(), key.table(), stage.batchId()).orElse(null);
+            Stage now = catalog.stages().getStage(key.flow(), key.table(), stage.batchId()).orElse(null);
             if (now == null || !now.files().equals(stage.files())) {
                 // staged again (a larger copy replaced it) or loaded by a run before: read the stage rows again
                 throw new Restaged(stage.batchId());

@@ -20,7 +20,7 @@ import io.tablecdc.clickhouse.stage.StagePart;
 import io.tablecdc.clickhouse.stage.StageWriter;
 import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.catalog.RowCounts;
+import io.tablecdc.catalog.RowCounts;
 
 /**
  * The open batch of one table inside a sink task: its records stream into a {@link StageWriter}; when the

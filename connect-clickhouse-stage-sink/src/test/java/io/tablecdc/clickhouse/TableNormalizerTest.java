@@ -26,11 +26,11 @@ import com.clickhouse.client.api.Client;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.destination.Cluster;
 import io.tablecdc.clickhouse.stage.FileStageStore;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
-import io.tablecdc.common.catalog.RowCounts;
-import io.tablecdc.common.catalog.Stage;
-import io.tablecdc.common.catalog.StageFile;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.RowCounts;
+import io.tablecdc.catalog.Stage;
+import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 
@@ -74,11 +74,11 @@ class TableNormalizerTest {
         Path local = Files.writeString(stageDir.resolve("local.avro"), "not read");
         String gone = store.upload(local, "f/t/1/a.avro");
         String left = store.upload(local, "f/t/2/b.avro");
-        catalog.initTable(flow, table);
-        catalog.upsertStage(flow, table, new Stage(1, List.of(new StageFile(gone, 1, 8)), 1, new RowCounts(1, 0, 0)));
-        catalog.upsertStage(flow, table, new Stage(2, List.of(new StageFile(left, 1, 8)), 1, new RowCounts(1, 0, 0)));
+        catalog.progress().initTable(flow, table);
+        catalog.stages().upsertStage(flow, table, new Stage(1, List.of(new StageFile(gone, 1, 8)), 1, new RowCounts(1, 0, 0)));
+        catalog.stages().upsertStage(flow, table, new Stage(2, List.of(new StageFile(left, 1, 8)), 1, new RowCounts(1, 0, 0)));
         // both loaded; the crash came after batch 1's file was deleted and before either stage row was
-        catalog.recordNormalize(flow, table, 2, new RowCounts(2, 0, 0), Instant.now());
+        catalog.progress().recordNormalize(flow, table, 2, new RowCounts(2, 0, 0), Instant.now());
         store.delete(gone);
 
         ScheduledExecutorService pool = Executors.newSingleThreadScheduledExecutor();
@@ -93,17 +93,17 @@ class TableNormalizerTest {
                     false, pool, 100, 100, metrics, "test-owner", java.time.Duration.ofSeconds(30), pool);
             normalizer.wake();
             long deadline = System.nanoTime() + 20_000_000_000L;
-            while (!catalog.listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
+            while (!catalog.stages().listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
                 Thread.sleep(50);
             }
             normalizer.stop();
         } finally {
             pool.shutdownNow();
         }
-        assertEquals(List.of(), catalog.listStages(flow, table), "stage rows left");
+        assertEquals(List.of(), catalog.stages().listStages(flow, table), "stage rows left");
         assertFalse(store.exists(left), "the remaining file of an already loaded batch is deleted");
-        assertNull(catalog.getTable(flow, table).orElseThrow().lastError(), "no error recorded");
-        assertEquals(2, catalog.getTable(flow, table).orElseThrow().normalizedBatchId());
+        assertNull(catalog.progress().getTable(flow, table).orElseThrow().lastError(), "no error recorded");
+        assertEquals(2, catalog.progress().getTable(flow, table).orElseThrow().normalizedBatchId());
         assertEquals(2, metrics.normalizedBatchId());
         assertEquals(0, metrics.batchesWaiting(), "nothing waits");
         assertEquals(0, metrics.rowsNormalized(), "nothing was loaded by this loop");
@@ -117,11 +117,11 @@ class TableNormalizerTest {
         FileStageStore store = new FileStageStore(stageDir.toUri());
         Path local = Files.writeString(stageDir.resolve("local.avro"), "not read");
         String file = store.upload(local, "f/leased/1/a.avro");
-        catalog.initTable(flow, table);
-        catalog.upsertStage(flow, table, new Stage(1, List.of(new StageFile(file, 1, 8)), 1, new RowCounts(1, 0, 0)));
-        catalog.recordNormalize(flow, table, 1, new RowCounts(1, 0, 0), Instant.now());
+        catalog.progress().initTable(flow, table);
+        catalog.stages().upsertStage(flow, table, new Stage(1, List.of(new StageFile(file, 1, 8)), 1, new RowCounts(1, 0, 0)));
+        catalog.progress().recordNormalize(flow, table, 1, new RowCounts(1, 0, 0), Instant.now());
         // a loop of another task is still in flight
-        assertTrue(catalog.claimNormalizeLease(flow, table, "other-task", java.time.Duration.ofSeconds(60)));
+        assertTrue(catalog.sink().claimNormalizeLease(flow, table, "other-task", java.time.Duration.ofSeconds(60)));
 
         ScheduledExecutorService pool = Executors.newSingleThreadScheduledExecutor();
         TableMetrics.Table metrics = TableMetrics.forSink(() -> null, "test").table(flow, table);
@@ -133,28 +133,28 @@ class TableNormalizerTest {
                     false, pool, 100, 100, metrics, "this-task", java.time.Duration.ofSeconds(30), pool);
             normalizer.wake();
             long deadline = System.nanoTime() + 20_000_000_000L;
-            while (catalog.getTable(flow, table).orElseThrow().lastError() == null && System.nanoTime() < deadline) {
+            while (catalog.progress().getTable(flow, table).orElseThrow().lastError() == null && System.nanoTime() < deadline) {
                 Thread.sleep(50);
             }
-            String error = catalog.getTable(flow, table).orElseThrow().lastError();
+            String error = catalog.progress().getTable(flow, table).orElseThrow().lastError();
             assertTrue(error != null && error.contains("normalize lease held by other-task"), String.valueOf(error));
-            assertEquals(1, catalog.listStages(flow, table).size(), "the stage row stays while the lease is held");
+            assertEquals(1, catalog.stages().listStages(flow, table).size(), "the stage row stays while the lease is held");
             assertTrue(store.exists(file));
 
             // the other loop ends: this one takes the lease at its next retry and finishes the batch
-            assertTrue(catalog.releaseNormalizeLease(flow, table, "other-task"));
+            assertTrue(catalog.sink().releaseNormalizeLease(flow, table, "other-task"));
             deadline = System.nanoTime() + 20_000_000_000L;
-            while (!catalog.listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
+            while (!catalog.stages().listStages(flow, table).isEmpty() && System.nanoTime() < deadline) {
                 Thread.sleep(50);
             }
             assertTrue(normalizer.stopAndWait(5_000));
         } finally {
             pool.shutdownNow();
         }
-        assertEquals(List.of(), catalog.listStages(flow, table), "stage rows left");
+        assertEquals(List.of(), catalog.stages().listStages(flow, table), "stage rows left");
         assertFalse(store.exists(file));
-        assertTrue(catalog.normalizeLeaseHolder(flow, table).isEmpty(), "the lease is given up after the run");
-        assertFalse(catalog.renewNormalizeLease(flow, table, "this-task", java.time.Duration.ofSeconds(30)),
+        assertTrue(catalog.sink().normalizeLeaseHolder(flow, table).isEmpty(), "the lease is given up after the run");
+        assertFalse(catalog.sink().renewNormalizeLease(flow, table, "this-task", java.time.Duration.ofSeconds(30)),
                 "a late renewal does not take a lease given up");
     }
 }

@@ -26,7 +26,7 @@ import org.junit.jupiter.api.io.TempDir;
 import io.tablecdc.clickhouse.schema.StageSchema;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.common.RecordHeaders.Op;
-import io.tablecdc.common.catalog.RowCounts;
+import io.tablecdc.catalog.RowCounts;
 
 /** How a batch that starts with a truncate is held open and closed (the task decides where a truncate may go). */
 class TableStagerTest {

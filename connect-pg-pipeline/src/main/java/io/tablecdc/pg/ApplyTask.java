@@ -23,13 +23,13 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.FlowIdentity;
-import io.tablecdc.common.catalog.FlowIdentityMismatchException;
-import io.tablecdc.common.catalog.FlowRecord;
-import io.tablecdc.common.catalog.Phase;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.FlowIdentity;
+import io.tablecdc.catalog.FlowIdentityMismatchException;
+import io.tablecdc.catalog.FlowRecord;
+import io.tablecdc.catalog.Phase;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.config.TopicNames;
@@ -229,7 +229,7 @@ public class ApplyTask extends SourceTask {
     private void startStreaming() throws SQLException {
         connectSource();
         SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
-        FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
+        FlowIdentity recorded = catalog.flows().getFlow(flow).map(FlowRecord::identity).orElse(null);
         slot = recorded == null ? null : recorded.slot();
         boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
                 slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
@@ -282,7 +282,7 @@ public class ApplyTask extends SourceTask {
      * timeline unless a promotion is accepted, which is then recorded).
      */
     private void register(SourceDatabase.SystemIdentity identity, FlowIdentity recorded, boolean acceptTimeline) {
-        FlowRecord registered = catalog.registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
+        FlowRecord registered = catalog.flows().registerFlow(flow, new FlowIdentity(PgPipelineSourceTask.SOURCE_KIND,
                 identity.systemIdentifier(), identity.timeline(), slot, config.publication(), null), null,
                 acceptTimeline);
         if (acceptTimeline && recorded != null && recorded.timeline() != null
@@ -305,7 +305,7 @@ public class ApplyTask extends SourceTask {
         closeSource();
         connectSource();
         SourceDatabase.SystemIdentity identity = SourceDatabase.identify(replication);
-        FlowIdentity recorded = catalog.getFlow(flow).map(FlowRecord::identity).orElse(null);
+        FlowIdentity recorded = catalog.flows().getFlow(flow).map(FlowRecord::identity).orElse(null);
         if (recorded == null || !slot.equals(recorded.slot())) {
             throw new ConnectException("flow " + flow + " refuses to resume: the apply task streams from slot " + slot
                     + ", but the catalog (" + config.catalog().jdbcUrl() + ") now records "
@@ -340,7 +340,7 @@ public class ApplyTask extends SourceTask {
         heldBytes.clear();
         openTxnHeldBytes.clear();
         heldBytesTotal = 0;
-        for (TableState state : catalog.listTables(flow)) {
+        for (TableState state : catalog.progress().listTables(flow)) {
             TableRun run = tables.computeIfAbsent(state.table(), t -> new TableRun());
             run.state = RunState.SKIPPING;
             run.lsn = null;
@@ -396,18 +396,18 @@ public class ApplyTask extends SourceTask {
             throw new ConnectException("flow " + flow + ": publication " + config.publication() + " has no tables");
         }
         for (String table : published) {
-            catalog.initTable(flow, table, Phase.PENDING);
+            catalog.progress().initTable(flow, table, Phase.PENDING);
         }
         members.clear();
         leaving.clear();
-        Map<String, String> recorded = catalog.publicationMembers(flow);
+        Map<String, String> recorded = catalog.phases().publicationMembers(flow);
         for (String table : published) {
             member(table, recorded.get(table), publishedMembers.get(table));
         }
         Map<String, TableState> states = new HashMap<>();
         List<String> followed = new ArrayList<>(published);
         Lsn wal = null;
-        for (TableState state : catalog.listTables(flow)) {
+        for (TableState state : catalog.progress().listTables(flow)) {
             states.put(state.table(), state);
             if (state.phase() != null && !publishedMembers.containsKey(state.table()) && !hasLeft(state)) {
                 // left the publication while the flow was stopped: followed until the stream has passed this moment,
@@ -443,13 +443,13 @@ public class ApplyTask extends SourceTask {
         Phase before = run.phase;
         run.phase = phase;
         if ((phase == null || phase == Phase.PENDING) && !config.copies(table)) {
-            if (catalog.markReady(flow, table, at.toString())) {
+            if (catalog.phases().markReady(flow, table, at.toString())) {
                 log.info("flow {}, table {}: ready, streaming from {} (not copied)", flow, table, at);
                 stream(table, run, at, out);
                 run.phase = Phase.READY;
                 return;
             }
-            TableState now = catalog.getTable(flow, table).orElseThrow();
+            TableState now = catalog.progress().getTable(flow, table).orElseThrow();
             if (now.phase() != Phase.PENDING) {
                 follow(table, run, now.phase(), now.phaseLsn(), at, out);
             }
@@ -557,7 +557,7 @@ public class ApplyTask extends SourceTask {
         for (Map.Entry<String, Lsn> gone : List.copyOf(leaving.entrySet())) {
             if (!acknowledged.isBefore(gone.getValue())) {
                 // a copy in flight (copying, catchup) finishes or fails first: its lease is not taken from under it
-                Optional<TableState> state = catalog.getTable(flow, gone.getKey());
+                Optional<TableState> state = catalog.progress().getTable(flow, gone.getKey());
                 if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP)) {
                     left(gone.getKey());
                 }
@@ -566,17 +566,17 @@ public class ApplyTask extends SourceTask {
         Lsn acked = batcher.acknowledgedPosition();
         if (tables.values().stream().anyMatch(r -> r.phase == Phase.CATCHUP) && !acked.equals(readyCheckedAt)) {
             readyCheckedAt = acked;
-            for (String table : catalog.markCaughtUpReady(flow, acked.toString())) {
+            for (String table : catalog.phases().markCaughtUpReady(flow, acked.toString())) {
                 log.info("flow {}, table {}: ready (the flow's acknowledged position {} passed its cut-off)", flow,
                         table, acked);
             }
         }
-        for (TableState state : catalog.listTables(flow)) {
+        for (TableState state : catalog.progress().listTables(flow)) {
             TableRun run = tables.get(state.table());
             if (run != null) {
                 Phase phase = state.phase();
                 if (phase == Phase.ERRORED && !config.copies(state.table()) && state.nextRetryAt() != null
-                        && !state.nextRetryAt().isAfter(Instant.now()) && catalog.setPending(flow, state.table())) {
+                        && !state.nextRetryAt().isAfter(Instant.now()) && catalog.phases().setPending(flow, state.table())) {
                     // a table not copied and reset (tablecdc-reset-table): no copy task claims it; it streams again
                     // from here, as a table not copied does where the flow finds it
                     phase = Phase.PENDING;
@@ -599,19 +599,19 @@ public class ApplyTask extends SourceTask {
         if (before != null) {
             if (config.copies(table)) {
                 // batch ids go on from the table's old ones, so the sink never takes a new batch for a loaded one
-                Optional<String> phase = catalog.restartTable(flow, table, "left publication " + config.publication()
+                Optional<String> phase = catalog.phases().restartTable(flow, table, "left publication " + config.publication()
                         + " and came back (" + before + " -> " + now + "): copied again from scratch", REJOIN_DELAY_S);
                 log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); {} -> errored, a copy task"
                         + " copies it again from scratch in {} s", flow, table, config.publication(), before, now,
                         phase.orElse("no row"), REJOIN_DELAY_S);
             } else {
-                catalog.setPending(flow, table);
+                catalog.phases().setPending(flow, table);
                 log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); it is not copied"
                         + " (table.sync.copy), so it streams on from here and its changes while it was out of the"
                         + " publication are not in ClickHouse", flow, table, config.publication(), before, now);
             }
         }
-        catalog.setPublicationMember(flow, table, now);
+        catalog.phases().setPublicationMember(flow, table, now);
         members.put(table, now);
     }
 
@@ -633,7 +633,7 @@ public class ApplyTask extends SourceTask {
         if (run != null) {
             skip(table, run);
         }
-        catalog.markLeft(flow, table, LEFT_PUBLICATION + config.publication() + ": no longer replicated; its rows in"
+        catalog.phases().markLeft(flow, table, LEFT_PUBLICATION + config.publication() + ": no longer replicated; its rows in"
                 + " ClickHouse stay as they are, and it is copied again if it comes back");
         log.info("flow {}, table {}: left publication {}; every change before is sent, its rows in ClickHouse stay as"
                 + " they are", flow, table, config.publication());
@@ -641,17 +641,17 @@ public class ApplyTask extends SourceTask {
 
     /** A table of the publication this task did not know: pending for a copy task, or ready here when not copied. */
     private void discovered(String table, Lsn at, List<SourceRecord> out) {
-        catalog.initTable(flow, table, Phase.PENDING);
+        catalog.progress().initTable(flow, table, Phase.PENDING);
         try {
             String member = SourceDatabase.publicationMembers(sql, config.publication()).get(table);
             if (member != null) {
-                member(table, catalog.publicationMembers(flow).get(table), member);
+                member(table, catalog.phases().publicationMembers(flow).get(table), member);
             }
         } catch (SQLException e) {
             // recorded at the next publication check
             log.debug("flow {}, table {}: publication entry not read now", flow, table, e);
         }
-        TableState state = catalog.getTable(flow, table).orElseThrow();
+        TableState state = catalog.progress().getTable(flow, table).orElseThrow();
         TableRun run = new TableRun();
         log.info("flow {}, table {}: new in publication {}", flow, table, config.publication());
         if (topicClash(table, run)) {
@@ -891,12 +891,12 @@ public class ApplyTask extends SourceTask {
         if (run == null || run.state == RunState.STREAMING) {
             return;
         }
-        if (!catalog.markHandover(flow, table, parts[1], marker.lsn().toString())) {
+        if (!catalog.phases().markHandover(flow, table, parts[1], marker.lsn().toString())) {
             log.info("flow {}, table {}: ignoring the handover marker of copy task {} at {} (it no longer holds the table)",
                     flow, table, parts[1], marker.lsn());
             return;
         }
-        TableState state = catalog.getTable(flow, table).orElseThrow();
+        TableState state = catalog.progress().getTable(flow, table).orElseThrow();
         follow(table, run, state.phase(), state.phaseLsn(), position.read(), out);
     }
 
@@ -981,7 +981,7 @@ public class ApplyTask extends SourceTask {
             if (run.state != RunState.HOLDING) {
                 continue;
             }
-            TableState state = catalog.getTable(flow, entry.getKey()).orElse(null);
+            TableState state = catalog.progress().getTable(flow, entry.getKey()).orElse(null);
             if (state == null) {
                 continue;
             }
@@ -1007,10 +1007,10 @@ public class ApplyTask extends SourceTask {
         Instant now = Instant.now();
         // copied tables are copied again after table.retry.delay.ms, up to max.table.retries failures since ready
         boolean copied = config.copies(table);
-        Instant retryAt = copied && catalog.copyFailures(flow, table) + 1 <= config.maxTableRetries()
+        Instant retryAt = copied && catalog.copies().copyFailures(flow, table) + 1 <= config.maxTableRetries()
                 ? now.plusMillis(config.tableRetryDelayMs()) : null;
         // the catalog first: if it is unreachable the transaction is read again and the table fails then
-        catalog.markStreamFailed(flow, table, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
+        catalog.phases().markStreamFailed(flow, table, retryAt == null ? error + "; " + resetHint(config, flow, table) : error,
                 now, retryAt, copied);
         skip(table, run);
         run.phase = Phase.ERRORED;
@@ -1038,7 +1038,7 @@ public class ApplyTask extends SourceTask {
                         + " (Kafka takes '.' and '_' as the same character in topic names), so its changes are"
                         + " skipped: rename one of the tables or leave one out of the publication, then copy it again"
                         + " with tablecdc-reset-table --flow " + flow + " --table " + table;
-                catalog.markErrored(flow, table, null, error, Instant.now(), null);
+                catalog.phases().markErrored(flow, table, null, error, Instant.now(), null);
                 run.state = RunState.SKIPPING;
                 run.phase = Phase.ERRORED;
                 run.reason = error;
@@ -1066,7 +1066,7 @@ public class ApplyTask extends SourceTask {
         for (int i = 0; i < pending.size(); i++) {
             ChangeBatcher.Synced synced = pending.get(i);
             try {
-                catalog.recordSync(flow, synced.table(), synced.batch(), now);
+                catalog.progress().recordSync(flow, synced.table(), synced.batch(), now);
                 TableMetrics.Table m = metrics.table(synced.table());
                 m.batchSynced(synced.batch().batchId(), synced.batch().rows());
                 if (synced.batch().firstRowCommitTime() != null) {

@@ -4,7 +4,8 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.function.ToLongFunction;
 
-import io.tablecdc.common.catalog.Catalog;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.BatchIdReservations;
 
 /** Where a task's per-table batch ids come from. Used on the poll thread only. */
 interface BatchIds {
@@ -18,11 +19,11 @@ interface BatchIds {
     void forget(String table);
 
     /**
-     * Ids reserved in blocks of {@code block} in the catalog ({@link Catalog#reserveBatchIds}): never used twice,
+     * Ids reserved in blocks of {@code block} in the catalog ({@link BatchIdReservations#reserveBatchIds}): never used twice,
      * even by a task that died after Kafka took batches it had not recorded. One catalog update per block.
      */
     static BatchIds reserved(Catalog catalog, String flow, int block) {
-        return inBlocks(table -> catalog.reserveBatchIds(flow, table, block), block);
+        return inBlocks(table -> catalog.batchIds().reserveBatchIds(flow, table, block), block);
     }
 
     /**
@@ -30,13 +31,13 @@ interface BatchIds {
      * the catalog refuses (the lease expired or another task claimed the table) throws {@link LeaseLostException}.
      */
     static BatchIds reservedWhileHolding(Catalog catalog, String flow, String owner, int attempt, int block) {
-        return inBlocks(table -> catalog.reserveCopyBatchIds(flow, table, owner, attempt, block)
+        return inBlocks(table -> catalog.copies().reserveCopyBatchIds(flow, table, owner, attempt, block)
                 .orElseThrow(() -> new LeaseLostException("batch id reservation")), block);
     }
 
     /**
      * Ids handed out from blocks of {@code block}: {@code reserve} returns the first id of a new block of a table
-     * (the catalog's counter, {@link Catalog#reserveBatchIds}); a table's next block is reserved when its block is
+     * (the catalog's counter, {@link BatchIdReservations#reserveBatchIds}); a table's next block is reserved when its block is
      * used up or {@linkplain #forget forgotten}. Free of the catalog so that it can be tested on its own.
      */
     static BatchIds inBlocks(ToLongFunction<String> reserve, int block) {

@@ -16,7 +16,7 @@ import org.apache.kafka.connect.source.SourceRecord;
 
 import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.catalog.SyncedBatch;
+import io.tablecdc.catalog.SyncedBatch;
 import io.tablecdc.pg.wire.Lsn;
 
 /**

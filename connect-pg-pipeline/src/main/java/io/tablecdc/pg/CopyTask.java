@@ -14,9 +14,9 @@ import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.CopyClaim;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.CopyClaim;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 
@@ -102,7 +102,7 @@ public class CopyTask extends SourceTask {
             }
             Optional<CopyClaim> claim;
             try {
-                claim = catalog.claimCopy(flow, owner, config.copyLease(), config.copyOnly(), config.copyExcept());
+                claim = catalog.copies().claimCopy(flow, owner, config.copyLease(), config.copyOnly(), config.copyExcept());
             } catch (RuntimeException e) {
                 log.warn("flow {}: copy task {} cannot claim a table ({}); retrying", flow, owner, e.getMessage());
                 nextClaimAt = now + 5 * CLAIM_INTERVAL_MS;

@@ -14,9 +14,9 @@ import java.util.Optional;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.Phase;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.Phase;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.pg.wire.Lsn;
 
 /**
@@ -93,9 +93,9 @@ final class FailoverRecovery {
             log.warn("flow {}: the history of timeline {} does not name timeline {}: every table with a position is"
                     + " copied again", flow, newTimeline, oldTimeline);
         }
-        List<String> past = pastSwitchPoint(catalog.listTables(flow).stream().map(TablePhase::of).toList(), s);
+        List<String> past = pastSwitchPoint(catalog.progress().listTables(flow).stream().map(TablePhase::of).toList(), s);
         for (String table : past) {
-            catalog.setPending(flow, table);
+            catalog.phases().setPending(flow, table);
         }
         if (!past.isEmpty()) {
             log.warn("flow {}: timeline {} forked from timeline {} at {}; tables handed over or started past it are"

@@ -5,7 +5,7 @@ import java.util.Optional;
 
 import org.apache.kafka.connect.errors.ConnectException;
 
-import io.tablecdc.common.catalog.FlowIdentity;
+import io.tablecdc.catalog.FlowIdentity;
 import io.tablecdc.pg.config.PgPipelineConfig;
 
 /**

@@ -21,10 +21,9 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.BatchTransactionSourceConnector;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
-import io.tablecdc.common.catalog.CatalogConnectionCheck;
-import io.tablecdc.common.catalog.FlowRecord;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.FlowRecord;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.config.TopicNames;
 import io.tablecdc.pg.wire.Lsn;
@@ -62,7 +61,7 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
         // migrations run once here, not raced by the tasks
         Optional<FlowRecord> recorded;
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
-            recorded = catalog.getFlow(flow);
+            recorded = catalog.flows().getFlow(flow);
         } catch (CatalogUnavailableException e) {
             // an outage: the tasks start anyway, wait for the catalog with backoff and make the same checks then
             log.warn("flow {}: the catalog cannot be reached at the connector's start ({}); its tasks wait for it", flow,
@@ -130,7 +129,7 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
         }
         ConfigValidation.checkSinglePartition(connectorConfigs, result, values);
         checkDatabase(config, result, values);
-        CatalogConnectionCheck.check(config.catalog(), result, values);
+        ConfigValidation.checkCatalog(config.catalog(), result, values);
         return result;
     }
 

@@ -13,8 +13,8 @@ import org.postgresql.PGConnection;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.Phase;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.Phase;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.wire.Lsn;
 
@@ -96,7 +96,7 @@ final class SlotManager {
         }
         if (streamed == null) {
             // tables that stream(ed) from the slot; a pending, copying or errored table starts over with a copy anyway
-            List<String> started = catalog.listTables(flow).stream()
+            List<String> started = catalog.progress().listTables(flow).stream()
                     .filter(t -> t.phase() == Phase.CATCHUP || t.phase() == Phase.READY)
                     .map(t -> t.table() + " " + t.phase().sqlName()).toList();
             if (!started.isEmpty()) {
@@ -131,7 +131,7 @@ final class SlotManager {
      * the slot is created then (and the lost one, if still there, stays; it holds no WAL).
      */
     private Lsn recreate(Connection sql, Connection replication, String lost, String fresh) throws SQLException {
-        List<String> pending = catalog.replaceSlot(flow, lost, fresh);
+        List<String> pending = catalog.flows().replaceSlot(flow, lost, fresh);
         boolean dropped = SourceDatabase.dropSlot(sql, lost);
         log.warn("flow {}: replication slot {} was invalidated by the server (wal_status lost); invalidated.slot.behavior"
                 + "=recreate: {} slot {}, new slot {}; {} tables back to pending to be copied again: {}", flow, lost,

@@ -22,9 +22,9 @@ import org.slf4j.LoggerFactory;
 
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.Resources;
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CopyClaim;
-import io.tablecdc.common.catalog.TableState;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CopyClaim;
+import io.tablecdc.catalog.TableState;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.convert.ConversionException;
@@ -229,8 +229,8 @@ final class TableCopy {
 
     private void start(List<SourceRecord> out) throws SQLException, InterruptedException {
         // a copy that died while paused left its pause behind
-        catalog.clearPause(flow, table, PAUSED_REASON);
-        String mainSlot = catalog.getFlow(flow).map(f -> f.identity().slot()).orElse(null);
+        catalog.progress().clearPause(flow, table, PAUSED_REASON);
+        String mainSlot = catalog.flows().getFlow(flow).map(f -> f.identity().slot()).orElse(null);
         if (mainSlot == null) {
             // the apply task has not registered the flow's slot yet
             Thread.sleep(200);
@@ -311,7 +311,7 @@ final class TableCopy {
             String sql = "COPY (SELECT " + columns + " FROM " + from + where + ") TO STDOUT";
             copies.add(readers.get(i).unwrap(PGConnection.class).getCopyAPI().copyOut(sql));
         }
-        if (!catalog.recordCopyProgress(flow, table, owner, attempt, 0, rowsTotal)) {
+        if (!catalog.copies().recordCopyProgress(flow, table, owner, attempt, 0, rowsTotal)) {
             throw new BatchIds.LeaseLostException("copy progress");
         }
         log.info("flow {}, table {}: copy attempt {} started: ~{} rows in the snapshot at {} over {} connection(s)", flow,
@@ -351,7 +351,7 @@ final class TableCopy {
             out.addAll(batcher.commit(consistentPoint));
             closeReaders();
             rowsTotal = rowsSent;
-            if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
+            if (!catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
                 throw new BatchIds.LeaseLostException("copy progress");
             }
             log.info("flow {}, table {}: copied {} rows in {} s; catching up", flow, table, rowsSent,
@@ -367,7 +367,7 @@ final class TableCopy {
         long now = System.nanoTime();
         if (now - lastProgressAt >= PROGRESS_CATALOG_NANOS) {
             lastProgressAt = now;
-            if (!catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
+            if (!catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent, rowsTotal)) {
                 throw new BatchIds.LeaseLostException("copy progress");
             }
         }
@@ -385,10 +385,10 @@ final class TableCopy {
      * accepts a promotion with a failover slot); a copy's slot is temporary and its snapshot its own.
      */
     private void checkCluster(SourceDatabase.SystemIdentity identity) {
-        String recorded = catalog.getFlow(flow).map(f -> f.identity().systemIdentifier()).orElse(null);
+        String recorded = catalog.flows().getFlow(flow).map(f -> f.identity().systemIdentifier()).orElse(null);
         if (recorded != null && !recorded.equals(identity.systemIdentifier())) {
             throw new ClusterChangedException(FlowRefusals.otherCluster(flow, config, recorded,
-                    identity.systemIdentifier(), catalog.getFlow(flow).map(f -> f.identity().slot()).orElse(null)));
+                    identity.systemIdentifier(), catalog.flows().getFlow(flow).map(f -> f.identity().slot()).orElse(null)));
         }
     }
 
@@ -482,8 +482,8 @@ final class TableCopy {
             Thread.sleep(20);
             return;
         }
-        if (catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
-                && catalog.markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
+        if (catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
+                && catalog.copies().markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
             metrics.errorEpisodeEnded("copy");
             log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s, of"
                     + " which {} s paused for normalize)", flow, table, marker, rowsSent, attempt,
@@ -509,7 +509,7 @@ final class TableCopy {
         Instant now = Instant.now();
         while (!unsynced.isEmpty()) {
             ChangeBatcher.Synced s = unsynced.get(0);
-            if (!catalog.recordCopySync(flow, s.table(), owner, attempt, s.batch(), now)) {
+            if (!catalog.copies().recordCopySync(flow, s.table(), owner, attempt, s.batch(), now)) {
                 throw new BatchIds.LeaseLostException("synced batch " + s.batch().batchId());
             }
             metrics.batchSynced(s.batch().batchId(), s.batch().rows());
@@ -538,7 +538,7 @@ final class TableCopy {
         long now = System.nanoTime();
         if (unnormalized.size() >= limit && (!paused || now - pauseCheckedAt >= PAUSE_RECHECK_NANOS)) {
             pauseCheckedAt = now;
-            TableState state = catalog.getTable(flow, table).orElse(null);
+            TableState state = catalog.progress().getTable(flow, table).orElse(null);
             if (state != null) {
                 knownNormalized = Math.max(knownNormalized, state.normalizedBatchId());
             }
@@ -546,11 +546,11 @@ final class TableCopy {
             if (unnormalized.size() >= limit) {
                 // status shows where the copy waits, not where its last periodic progress write saw it: the rows
                 // are written before the pause, so a pause seen in the catalog already has its copy's rows
-                if (!paused && !catalog.recordCopyProgress(flow, table, owner, attempt, rowsSent,
+                if (!paused && !catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent,
                         Math.max(rowsTotal, rowsSent))) {
                     throw new BatchIds.LeaseLostException("copy progress");
                 }
-                boolean began = catalog.setPause(flow, table, PAUSED_REASON, Instant.now());
+                boolean began = catalog.progress().setPause(flow, table, PAUSED_REASON, Instant.now());
                 if (!paused) {
                     paused = true;
                     pausedSince = now;
@@ -610,7 +610,7 @@ final class TableCopy {
         boolean again = resumedAt != 0 && now - resumedAt < TimeUnit.MINUTES.toNanos(1);
         resumedAt = now;
         metrics.resumed();
-        catalog.clearPause(flow, table, PAUSED_REASON);
+        catalog.progress().clearPause(flow, table, PAUSED_REASON);
         String message = "flow {}, table {}: normalize caught up; the copy goes on after {} ms paused";
         if (again) {
             log.debug(message, flow, table, TimeUnit.NANOSECONDS.toMillis(now - pausedSince));
@@ -627,7 +627,7 @@ final class TableCopy {
         paused = false;
         metrics.resumed();
         try {
-            catalog.clearPause(flow, table, PAUSED_REASON);
+            catalog.progress().clearPause(flow, table, PAUSED_REASON);
         } catch (RuntimeException e) {
             log.debug("flow {}, table {}: clearing the copy's pause failed ({}); the next copy clears it", flow, table,
                     e.toString());
@@ -640,7 +640,7 @@ final class TableCopy {
             return true;
         }
         lastRenewAt = now;
-        if (catalog.renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
+        if (catalog.copies().renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
             return true;
         }
         lostLease();
@@ -652,7 +652,7 @@ final class TableCopy {
      * claim no longer holds the table, because its lease expired while this task stalled or another task claimed it.
      */
     private boolean fence() {
-        if (catalog.renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
+        if (catalog.copies().renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
             lastRenewAt = System.nanoTime();
             return true;
         }
@@ -678,7 +678,7 @@ final class TableCopy {
                 + (retry ? "" : "; " + ApplyTask.resetHint(config, flow, table));
         metrics.errorEpisodeStarted("copy");
         try {
-            catalog.markCopyFailed(flow, table, owner, attempt, error, now, next);
+            catalog.copies().markCopyFailed(flow, table, owner, attempt, error, now, next);
         } catch (RuntimeException e) {
             log.warn("flow {}, table {}: cannot record the copy failure ({}); the lease will expire instead", flow, table,
                     e.getMessage());
@@ -709,7 +709,7 @@ final class TableCopy {
         finished = true;
         closeConnections();
         try {
-            if (catalog.releaseCopy(flow, table, owner)) {
+            if (catalog.copies().releaseCopy(flow, table, owner)) {
                 log.info("flow {}, table {}: copy stopped ({}); the table is pending again", flow, table, why);
             }
         } catch (RuntimeException e) {

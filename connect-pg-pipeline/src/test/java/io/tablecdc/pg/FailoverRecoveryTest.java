@@ -7,7 +7,7 @@ import java.util.Optional;
 
 import org.junit.jupiter.api.Test;
 
-import io.tablecdc.common.catalog.Phase;
+import io.tablecdc.catalog.Phase;
 import io.tablecdc.pg.FailoverRecovery.TablePhase;
 import io.tablecdc.pg.wire.Lsn;
 

@@ -11,7 +11,7 @@ import java.util.Optional;
 import org.apache.kafka.connect.errors.ConnectException;
 import org.junit.jupiter.api.Test;
 
-import io.tablecdc.common.catalog.FlowIdentity;
+import io.tablecdc.catalog.FlowIdentity;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.wire.Lsn;
 

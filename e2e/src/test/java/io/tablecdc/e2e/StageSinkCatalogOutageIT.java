@@ -19,9 +19,9 @@ import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
 
-import io.tablecdc.common.catalog.Catalog;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
-import io.tablecdc.common.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogUnavailableException;
 import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
@@ -114,7 +114,7 @@ class StageSinkCatalogOutageIT {
             assertTrue(proxy.accepted() >= 2, "the probe passed and a later connection was refused");
             proxy.pass();
             try (Catalog catalog = Catalog.open(settings, "outage-check")) {
-                assertEquals(List.of(), catalog.listTables("no-such-flow"));
+                assertEquals(List.of(), catalog.progress().listTables("no-such-flow"));
             }
         }
     }

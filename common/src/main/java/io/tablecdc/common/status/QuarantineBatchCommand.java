@@ -2,11 +2,13 @@ package io.tablecdc.common.status;
 
 import java.io.PrintStream;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Map;
 import java.util.Optional;
+
+import io.tablecdc.catalog.SinkLeases;
+import io.tablecdc.catalog.Stages;
+import io.tablecdc.catalog.TableProgress;
 
 /**
  * {@code tablecdc-quarantine-batch}: the way forward for a table whose next batch ClickHouse refuses (a value it
@@ -16,7 +18,7 @@ import java.util.Optional;
  * last error, and closes the table's error episode. Without {@code --batch} it acts only while the table's last error
  * is a refused load, so a repeated run never sets aside a second, good batch. The sink then loads the table's later batches; the quarantined
  * batch's files stay in the stage store (the sink never deletes them), and {@code tablecdc-status} lists the batch.
- * Plain JDBC, like {@link StatusCommand}.
+ * Runs {@link Stages#quarantine} on one plain JDBC connection, like {@link StatusCommand}.
  */
 public final class QuarantineBatchCommand {
     private static final String NAME = "tablecdc-quarantine-batch";
@@ -50,7 +52,7 @@ public final class QuarantineBatchCommand {
 
     private static Optional<String> quarantine(Connection c, String flow, String table, Long batch, PrintStream err)
             throws SQLException {
-        Optional<TableCommand.LockedTable> locked = TableCommand.lockFromSink(c, NAME, flow, table, err);
+        Optional<SinkLeases.LockedTable> locked = TableCommand.lockFromSink(c, NAME, flow, table, err);
         if (locked.isEmpty()) {
             return Optional.empty();
         }
@@ -62,51 +64,19 @@ public final class QuarantineBatchCommand {
                     + " set aside; name a batch with --batch to set it aside anyway");
             return Optional.empty();
         }
-        try (PreparedStatement ps = c.prepareStatement("WITH moved AS (DELETE FROM cdc_table_avro_stage"
-                + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = (SELECT min(batch_id)"
-                + "   FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ? AND batch_id > ?"
-                + "   AND (?::bigint IS NULL OR batch_id = ?::bigint))"
-                + " RETURNING flow_name, source_table_identifier, batch_id, avro_files, rows, truncate_before)"
-                + " INSERT INTO cdc_table_quarantined_batch (flow_name, source_table_identifier, batch_id, avro_files, rows,"
-                + "   truncate_before, error)"
-                + " SELECT flow_name, source_table_identifier, batch_id, avro_files, rows, truncate_before, ? FROM moved"
-                + " RETURNING batch_id, rows, jsonb_array_length(avro_files), truncate_before")) {
-            ps.setString(1, flow);
-            ps.setString(2, table);
-            ps.setString(3, flow);
-            ps.setString(4, table);
-            ps.setLong(5, locked.get().normalizedBatchId());
-            if (batch == null) {
-                ps.setNull(6, java.sql.Types.BIGINT);
-                ps.setNull(7, java.sql.Types.BIGINT);
-            } else {
-                ps.setLong(6, batch);
-                ps.setLong(7, batch);
-            }
-            ps.setString(8, error);
-            try (ResultSet rs = ps.executeQuery()) {
-                if (!rs.next()) {
-                    err.println(NAME + ": flow " + flow + ", table " + table + " has no staged batch "
-                            + (batch == null ? "waiting to be loaded" : batch + " waiting to be loaded (tablecdc-status shows"
-                            + " the normalized batch id; batches at or below it are loaded already)"));
-                    return Optional.empty();
-                }
-                long id = rs.getLong(1);
-                long rows = rs.getLong(2);
-                int files = rs.getInt(3);
-                boolean truncate = rs.getBoolean(4);
-                try (PreparedStatement clear = c.prepareStatement("UPDATE cdc_table_replication_state SET last_error = NULL,"
-                        + " last_error_at = NULL, error_count = 0, next_retry_at = NULL"
-                        + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                    clear.setString(1, flow);
-                    clear.setString(2, table);
-                    clear.executeUpdate();
-                }
-                return Optional.of("flow " + flow + ", table " + table + ": batch " + id + " (" + rows + " rows, " + files
-                        + (files == 1 ? " stage file" : " stage files") + (truncate ? ", with a truncate" : "")
-                        + ") set aside in cdc_table_quarantined_batch; the sink loads the batches after it"
-                        + " (resume it if it is stopped)");
-            }
+        Optional<Stages.QuarantinedBatch> moved = Stages.quarantine(c, flow, table, locked.get().normalizedBatchId(),
+                batch, error);
+        if (moved.isEmpty()) {
+            err.println(NAME + ": flow " + flow + ", table " + table + " has no staged batch "
+                    + (batch == null ? "waiting to be loaded" : batch + " waiting to be loaded (tablecdc-status shows"
+                    + " the normalized batch id; batches at or below it are loaded already)"));
+            return Optional.empty();
         }
+        TableProgress.clearError(c, flow, table);
+        Stages.QuarantinedBatch q = moved.get();
+        return Optional.of("flow " + flow + ", table " + table + ": batch " + q.batchId() + " (" + q.rows() + " rows, "
+                + q.files() + (q.files() == 1 ? " stage file" : " stage files") + (q.truncateBefore() ? ", with a truncate" : "")
+                + ") set aside in cdc_table_quarantined_batch; the sink loads the batches after it"
+                + " (resume it if it is stopped)");
     }
 }

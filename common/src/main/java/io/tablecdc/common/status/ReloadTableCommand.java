@@ -1,11 +1,11 @@
 package io.tablecdc.common.status;
 
 import java.io.PrintStream;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
-import java.sql.SQLException;
 import java.util.Map;
 import java.util.Optional;
+
+import io.tablecdc.catalog.SinkLeases;
+import io.tablecdc.catalog.Stages;
 
 /**
  * {@code tablecdc-reload-table}: lets the ClickHouse stage sink load one table again from what Kafka still holds. With
@@ -13,7 +13,8 @@ import java.util.Optional;
  * staged batches (they come again from Kafka) and raises its normalize epoch, which is part of every load's
  * deduplication token, so that ClickHouse does not skip the reloaded batches as repeats. The operator then rewinds the
  * sink's offsets of the table's topic and resumes the sink (docs/operations.md). Refused while a sink task holds the
- * table's normalize lease. Plain JDBC, like {@link StatusCommand}.
+ * table's normalize lease. Runs {@link SinkLeases#reload} and {@link Stages#dropStages} on one plain JDBC connection,
+ * like {@link StatusCommand}.
  */
 public final class ReloadTableCommand {
     private static final String NAME = "tablecdc-reload-table";
@@ -39,33 +40,10 @@ public final class ReloadTableCommand {
             if (TableCommand.lockFromSink(c, NAME, flow, table, err).isEmpty()) {
                 return Optional.empty();
             }
-            int dropped;
-            try (PreparedStatement ps = c.prepareStatement("DELETE FROM cdc_table_avro_stage"
-                    + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                ps.setString(1, flow);
-                ps.setString(2, table);
-                dropped = ps.executeUpdate();
-            }
-            long before;
-            int epoch;
-            try (PreparedStatement ps = c.prepareStatement("UPDATE cdc_table_replication_state AS s"
-                    + " SET normalized_batch_id = 0, inserts_count = 0, updates_count = 0, deletes_count = 0,"
-                    + " normalize_epoch = s.normalize_epoch + 1, normalize_lease_owner = NULL, normalize_lease_until = NULL,"
-                    + " last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL"
-                    + " FROM (SELECT normalized_batch_id FROM cdc_table_replication_state WHERE flow_name = ?"
-                    + "   AND source_table_identifier = ?) old"
-                    + " WHERE s.flow_name = ? AND s.source_table_identifier = ?"
-                    + " RETURNING old.normalized_batch_id, s.normalize_epoch")) {
-                ps.setString(1, flow);
-                ps.setString(2, table);
-                ps.setString(3, flow);
-                ps.setString(4, table);
-                try (ResultSet rs = ps.executeQuery()) {
-                    rs.next();
-                    before = rs.getLong(1);
-                    epoch = rs.getInt(2);
-                }
-            }
+            int dropped = Stages.dropStages(c, flow, table);
+            SinkLeases.Reloaded reloaded = SinkLeases.reload(c, flow, table);
+            long before = reloaded.normalizedBatchIdBefore();
+            int epoch = reloaded.normalizeEpoch();
             return Optional.of("flow " + flow + ", table " + table + ": normalized batch id " + before + " -> 0, " + dropped
                     + " staged batches dropped, normalize epoch " + epoch + "; now rewind the sink's offsets of the"
                     + " table's topic and resume the sink");

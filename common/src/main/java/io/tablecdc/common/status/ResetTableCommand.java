@@ -4,7 +4,7 @@ import java.io.PrintStream;
 import java.util.Map;
 import java.util.Optional;
 
-import io.tablecdc.common.catalog.TableRestart;
+import io.tablecdc.catalog.PgPhases;
 
 /**
  * {@code tablecdc-reset-table}: makes a Postgres pipeline table start over while its flow runs. The table is marked
@@ -14,7 +14,8 @@ import io.tablecdc.common.catalog.TableRestart;
  * The delay lets the apply task's last records of the table reach Kafka before the copy's first one.
  *
  * <p>Needs copy tasks ({@code tasks.max} of 2 or more and {@code table.sync.copy} other than {@code none}); a table
- * that {@code table.sync.copy} excludes is caught up and handed over again without a copy. Plain JDBC, like
+ * that {@code table.sync.copy} excludes is caught up and handed over again without a copy. Runs
+ * {@link PgPhases#restartTable(java.sql.Connection, String, String, String, int)} on one plain JDBC connection, like
  * {@link StatusCommand}.
  */
 public final class ResetTableCommand {
@@ -38,7 +39,7 @@ public final class ResetTableCommand {
 
     static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
         return TableCommand.run("tablecdc-reset-table", USAGE, args, env, out, err, (c, options, flow, table) -> {
-            Optional<String> before = TableRestart.restart(c, flow, table,
+            Optional<String> before = PgPhases.restartTable(c, flow, table,
                     "reset by an operator: copied again from scratch", DELAY_SECONDS);
             if (before.isEmpty()) {
                 err.println("tablecdc-reset-table: flow " + flow + " has no Postgres pipeline table " + table

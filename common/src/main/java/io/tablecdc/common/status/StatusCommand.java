@@ -11,7 +11,6 @@ import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -21,13 +20,18 @@ import java.util.Map;
 import java.util.Properties;
 
 import io.tablecdc.common.JsonText;
+import io.tablecdc.catalog.Flows;
+import io.tablecdc.catalog.RowCounts;
+import io.tablecdc.catalog.Stages;
+import io.tablecdc.catalog.TableProgress;
+import io.tablecdc.catalog.TableState;
 
 /**
  * {@code tablecdc-status}: prints, per flow, one line per table from the catalog: phase, cursor,
  * synced and normalized batch ids, rows, lag of the oldest unnormalized row, pause reason, last error.
  *
  * <p>Runs from a plugin archive with {@code bin/tablecdc-status} or {@code java -jar lib/tablecdc-common-*.jar}.
- * It needs only pgjdbc: it uses plain JDBC and no logging library, because the archives ship without
+ * It needs only pgjdbc: it reads through the catalog classes' operations on one plain JDBC connection (no pool) and no logging library, because the archives ship without
  * SLF4J (Connect provides it) and without Kafka's jars. Read-only.
  */
 public final class StatusCommand {
@@ -197,6 +201,15 @@ public final class StatusCommand {
                      String lastError, Instant lastErrorAt, int errorCount, Instant nextRetryAt,
                      Long copyRowsDone, Long copyRowsTotal, long clampedValues) {
 
+        static TableLine of(TableState t) {
+            RowCounts n = t.normalizedCounts();
+            return new TableLine(t.table(), t.phase() == null ? null : t.phase().sqlName(), t.phaseLsn(), t.cursor(),
+                    t.syncedBatchId(), t.normalizedBatchId(), t.syncedRows(), n.inserts(), n.updates(), n.deletes(),
+                    t.lastAttemptAt(), t.lastSyncedAt(), t.lastNormalizedAt(), t.firstRowReceivedAt(),
+                    t.firstRowCommitTime(), t.pausedReason(), t.pausedAt(), t.lastError(), t.lastErrorAt(),
+                    t.errorCount(), t.nextRetryAt(), t.copyRowsDone(), t.copyRowsTotal(), n.clampedValues());
+        }
+
         /** {@code copying 1200/20000 (6%)} while a copy runs; the phase and its LSN otherwise. */
         String phaseText() {
             if (phase == null) {
@@ -236,70 +249,21 @@ public final class StatusCommand {
                 rs.next();
                 now = rs.getTimestamp(1).toInstant();
             }
-            String[] filter = onlyFlows.toArray(new String[0]);
-            boolean all = filter.length == 0;
-            Map<String, String> kinds = new LinkedHashMap<>();
+            Map<String, String> kinds = Flows.flowKinds(c, onlyFlows);
             Map<String, List<TableLine>> flows = new LinkedHashMap<>();
-            try (PreparedStatement ps = c.prepareStatement("SELECT n.flow_name, f.source_kind FROM"
-                    + " (SELECT flow_name FROM cdc_flow UNION SELECT flow_name FROM cdc_table_replication_state) n"
-                    + " LEFT JOIN cdc_flow f ON f.flow_name = n.flow_name"
-                    + " WHERE ? OR n.flow_name = ANY (?) ORDER BY n.flow_name")) {
-                ps.setBoolean(1, all);
-                ps.setArray(2, c.createArrayOf("text", filter));
-                try (ResultSet rs = ps.executeQuery()) {
-                    while (rs.next()) {
-                        kinds.put(rs.getString(1), rs.getString(2));
-                        flows.put(rs.getString(1), new ArrayList<>());
-                    }
-                }
+            for (String f : kinds.keySet()) {
+                flows.put(f, new ArrayList<>());
             }
             for (String f : onlyFlows) {
                 flows.putIfAbsent(f, new ArrayList<>());
             }
-            try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier, phase,"
-                    + " phase_lsn, cursor_text, synced_batch_id, normalized_batch_id, synced_rows_count,"
-                    + " inserts_count, updates_count, deletes_count, last_attempt_at, last_synced_at,"
-                    + " last_normalized_at, first_row_received_at, first_row_commit_time, paused_reason, paused_at,"
-                    + " last_error, last_error_at, error_count, next_retry_at, copy_rows_done, copy_rows_total,"
-                    + " clamped_values_count"
-                    + " FROM cdc_table_replication_state WHERE ? OR flow_name = ANY (?)"
-                    + " ORDER BY flow_name, source_table_identifier")) {
-                ps.setBoolean(1, all);
-                ps.setArray(2, c.createArrayOf("text", filter));
-                try (ResultSet rs = ps.executeQuery()) {
-                    while (rs.next()) {
-                        flows.computeIfAbsent(rs.getString(1), k -> new ArrayList<>()).add(new TableLine(
-                                rs.getString(2), rs.getString(3), rs.getString(4), rs.getString(5), rs.getLong(6),
-                                rs.getLong(7), rs.getLong(8), rs.getLong(9), rs.getLong(10), rs.getLong(11),
-                                instant(rs.getTimestamp(12)), instant(rs.getTimestamp(13)),
-                                instant(rs.getTimestamp(14)), instant(rs.getTimestamp(15)),
-                                instant(rs.getTimestamp(16)), rs.getString(17), instant(rs.getTimestamp(18)),
-                                rs.getString(19), instant(rs.getTimestamp(20)), rs.getInt(21),
-                                instant(rs.getTimestamp(22)), (Long) rs.getObject(23), (Long) rs.getObject(24), rs.getLong(25)));
-                    }
-                }
+            for (TableState t : TableProgress.listTables(c, onlyFlows)) {
+                flows.computeIfAbsent(t.flow(), k -> new ArrayList<>()).add(TableLine.of(t));
             }
             Map<List<String>, List<Quarantined>> quarantined = new LinkedHashMap<>();
-            boolean hasQuarantine;
-            try (PreparedStatement ps = c.prepareStatement("SELECT to_regclass('cdc_table_quarantined_batch') IS NOT NULL");
-                 ResultSet rs = ps.executeQuery()) {
-                rs.next();
-                hasQuarantine = rs.getBoolean(1);
-            }
-            if (hasQuarantine) {
-                try (PreparedStatement ps = c.prepareStatement("SELECT flow_name, source_table_identifier, batch_id, rows,"
-                        + " quarantined_at, error FROM cdc_table_quarantined_batch WHERE ? OR flow_name = ANY (?)"
-                        + " ORDER BY flow_name, source_table_identifier, batch_id")) {
-                    ps.setBoolean(1, all);
-                    ps.setArray(2, c.createArrayOf("text", filter));
-                    try (ResultSet rs = ps.executeQuery()) {
-                        while (rs.next()) {
-                            quarantined.computeIfAbsent(List.of(rs.getString(1), rs.getString(2)), k -> new ArrayList<>())
-                                    .add(new Quarantined(rs.getLong(3), rs.getLong(4), instant(rs.getTimestamp(5)),
-                                            rs.getString(6)));
-                        }
-                    }
-                }
+            for (Stages.Quarantined q : Stages.listQuarantined(c, onlyFlows)) {
+                quarantined.computeIfAbsent(List.of(q.flow(), q.table()), k -> new ArrayList<>())
+                        .add(new Quarantined(q.batchId(), q.rows(), q.at(), q.error()));
             }
             return new Report(now, kinds, flows, quarantined);
         }
@@ -494,7 +458,4 @@ public final class StatusCommand {
         return sb.toString();
     }
 
-    private static Instant instant(Timestamp ts) {
-        return ts == null ? null : ts.toInstant();
-    }
 }

@@ -4,12 +4,12 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Properties;
+
+import io.tablecdc.catalog.SinkLeases;
 
 /**
  * What the operator commands on one table share ({@code tablecdc-reset-table}, {@code tablecdc-reload-table},
@@ -94,42 +94,23 @@ final class TableCommand {
         };
     }
 
-    /** The table's catalog row as {@link #lockFromSink} locked it. */
-    record LockedTable(String lastError, long normalizedBatchId) {
-    }
-
     /**
      * Locks the table's catalog row for this transaction and checks that no sink task is loading the table now (holds
      * an unexpired normalize lease). Prints why and returns empty when the command must not go on: no such table, or a
      * sink loads it.
      */
-    static Optional<LockedTable> lockFromSink(Connection c, String name, String flow, String table, PrintStream err)
-            throws SQLException {
-        String holder = null;
-        LockedTable row = null;
-        try (PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner, normalize_lease_until > now(),"
-                + " last_error, normalized_batch_id"
-                + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE")) {
-            ps.setString(1, flow);
-            ps.setString(2, table);
-            try (ResultSet rs = ps.executeQuery()) {
-                if (rs.next()) {
-                    if (rs.getBoolean(2)) {
-                        holder = rs.getString(1);
-                    }
-                    row = new LockedTable(rs.getString(3), rs.getLong(4));
-                }
-            }
-        }
-        if (row == null) {
+    static Optional<SinkLeases.LockedTable> lockFromSink(Connection c, String name, String flow, String table,
+                                                         PrintStream err) throws SQLException {
+        Optional<SinkLeases.LockedTable> row = SinkLeases.lockForOperator(c, flow, table);
+        if (row.isEmpty()) {
             err.println(name + ": flow " + flow + " has no table " + table + " in this catalog (tablecdc-status lists them)");
             return Optional.empty();
         }
-        if (holder != null) {
-            err.println(name + ": flow " + flow + ", table " + table + ": sink task " + holder
+        if (row.get().leaseHolder() != null) {
+            err.println(name + ": flow " + flow + ", table " + table + ": sink task " + row.get().leaseHolder()
                     + " is loading it; stop the sink (PUT /connectors/<sink>/stop) and run this again");
             return Optional.empty();
         }
-        return Optional.of(row);
+        return row;
     }
 }

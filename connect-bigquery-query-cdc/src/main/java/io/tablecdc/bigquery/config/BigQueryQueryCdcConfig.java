@@ -15,8 +15,8 @@ import org.apache.kafka.common.config.ConfigDef.Width;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.types.Password;
 
-import io.tablecdc.common.catalog.CatalogConfig;
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogConfig;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
 
 /** The configuration of the BigQuery query CDC source: one {@link ConfigDef}, read only through typed getters. */
 public final class BigQueryQueryCdcConfig extends AbstractConfig {

@@ -13,8 +13,8 @@ import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.types.Password;
 
 import io.tablecdc.clickhouse.destination.Cluster;
+import io.tablecdc.catalog.CatalogConfig;
 import io.tablecdc.common.ConfigValidation;
-import io.tablecdc.common.catalog.CatalogConfig;
 
 /** The configuration of the ClickHouse stage sink: one {@link ConfigDef}, read only through typed getters. */
 public final class ClickHouseStageSinkConfig extends AbstractConfig {

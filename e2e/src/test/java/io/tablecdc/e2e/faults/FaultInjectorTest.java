@@ -75,7 +75,7 @@ class FaultInjectorTest {
     void aHungCallHangsTheCalleeOfAStepAndARebalanceStepItself() {
         Fault callee = NamedFaults.hungCall(NamedFaults.sinkStagedNotCommitted(), 5_000);
         assertEquals("sink-staged-not-committed-hung", callee.name());
-        assertEquals("io.tablecdc.common.catalog.Catalog", callee.className());
+        assertEquals("io.tablecdc.catalog.Stages", callee.className());
         assertEquals("upsertStage", callee.method());
         assertEquals("AT EXIT", callee.location());
         assertEquals(Fault.Kind.HANG, callee.action().kind());

@@ -121,26 +121,26 @@ public final class NamedFaults {
     }
 
     private static Callee callee(Fault.Step step, String name) {
-        String catalog = "io.tablecdc.common.catalog.Catalog";
-        String unavailable = "io.tablecdc.common.catalog.CatalogUnavailableException";
+        String catalog = "io.tablecdc.catalog.";
+        String unavailable = "io.tablecdc.catalog.CatalogUnavailableException";
         return switch (step.name()) {
             // recordSync is also the BigQuery source's call: the occurrences count both
-            case "pg-acked-not-recorded" -> new Callee(Fault.at(name, catalog, "recordSync", "AT ENTRY"), unavailable, true);
+            case "pg-acked-not-recorded" -> new Callee(Fault.at(name, catalog + "TableProgress", "recordSync", "AT ENTRY"), unavailable, true);
             case "pg-flushed-not-confirmed" -> new Callee(Fault.at(name, step.className(), step.method(), step.location()),
                     "org.apache.kafka.connect.errors.ConnectException", false);
             case "pg-marker-written-not-handed-over" ->
-                    new Callee(Fault.at(name, catalog, "markCopyCatchup", "AT ENTRY"), unavailable, true);
+                    new Callee(Fault.at(name, catalog + "CopyLeases", "markCopyCatchup", "AT ENTRY"), unavailable, true);
             case "pg-caught-up-not-ready" ->
-                    new Callee(Fault.at(name, catalog, "markCaughtUpReady", "AT ENTRY"), unavailable, true);
-            case "pg-mid-copy" -> new Callee(Fault.at(name, catalog, "recordCopySync", "AT EXIT"), unavailable, true);
+                    new Callee(Fault.at(name, catalog + "PgPhases", "markCaughtUpReady", "AT ENTRY"), unavailable, true);
+            case "pg-mid-copy" -> new Callee(Fault.at(name, catalog + "CopyLeases", "recordCopySync", "AT EXIT"), unavailable, true);
             case "sink-loaded-not-recorded" ->
                     new Callee(Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT"), "java.io.IOException", false);
             case "sink-recorded-not-cleaned" ->
-                    new Callee(Fault.at(name, catalog, "recordNormalize", "AT EXIT"), unavailable, true);
+                    new Callee(Fault.at(name, catalog + "TableProgress", "recordNormalize", "AT EXIT"), unavailable, true);
             case "sink-uploaded-not-staged" -> new Callee(Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore",
                     "upload", "AT EXIT"), "java.io.IOException", false);
             case "sink-staged-not-committed" ->
-                    new Callee(Fault.at(name, catalog, "upsertStage", "AT EXIT"), unavailable, true);
+                    new Callee(Fault.at(name, catalog + "Stages", "upsertStage", "AT EXIT"), unavailable, true);
             default -> throw new IllegalArgumentException("no call to fail or hang at step " + step.name());
         };
     }

@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 /**
  * Inserted, updated and deleted row counts of one or more batches, and how many values in them the sink changed to

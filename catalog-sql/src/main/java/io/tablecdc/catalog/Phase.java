@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 import java.util.Locale;
 

@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -6,7 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
 import java.util.Map;
 import org.apache.kafka.common.config.AbstractConfig;
 import org.apache.kafka.common.config.ConfigDef;

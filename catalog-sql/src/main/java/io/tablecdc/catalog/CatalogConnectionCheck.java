@@ -1,14 +1,11 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.Map;
 import java.util.Properties;
 
-import org.apache.kafka.common.config.Config;
-import org.apache.kafka.common.config.ConfigValue;
 
 /**
  * The catalog part of every connector's {@code validate()}: connects with the configured settings and puts what
@@ -22,16 +19,6 @@ public final class CatalogConnectionCheck {
 
     /** A problem found, and the field it belongs to. */
     public record Problem(String field, String message) {
-    }
-
-    /** Checks the catalog and adds each problem to its field of {@code result}; returns whether there was none. */
-    public static boolean check(CatalogConfig.CatalogSettings settings, Config result, Map<String, ConfigValue> values) {
-        Problem problem = check(settings);
-        if (problem == null) {
-            return true;
-        }
-        io.tablecdc.common.ConfigValidation.addError(result, values, problem.field(), problem.message());
-        return false;
     }
 
     /** Connects to the catalog; null when it accepts the connection and the user may do what the settings ask. */

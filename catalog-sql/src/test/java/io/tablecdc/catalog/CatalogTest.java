@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -8,7 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import io.tablecdc.common.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 import java.io.File;
 import java.net.ServerSocket;
@@ -111,7 +111,7 @@ class CatalogTest {
     }
 
     private static TableState table(String flow, String table) {
-        return catalog.getTable(flow, table).orElseThrow();
+        return catalog.progress().getTable(flow, table).orElseThrow();
     }
 
     private record Step(String name, Consumer<Catalog> op, boolean changes, boolean repeat) {
@@ -131,44 +131,44 @@ class CatalogTest {
                 new RowCounts(7, 2, 1));
         Stage truncateOnly = new Stage(2, List.of(), 0, RowCounts.ZERO, true);
         List<Step> steps = List.of(
-                new Step("registerFlow", c -> c.registerFlow(f, new FlowIdentity("pg_pipeline", "7001", 1L,
+                new Step("registerFlow", c -> c.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7001", 1L,
                         "tablecdc_abc", "pub", null), "hash-1"), true),
-                new Step("registerFlow (destination learnt)", c -> c.registerFlow(f, new FlowIdentity(null, null,
+                new Step("registerFlow (destination learnt)", c -> c.flows().registerFlow(f, new FlowIdentity(null, null,
                         null, null, null, "clickhouse:default"), null), true),
-                new Step("initTable", c -> c.initTable(f, q), true),
-                new Step("recordAttempt", c -> c.recordAttempt(f, q, t(1)), true),
-                new Step("recordSync", c -> c.recordSync(f, q,
+                new Step("initTable", c -> c.progress().initTable(f, q), true),
+                new Step("recordAttempt", c -> c.progress().recordAttempt(f, q, t(1)), true),
+                new Step("recordSync", c -> c.progress().recordSync(f, q,
                         new SyncedBatch("2026-01-01T00:00:01.000000001Z", 1, 10, t(1), t(0)), t(2)), true),
-                new Step("recordSync (cursor only)", c -> c.recordSync(f, q,
+                new Step("recordSync (cursor only)", c -> c.progress().recordSync(f, q,
                         SyncedBatch.cursorOnly("2026-01-01T00:00:03.000000000Z", 1), t(3)), true),
-                new Step("upsertStage", c -> c.upsertStage(f, q, stage), true),
-                new Step("upsertStage (replace)", c -> c.upsertStage(f, q, restaged), true),
-                new Step("upsertStage (truncate only)", c -> c.upsertStage(f, q, truncateOnly), true),
-                new Step("recordSinkTopic", c -> c.recordSinkTopic(f, q, "sink-a", "topic.orders"), true),
-                new Step("setPause", c -> c.setPause(f, q, "normalize_buffer_full", t(4)), true),
-                new Step("clearPause", c -> c.clearPause(f, q), true),
-                new Step("setPause (a copy's)", c -> c.setPause(f, q, "normalize_buffer_full", t(4)), true),
-                new Step("clearPause (its own reason)", c -> c.clearPause(f, q, "normalize_buffer_full"), true),
-                new Step("recordError", c -> c.recordError(f, q, "boom", t(5), t(10)), true),
-                new Step("recordError (again later)", c -> c.recordError(f, q, "boom 2", t(6), t(16)), true),
-                new Step("clearError", c -> c.clearError(f, q), true),
-                new Step("recordNormalize", c -> c.recordNormalize(f, q, 1, new RowCounts(7, 2, 1), t(7)), true),
-                new Step("deleteStage", c -> c.deleteStage(f, q, 1), true),
-                new Step("initTable (pending)", c -> c.initTable(f, p, Phase.PENDING), true),
-                new Step("markReady (from pending)", c -> c.markReady(f, p, "0/16B3748"), true),
-                new Step("setPending", c -> c.setPending(f, p), true),
+                new Step("upsertStage", c -> c.stages().upsertStage(f, q, stage), true),
+                new Step("upsertStage (replace)", c -> c.stages().upsertStage(f, q, restaged), true),
+                new Step("upsertStage (truncate only)", c -> c.stages().upsertStage(f, q, truncateOnly), true),
+                new Step("recordSinkTopic", c -> c.sink().recordSinkTopic(f, q, "sink-a", "topic.orders"), true),
+                new Step("setPause", c -> c.progress().setPause(f, q, "normalize_buffer_full", t(4)), true),
+                new Step("clearPause", c -> c.progress().clearPause(f, q), true),
+                new Step("setPause (a copy's)", c -> c.progress().setPause(f, q, "normalize_buffer_full", t(4)), true),
+                new Step("clearPause (its own reason)", c -> c.progress().clearPause(f, q, "normalize_buffer_full"), true),
+                new Step("recordError", c -> c.progress().recordError(f, q, "boom", t(5), t(10)), true),
+                new Step("recordError (again later)", c -> c.progress().recordError(f, q, "boom 2", t(6), t(16)), true),
+                new Step("clearError", c -> c.progress().clearError(f, q), true),
+                new Step("recordNormalize", c -> c.progress().recordNormalize(f, q, 1, new RowCounts(7, 2, 1), t(7)), true),
+                new Step("deleteStage", c -> c.stages().deleteStage(f, q, 1), true),
+                new Step("initTable (pending)", c -> c.progress().initTable(f, p, Phase.PENDING), true),
+                new Step("markReady (from pending)", c -> c.phases().markReady(f, p, "0/16B3748"), true),
+                new Step("setPending", c -> c.phases().setPending(f, p), true),
                 new Step("claimCopy (once: each call claims another table)",
-                        c -> c.claimCopy(f, "task-1", Duration.ofMinutes(5)), true, false),
-                new Step("markCatchup", c -> c.markCatchup(f, p, "task-1", "0/200"), true),
-                new Step("markCaughtUpReady", c -> c.markCaughtUpReady(f, "0/300"), true),
-                new Step("markErrored", c -> c.markErrored(f, p, null, "decode failed", t(8), t(9)), true),
-                new Step("replaceSlot", c -> c.replaceSlot(f, "tablecdc_abc", "tablecdc_def"), true),
-                new Step("getTable", c -> c.getTable(f, q), false),
-                new Step("listTables", c -> c.listTables(f), false),
-                new Step("listStages", c -> c.listStages(f, q), false),
-                new Step("markCaughtUpReady (none in catchup)", c -> c.markCaughtUpReady(f, "FFFFFFFF/FFFFFFFF"),
+                        c -> c.copies().claimCopy(f, "task-1", Duration.ofMinutes(5)), true, false),
+                new Step("markCatchup", c -> c.phases().markCatchup(f, p, "task-1", "0/200"), true),
+                new Step("markCaughtUpReady", c -> c.phases().markCaughtUpReady(f, "0/300"), true),
+                new Step("markErrored", c -> c.phases().markErrored(f, p, null, "decode failed", t(8), t(9)), true),
+                new Step("replaceSlot", c -> c.flows().replaceSlot(f, "tablecdc_abc", "tablecdc_def"), true),
+                new Step("getTable", c -> c.progress().getTable(f, q), false),
+                new Step("listTables", c -> c.progress().listTables(f), false),
+                new Step("listStages", c -> c.stages().listStages(f, q), false),
+                new Step("markCaughtUpReady (none in catchup)", c -> c.phases().markCaughtUpReady(f, "FFFFFFFF/FFFFFFFF"),
                         false),
-                new Step("pruneTables", c -> c.pruneTables(f, List.of(q)), true));
+                new Step("pruneTables", c -> c.flows().pruneTables(f, List.of(q)), true));
 
         for (Step step : steps) {
             String before = snapshot(f);
@@ -188,11 +188,11 @@ class CatalogTest {
     @Test
     void aSideClosesOnlyItsOwnErrorEpisode() {
         String f = "episodes";
-        catalog.initTable(f, "t");
-        catalog.recordError(f, "t", "normalize: ClickHouse refused", t(1), t(2));
-        assertFalse(catalog.clearError(f, "t", "poll:"), "the source must not end the sink's episode");
+        catalog.progress().initTable(f, "t");
+        catalog.progress().recordError(f, "t", "normalize: ClickHouse refused", t(1), t(2));
+        assertFalse(catalog.progress().clearError(f, "t", "poll:"), "the source must not end the sink's episode");
         assertEquals("normalize: ClickHouse refused", table(f, "t").lastError());
-        assertTrue(catalog.clearError(f, "t", "normalize:"));
+        assertTrue(catalog.progress().clearError(f, "t", "normalize:"));
         assertNull(table(f, "t").lastError());
     }
 
@@ -207,26 +207,26 @@ class CatalogTest {
         String f = "errored-sink";
         Instant later = Instant.now().plusSeconds(60);
         // left the publication: errored for good, no retry
-        catalog.initTable(f, "s.left", Phase.PENDING);
-        assertTrue(catalog.markLeft(f, "s.left", "left publication p: no longer replicated"));
+        catalog.progress().initTable(f, "s.left", Phase.PENDING);
+        assertTrue(catalog.phases().markLeft(f, "s.left", "left publication p: no longer replicated"));
         TableState left = table(f, "s.left");
-        assertFalse(catalog.recordError(f, "s.left", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
+        assertFalse(catalog.progress().recordError(f, "s.left", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
         assertEquals(left, table(f, "s.left"));
-        assertTrue(catalog.claimCopy(f, "task-1", Duration.ofMinutes(5)).isEmpty(), "a table that left is never copied");
-        assertFalse(catalog.clearError(f, "s.left", "normalize:"));
+        assertTrue(catalog.copies().claimCopy(f, "task-1", Duration.ofMinutes(5)).isEmpty(), "a table that left is never copied");
+        assertFalse(catalog.progress().clearError(f, "s.left", "normalize:"));
         assertEquals(left, table(f, "s.left"));
         // a failed copy waiting for its retry
-        catalog.initTable(f, "s.failed", Phase.PENDING);
-        assertTrue(catalog.markErrored(f, "s.failed", null, "copy attempt 1 failed: boom", Instant.now(),
+        catalog.progress().initTable(f, "s.failed", Phase.PENDING);
+        assertTrue(catalog.phases().markErrored(f, "s.failed", null, "copy attempt 1 failed: boom", Instant.now(),
                 Instant.now().plusSeconds(3600)));
         TableState failed = table(f, "s.failed");
-        assertFalse(catalog.recordError(f, "s.failed", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
-        assertFalse(catalog.clearError(f, "s.failed", "normalize:"));
+        assertFalse(catalog.progress().recordError(f, "s.failed", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
+        assertFalse(catalog.progress().clearError(f, "s.failed", "normalize:"));
         assertEquals(failed, table(f, "s.failed"));
         assertNotNull(failed.nextRetryAt());
         // a table in another phase records the sink's error as before
-        catalog.initTable(f, "s.ready", Phase.PENDING);
-        assertTrue(catalog.recordError(f, "s.ready", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
+        catalog.progress().initTable(f, "s.ready", Phase.PENDING);
+        assertTrue(catalog.progress().recordError(f, "s.ready", "normalize: ClickHouse refused", later, later.plusSeconds(1)));
         assertEquals("normalize: ClickHouse refused", table(f, "s.ready").lastError());
     }
 
@@ -234,44 +234,44 @@ class CatalogTest {
     void tablesWithStagesFindsOnlyTheSinksOwnTopicsWithBatchesWaiting() {
         String f = "sinktopics";
         for (String t : List.of("a", "b", "c")) {
-            catalog.initTable(f, t);
+            catalog.progress().initTable(f, t);
         }
-        catalog.recordSinkTopic(f, "a", "sink-1", "t.a");
-        catalog.recordSinkTopic(f, "b", "sink-1", "t.b");
-        catalog.recordSinkTopic(f, "c", "sink-2", "t.c");
+        catalog.sink().recordSinkTopic(f, "a", "sink-1", "t.a");
+        catalog.sink().recordSinkTopic(f, "b", "sink-1", "t.b");
+        catalog.sink().recordSinkTopic(f, "c", "sink-2", "t.c");
         Stage stage = new Stage(1, List.of(new StageFile("file:///x.avro", 1, 10)), 1, new RowCounts(1, 0, 0));
-        catalog.upsertStage(f, "a", stage);
-        catalog.upsertStage(f, "c", stage);
-        List<String[]> found = catalog.tablesWithStages("sink-1", List.of("t.a", "t.b", "t.c"));
+        catalog.stages().upsertStage(f, "a", stage);
+        catalog.stages().upsertStage(f, "c", stage);
+        List<String[]> found = catalog.stages().tablesWithStages("sink-1", List.of("t.a", "t.b", "t.c"));
         assertEquals(1, found.size());
         assertEquals(List.of(f, "a", "t.a"), List.of(found.get(0)));
-        assertTrue(catalog.tablesWithStages("sink-1", List.of("t.b")).isEmpty());
+        assertTrue(catalog.stages().tablesWithStages("sink-1", List.of("t.b")).isEmpty());
     }
 
     @Test
     void reservedBatchIdsAreNeverHandedOutTwiceAndStayAboveWhatWasSyncedOrStaged() {
         String f = "reserve";
-        catalog.initTable(f, "s.t", Phase.PENDING);
-        catalog.recordSync(f, "s.t", new SyncedBatch("0/10", 7, 1, t(1), t(0)), t(2));
-        assertEquals(8, catalog.reserveBatchIds(f, "s.t", 10));
+        catalog.progress().initTable(f, "s.t", Phase.PENDING);
+        catalog.progress().recordSync(f, "s.t", new SyncedBatch("0/10", 7, 1, t(1), t(0)), t(2));
+        assertEquals(8, catalog.batchIds().reserveBatchIds(f, "s.t", 10));
         // another task (or this one after a crash) gets the next block, never the same ids
-        assertEquals(18, catalog.reserveBatchIds(f, "s.t", 5));
+        assertEquals(18, catalog.batchIds().reserveBatchIds(f, "s.t", 5));
         // a batch the sink staged beyond every reservation (ids from before reservations existed) is stepped over
-        catalog.upsertStage(f, "s.t", new Stage(40, List.of(), 0, new RowCounts(0, 0, 0), true, null));
-        assertEquals(41, catalog.reserveBatchIds(f, "s.t", 1));
-        assertThrows(CatalogException.class, () -> catalog.reserveBatchIds(f, "no.such", 1));
+        catalog.stages().upsertStage(f, "s.t", new Stage(40, List.of(), 0, new RowCounts(0, 0, 0), true, null));
+        assertEquals(41, catalog.batchIds().reserveBatchIds(f, "s.t", 1));
+        assertThrows(CatalogException.class, () -> catalog.batchIds().reserveBatchIds(f, "no.such", 1));
     }
 
     @Test
     void initTableNeverOverwritesProgress() {
         String f = "init";
-        assertTrue(catalog.initTable(f, "ds.t", Phase.PENDING));
-        catalog.recordSync(f, "ds.t", new SyncedBatch("c5", 5, 50, t(1), t(0)), t(2));
-        catalog.markReady(f, "ds.t", "0/10");
+        assertTrue(catalog.progress().initTable(f, "ds.t", Phase.PENDING));
+        catalog.progress().recordSync(f, "ds.t", new SyncedBatch("c5", 5, 50, t(1), t(0)), t(2));
+        catalog.phases().markReady(f, "ds.t", "0/10");
         TableState before = table(f, "ds.t");
 
-        assertFalse(catalog.initTable(f, "ds.t", Phase.PENDING));
-        assertFalse(catalog.initTable(f, "ds.t"));
+        assertFalse(catalog.progress().initTable(f, "ds.t", Phase.PENDING));
+        assertFalse(catalog.progress().initTable(f, "ds.t"));
         assertEquals(before, table(f, "ds.t"));
         assertEquals(5, before.syncedBatchId());
         assertEquals("c5", before.cursor());
@@ -282,8 +282,8 @@ class CatalogTest {
     void syncAddsRowsOnlyWhenTheBatchAdvancesAndIgnoresStaleBatches() {
         String f = "sync";
         String tb = "ds.t";
-        catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 10, t(1), t(0)), t(2));
-        catalog.recordSync(f, tb, new SyncedBatch("c2", 2, 5, t(3), t(2)), t(4));
+        catalog.progress().recordSync(f, tb, new SyncedBatch("c1", 1, 10, t(1), t(0)), t(2));
+        catalog.progress().recordSync(f, tb, new SyncedBatch("c2", 2, 5, t(3), t(2)), t(4));
         TableState s = table(f, tb);
         assertEquals(2, s.syncedBatchId());
         assertEquals(15, s.syncedRows());
@@ -292,11 +292,11 @@ class CatalogTest {
         assertEquals(t(0), s.firstRowCommitTime());
 
         // a late acknowledgement of batch 1 must not rewind the cursor or count again
-        assertFalse(catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 10, t(1), t(0)), t(5)));
+        assertFalse(catalog.progress().recordSync(f, tb, new SyncedBatch("c1", 1, 10, t(1), t(0)), t(5)));
         assertEquals(s, table(f, tb));
 
         // an empty window walked forward: cursor moves, id and rows stay
-        assertTrue(catalog.recordSync(f, tb, SyncedBatch.cursorOnly("c3", 2), t(6)));
+        assertTrue(catalog.progress().recordSync(f, tb, SyncedBatch.cursorOnly("c3", 2), t(6)));
         TableState moved = table(f, tb);
         assertEquals("c3", moved.cursor());
         assertEquals(2, moved.syncedBatchId());
@@ -308,20 +308,20 @@ class CatalogTest {
     void normalizeAddsCountsOnlyWhenTheIdAdvances() {
         String f = "normalize";
         String tb = "ds.t";
-        catalog.recordSync(f, tb, new SyncedBatch("c3", 3, 30, t(1), t(0)), t(2));
+        catalog.progress().recordSync(f, tb, new SyncedBatch("c3", 3, 30, t(1), t(0)), t(2));
 
-        assertTrue(catalog.recordNormalize(f, tb, 2, new RowCounts(10, 5, 1), t(3)));
+        assertTrue(catalog.progress().recordNormalize(f, tb, 2, new RowCounts(10, 5, 1), t(3)));
         TableState partly = table(f, tb);
         assertEquals(2, partly.normalizedBatchId());
         assertEquals(new RowCounts(10, 5, 1), partly.normalizedCounts());
         assertEquals(t(1), partly.firstRowReceivedAt(), "batch 3 is still waiting");
         assertEquals(1, partly.unnormalizedBatches());
 
-        assertFalse(catalog.recordNormalize(f, tb, 2, new RowCounts(10, 5, 1), t(4)), "repeat");
-        assertFalse(catalog.recordNormalize(f, tb, 1, new RowCounts(3, 0, 0), t(5)), "stale");
+        assertFalse(catalog.progress().recordNormalize(f, tb, 2, new RowCounts(10, 5, 1), t(4)), "repeat");
+        assertFalse(catalog.progress().recordNormalize(f, tb, 1, new RowCounts(3, 0, 0), t(5)), "stale");
         assertEquals(partly, table(f, tb));
 
-        assertTrue(catalog.recordNormalize(f, tb, 3, new RowCounts(4, 0, 0, 3), t(6)));
+        assertTrue(catalog.progress().recordNormalize(f, tb, 3, new RowCounts(4, 0, 0, 3), t(6)));
         TableState done = table(f, tb);
         assertEquals(new RowCounts(14, 5, 1, 3), done.normalizedCounts(), "values stored at ClickHouse's range edge add up too");
         assertNull(done.firstRowReceivedAt(), "nothing left to normalize");
@@ -334,11 +334,11 @@ class CatalogTest {
     void aBatchNormalizedBeforeItsSyncIsRecordedLeavesNoLag() {
         String f = "sink-first";
         String tb = "ds.t";
-        catalog.recordSync(f, tb, new SyncedBatch("c1", 1, 1, t(1), t(0)), t(2));
-        catalog.recordNormalize(f, tb, 1, new RowCounts(1, 0, 0), t(3));
+        catalog.progress().recordSync(f, tb, new SyncedBatch("c1", 1, 1, t(1), t(0)), t(2));
+        catalog.progress().recordNormalize(f, tb, 1, new RowCounts(1, 0, 0), t(3));
         // the sink loaded batch 2 before the source's acknowledgement for it arrived
-        catalog.recordNormalize(f, tb, 2, new RowCounts(2, 0, 0), t(4));
-        catalog.recordSync(f, tb, new SyncedBatch("c2", 2, 2, t(3), t(2)), t(5));
+        catalog.progress().recordNormalize(f, tb, 2, new RowCounts(2, 0, 0), t(4));
+        catalog.progress().recordSync(f, tb, new SyncedBatch("c2", 2, 2, t(3), t(2)), t(5));
         TableState s = table(f, tb);
         assertEquals(2, s.syncedBatchId());
         assertEquals(2, s.normalizedBatchId());
@@ -356,11 +356,11 @@ class CatalogTest {
         // a batch that is only a truncate: no file, stored all the same so that it is normalized in order
         Stage two = new Stage(2, List.of(), 0, RowCounts.ZERO, true);
         Stage three = new Stage(3, List.of(new StageFile("s3://b/t/3-0.avro", 5, 50)), 5, new RowCounts(5, 0, 0));
-        assertTrue(catalog.upsertStage(f, tb, three));
-        assertTrue(catalog.upsertStage(f, tb, one));
-        assertTrue(catalog.upsertStage(f, tb, two));
+        assertTrue(catalog.stages().upsertStage(f, tb, three));
+        assertTrue(catalog.stages().upsertStage(f, tb, one));
+        assertTrue(catalog.stages().upsertStage(f, tb, two));
 
-        List<Stage> all = catalog.listStages(f, tb);
+        List<Stage> all = catalog.stages().listStages(f, tb);
         assertEquals(List.of(1L, 2L, 3L), all.stream().map(Stage::batchId).toList());
         Stage read = all.get(0);
         assertEquals(one.files(), read.files());
@@ -372,33 +372,33 @@ class CatalogTest {
         assertFalse(all.get(2).truncateBefore());
         // restaging a batch replaces its truncate flag with the manifest (the batch's first record decides it)
         Stage threeAfterTruncate = new Stage(3, three.files(), 5, three.counts(), true);
-        assertTrue(catalog.upsertStage(f, tb, threeAfterTruncate));
-        assertTrue(catalog.getStage(f, tb, 3).orElseThrow().truncateBefore());
-        assertEquals(List.of(3L), catalog.listStages(f, tb, 2).stream().map(Stage::batchId).toList());
-        assertEquals(three.files(), catalog.getStage(f, tb, 3).orElseThrow().files());
-        assertEquals(Optional.empty(), catalog.getStage(f, tb, 4));
-        assertEquals(List.of(), catalog.listStages(f, "ds.other"));
+        assertTrue(catalog.stages().upsertStage(f, tb, threeAfterTruncate));
+        assertTrue(catalog.stages().getStage(f, tb, 3).orElseThrow().truncateBefore());
+        assertEquals(List.of(3L), catalog.stages().listStages(f, tb, 2).stream().map(Stage::batchId).toList());
+        assertEquals(three.files(), catalog.stages().getStage(f, tb, 3).orElseThrow().files());
+        assertEquals(Optional.empty(), catalog.stages().getStage(f, tb, 4));
+        assertEquals(List.of(), catalog.stages().listStages(f, "ds.other"));
 
-        assertTrue(catalog.deleteStage(f, tb, 1));
-        assertFalse(catalog.deleteStage(f, tb, 1));
-        catalog.recordNormalize(f, tb, 1, one.counts(), t(1));
+        assertTrue(catalog.stages().deleteStage(f, tb, 1));
+        assertFalse(catalog.stages().deleteStage(f, tb, 1));
+        catalog.progress().recordNormalize(f, tb, 1, one.counts(), t(1));
         // the sink re-read batch 1 after a crash: it is loaded already, so no stage row comes back
-        assertFalse(catalog.upsertStage(f, tb, one));
-        assertEquals(Optional.empty(), catalog.getStage(f, tb, 1));
+        assertFalse(catalog.stages().upsertStage(f, tb, one));
+        assertEquals(Optional.empty(), catalog.stages().getStage(f, tb, 1));
     }
 
     @Test
     void pauseBeginsOnceKeepsItsStartAndEnds() {
         String f = "pause";
         String tb = "ds.t";
-        assertTrue(catalog.setPause(f, tb, "normalize_buffer_full", t(1)));
-        assertFalse(catalog.setPause(f, tb, "normalize_buffer_full", t(2)), "same pause again");
+        assertTrue(catalog.progress().setPause(f, tb, "normalize_buffer_full", t(1)));
+        assertFalse(catalog.progress().setPause(f, tb, "normalize_buffer_full", t(2)), "same pause again");
         assertEquals(t(1), table(f, tb).pausedAt());
-        assertTrue(catalog.setPause(f, tb, "manual", t(3)), "another reason is another episode");
+        assertTrue(catalog.progress().setPause(f, tb, "manual", t(3)), "another reason is another episode");
         assertEquals("manual", table(f, tb).pausedReason());
         assertEquals(t(3), table(f, tb).pausedAt());
-        assertTrue(catalog.clearPause(f, tb));
-        assertFalse(catalog.clearPause(f, tb));
+        assertTrue(catalog.progress().clearPause(f, tb));
+        assertFalse(catalog.progress().clearPause(f, tb));
         assertNull(table(f, tb).pausedReason());
         assertNull(table(f, tb).pausedAt());
     }
@@ -407,43 +407,43 @@ class CatalogTest {
     void aWriterEndsOnlyItsOwnPause() {
         String f = "pause-own";
         String tb = "pg.t";
-        assertTrue(catalog.setPause(f, tb, "sink_normalize_buffer_full", t(1)));
-        assertFalse(catalog.clearPause(f, tb, "normalize_buffer_full"), "another writer's pause stays");
+        assertTrue(catalog.progress().setPause(f, tb, "sink_normalize_buffer_full", t(1)));
+        assertFalse(catalog.progress().clearPause(f, tb, "normalize_buffer_full"), "another writer's pause stays");
         assertEquals("sink_normalize_buffer_full", table(f, tb).pausedReason());
         assertEquals(t(1), table(f, tb).pausedAt());
-        assertTrue(catalog.setPause(f, tb, "normalize_buffer_full", t(2)));
-        assertTrue(catalog.clearPause(f, tb, "normalize_buffer_full"));
+        assertTrue(catalog.progress().setPause(f, tb, "normalize_buffer_full", t(2)));
+        assertTrue(catalog.progress().clearPause(f, tb, "normalize_buffer_full"));
         assertNull(table(f, tb).pausedReason());
         assertNull(table(f, tb).pausedAt());
-        assertFalse(catalog.clearPause(f, tb, "normalize_buffer_full"), "nothing left to end");
-        assertFalse(catalog.clearPause(f, "pg.unknown", "normalize_buffer_full"), "no row, nothing to end");
+        assertFalse(catalog.progress().clearPause(f, tb, "normalize_buffer_full"), "nothing left to end");
+        assertFalse(catalog.progress().clearPause(f, "pg.unknown", "normalize_buffer_full"), "no row, nothing to end");
     }
 
     @Test
     void errorEpisodeOpensCountsAndCloses() {
         String f = "errors";
         String tb = "ds.t";
-        assertTrue(catalog.recordError(f, tb, "permission denied", t(1), t(6)), "opens");
-        assertFalse(catalog.recordError(f, tb, "permission denied", t(1), t(6)), "repeat");
-        assertFalse(catalog.recordError(f, tb, "permission denied", t(7), t(17)), "same episode");
+        assertTrue(catalog.progress().recordError(f, tb, "permission denied", t(1), t(6)), "opens");
+        assertFalse(catalog.progress().recordError(f, tb, "permission denied", t(1), t(6)), "repeat");
+        assertFalse(catalog.progress().recordError(f, tb, "permission denied", t(7), t(17)), "same episode");
         TableState s = table(f, tb);
         assertEquals(2, s.errorCount());
         assertEquals(t(7), s.lastErrorAt());
         assertEquals(t(17), s.nextRetryAt());
-        assertFalse(catalog.recordError(f, tb, "older", t(3), t(4)), "an older error does not rewind");
+        assertFalse(catalog.progress().recordError(f, tb, "older", t(3), t(4)), "an older error does not rewind");
         assertEquals(s, table(f, tb));
 
-        catalog.recordError(f, tb, "x".repeat(10_000), t(8), null);
+        catalog.progress().recordError(f, tb, "x".repeat(10_000), t(8), null);
         assertEquals(4000, table(f, tb).lastError().length());
 
-        assertTrue(catalog.clearError(f, tb));
-        assertFalse(catalog.clearError(f, tb));
+        assertTrue(catalog.progress().clearError(f, tb));
+        assertFalse(catalog.progress().clearError(f, tb));
         TableState healthy = table(f, tb);
         assertNull(healthy.lastError());
         assertNull(healthy.lastErrorAt());
         assertNull(healthy.nextRetryAt());
         assertEquals(0, healthy.errorCount());
-        assertTrue(catalog.recordError(f, tb, "again", t(9), null), "a new episode");
+        assertTrue(catalog.progress().recordError(f, tb, "again", t(9), null), "a new episode");
     }
 
     @Test
@@ -452,14 +452,14 @@ class CatalogTest {
         try {
             for (int round = 0; round < 15; round++) {
                 String f = "claim-race-" + round;
-                catalog.initTable(f, "public.only", Phase.PENDING);
+                catalog.progress().initTable(f, "public.only", Phase.PENDING);
                 CyclicBarrier start = new CyclicBarrier(4);
                 List<Future<Optional<CopyClaim>>> claims = new ArrayList<>();
                 for (int task = 0; task < 4; task++) {
                     String owner = "task-" + task;
                     claims.add(pool.submit(() -> {
                         start.await();
-                        return catalog.claimCopy(f, owner, Duration.ofMinutes(5));
+                        return catalog.copies().claimCopy(f, owner, Duration.ofMinutes(5));
                     }));
                 }
                 int winners = 0;
@@ -477,7 +477,7 @@ class CatalogTest {
             // three tables, six claimers: every table goes to exactly one of them
             String f = "claim-many";
             for (String t : List.of("public.a", "public.b", "public.c")) {
-                catalog.initTable(f, t, Phase.PENDING);
+                catalog.progress().initTable(f, t, Phase.PENDING);
             }
             CyclicBarrier start = new CyclicBarrier(4);
             List<Future<List<String>>> results = new ArrayList<>();
@@ -487,7 +487,7 @@ class CatalogTest {
                     start.await();
                     List<String> won = new ArrayList<>();
                     for (int i = 0; i < 2; i++) {
-                        catalog.claimCopy(f, owner, Duration.ofMinutes(5)).ifPresent(c -> won.add(c.table()));
+                        catalog.copies().claimCopy(f, owner, Duration.ofMinutes(5)).ifPresent(c -> won.add(c.table()));
                     }
                     return won;
                 }));
@@ -507,120 +507,120 @@ class CatalogTest {
     void anExpiredLeaseCanBeTakenOverAndTheFormerOwnerLosesTheTable() throws Exception {
         String f = "lease";
         String tb = "public.t";
-        catalog.initTable(f, tb, Phase.PENDING);
-        CopyClaim first = catalog.claimCopy(f, "task-1", Duration.ofMillis(300)).orElseThrow();
+        catalog.progress().initTable(f, tb, Phase.PENDING);
+        CopyClaim first = catalog.copies().claimCopy(f, "task-1", Duration.ofMillis(300)).orElseThrow();
         assertEquals(1, first.attempt());
-        assertEquals(Optional.empty(), catalog.claimCopy(f, "task-2", Duration.ofMinutes(5)), "lease still held");
-        assertTrue(catalog.renewCopyLease(f, tb, "task-1", Duration.ofMillis(300)));
+        assertEquals(Optional.empty(), catalog.copies().claimCopy(f, "task-2", Duration.ofMinutes(5)), "lease still held");
+        assertTrue(catalog.copies().renewCopyLease(f, tb, "task-1", Duration.ofMillis(300)));
 
         Thread.sleep(400);
-        CopyClaim second = catalog.claimCopy(f, "task-2", Duration.ofMinutes(5)).orElseThrow();
+        CopyClaim second = catalog.copies().claimCopy(f, "task-2", Duration.ofMinutes(5)).orElseThrow();
         assertEquals(tb, second.table());
         assertEquals(2, second.attempt());
         assertEquals("task-2", table(f, tb).copyLeaseOwner());
 
-        assertFalse(catalog.renewCopyLease(f, tb, "task-1", Duration.ofMinutes(5)), "task-1 lost the table");
-        assertFalse(catalog.markCatchup(f, tb, "task-1", "0/100"));
-        assertFalse(catalog.markErrored(f, tb, "task-1", "late failure", t(1), null));
+        assertFalse(catalog.copies().renewCopyLease(f, tb, "task-1", Duration.ofMinutes(5)), "task-1 lost the table");
+        assertFalse(catalog.phases().markCatchup(f, tb, "task-1", "0/100"));
+        assertFalse(catalog.phases().markErrored(f, tb, "task-1", "late failure", t(1), null));
         assertEquals(Phase.COPYING, table(f, tb).phase());
 
-        assertTrue(catalog.markCatchup(f, tb, "task-2", "0/200"));
-        assertTrue(catalog.markCatchup(f, tb, "task-2", "0/200"), "repeat after a crash");
+        assertTrue(catalog.phases().markCatchup(f, tb, "task-2", "0/200"));
+        assertTrue(catalog.phases().markCatchup(f, tb, "task-2", "0/200"), "repeat after a crash");
         TableState caughtUp = table(f, tb);
         assertEquals(Phase.CATCHUP, caughtUp.phase());
         assertEquals("0/200", caughtUp.phaseLsn());
         assertNull(caughtUp.copyLeaseOwner());
-        assertEquals(Optional.empty(), catalog.claimCopy(f, "task-3", Duration.ofMinutes(5)));
+        assertEquals(Optional.empty(), catalog.copies().claimCopy(f, "task-3", Duration.ofMinutes(5)));
     }
 
     @Test
     void phasesMoveFromCatchupToReadyByLsnOrder() {
         String f = "phases";
         for (String tb : List.of("public.a", "public.b", "public.c")) {
-            catalog.initTable(f, tb, Phase.PENDING);
+            catalog.progress().initTable(f, tb, Phase.PENDING);
         }
         Set<String> claimed = new HashSet<>();
         for (int i = 0; i < 3; i++) {
-            claimed.add(catalog.claimCopy(f, "task", Duration.ofMinutes(1)).orElseThrow().table());
+            claimed.add(catalog.copies().claimCopy(f, "task", Duration.ofMinutes(1)).orElseThrow().table());
         }
         assertEquals(Set.of("public.a", "public.b", "public.c"), claimed);
-        catalog.markCatchup(f, "public.a", "task", "0/9");
-        catalog.markCatchup(f, "public.b", "task", "0/10");
+        catalog.phases().markCatchup(f, "public.a", "task", "0/9");
+        catalog.phases().markCatchup(f, "public.b", "task", "0/10");
         // LSNs compare as numbers: 0/10 is after 0/A although "0/10" < "0/A" as text
-        assertEquals(List.of("public.a"), catalog.markCaughtUpReady(f, "0/A"));
-        assertEquals(List.of(), catalog.markCaughtUpReady(f, "0/A"));
+        assertEquals(List.of("public.a"), catalog.phases().markCaughtUpReady(f, "0/A"));
+        assertEquals(List.of(), catalog.phases().markCaughtUpReady(f, "0/A"));
         assertEquals(Phase.READY, table(f, "public.a").phase());
         assertEquals("0/9", table(f, "public.a").phaseLsn());
         assertEquals(Phase.CATCHUP, table(f, "public.b").phase());
-        assertFalse(catalog.markReady(f, "public.b", "0/11"), "ready only at its own catchup LSN");
-        assertTrue(catalog.markReady(f, "public.b", "0/10"));
-        assertFalse(catalog.markReady(f, "public.c", "0/10"), "still copying");
+        assertFalse(catalog.phases().markReady(f, "public.b", "0/11"), "ready only at its own catchup LSN");
+        assertTrue(catalog.phases().markReady(f, "public.b", "0/10"));
+        assertFalse(catalog.phases().markReady(f, "public.c", "0/10"), "still copying");
 
-        catalog.markErrored(f, "public.c", "task", "copy failed", t(1), Instant.now().minusSeconds(1));
+        catalog.phases().markErrored(f, "public.c", "task", "copy failed", t(1), Instant.now().minusSeconds(1));
         TableState errored = table(f, "public.c");
         assertEquals(Phase.ERRORED, errored.phase());
         assertEquals(1, errored.errorCount());
-        CopyClaim retry = catalog.claimCopy(f, "task-2", Duration.ofMinutes(1)).orElseThrow();
+        CopyClaim retry = catalog.copies().claimCopy(f, "task-2", Duration.ofMinutes(1)).orElseThrow();
         assertEquals("public.c", retry.table());
         assertEquals(2, retry.attempt());
-        catalog.markErrored(f, "public.c", "task-2", "copy failed again", t(2), null);
-        assertEquals(Optional.empty(), catalog.claimCopy(f, "task-3", Duration.ofMinutes(1)),
+        catalog.phases().markErrored(f, "public.c", "task-2", "copy failed again", t(2), null);
+        assertEquals(Optional.empty(), catalog.copies().claimCopy(f, "task-3", Duration.ofMinutes(1)),
                 "no retry time: stays errored");
         assertEquals(2, table(f, "public.c").errorCount());
 
-        assertThrows(IllegalArgumentException.class, () -> catalog.markReady(f, "public.a", "not-an-lsn"));
+        assertThrows(IllegalArgumentException.class, () -> catalog.phases().markReady(f, "public.a", "not-an-lsn"));
     }
 
     @Test
     void pruneRemovesOnlyTheNamedFlowsMissingTables() throws Exception {
         for (String f : List.of("prune-1", "prune-2")) {
             for (String tb : List.of("ds.a", "ds.b", "ds.c")) {
-                catalog.initTable(f, tb);
-                catalog.upsertStage(f, tb, new Stage(1, List.of(new StageFile("file:///" + f + tb, 1, 1)), 1,
+                catalog.progress().initTable(f, tb);
+                catalog.stages().upsertStage(f, tb, new Stage(1, List.of(new StageFile("file:///" + f + tb, 1, 1)), 1,
                         new RowCounts(1, 0, 0)));
             }
         }
         String untouched = snapshot("prune-2");
 
-        assertEquals(List.of("ds.b", "ds.c"), catalog.pruneTables("prune-1", List.of("ds.a", "ds.z")));
-        assertEquals(List.of("ds.a"), catalog.listTables("prune-1").stream().map(TableState::table).toList());
-        assertEquals(1, catalog.listStages("prune-1", "ds.a").size());
-        assertEquals(List.of(), catalog.listStages("prune-1", "ds.b"));
+        assertEquals(List.of("ds.b", "ds.c"), catalog.flows().pruneTables("prune-1", List.of("ds.a", "ds.z")));
+        assertEquals(List.of("ds.a"), catalog.progress().listTables("prune-1").stream().map(TableState::table).toList());
+        assertEquals(1, catalog.stages().listStages("prune-1", "ds.a").size());
+        assertEquals(List.of(), catalog.stages().listStages("prune-1", "ds.b"));
         assertEquals(untouched, snapshot("prune-2"));
-        assertEquals(List.of(), catalog.pruneTables("prune-1", List.of("ds.a")));
-        assertThrows(IllegalArgumentException.class, () -> catalog.pruneTables("prune-1", List.of()));
+        assertEquals(List.of(), catalog.flows().pruneTables("prune-1", List.of("ds.a")));
+        assertThrows(IllegalArgumentException.class, () -> catalog.flows().pruneTables("prune-1", List.of()));
     }
 
     @Test
     void aTableThatLeftItsPublicationIsMarkedAloneOrRestartedWithItsEntryRecorded() throws Exception {
         for (String f : List.of("member-1", "member-2")) {
             for (String tb : List.of("ds.a", "ds.b")) {
-                catalog.initTable(f, tb, Phase.PENDING);
-                catalog.upsertStage(f, tb, new Stage(1, List.of(new StageFile("file:///" + f + tb, 1, 1)), 1,
+                catalog.progress().initTable(f, tb, Phase.PENDING);
+                catalog.stages().upsertStage(f, tb, new Stage(1, List.of(new StageFile("file:///" + f + tb, 1, 1)), 1,
                         new RowCounts(1, 0, 0)));
             }
         }
         String untouched = snapshot("member-2");
-        assertEquals(Map.of(), catalog.publicationMembers("member-1"));
-        assertTrue(catalog.setPublicationMember("member-1", "ds.a", "relation 1, table entry 2"));
-        assertFalse(catalog.setPublicationMember("member-1", "ds.z", "relation 3, table entry 4"), "no such row");
-        assertEquals(Map.of("ds.a", "relation 1, table entry 2"), catalog.publicationMembers("member-1"));
+        assertEquals(Map.of(), catalog.phases().publicationMembers("member-1"));
+        assertTrue(catalog.phases().setPublicationMember("member-1", "ds.a", "relation 1, table entry 2"));
+        assertFalse(catalog.phases().setPublicationMember("member-1", "ds.z", "relation 3, table entry 4"), "no such row");
+        assertEquals(Map.of("ds.a", "relation 1, table entry 2"), catalog.phases().publicationMembers("member-1"));
 
-        assertEquals(Optional.of("pending"), catalog.restartTable("member-1", "ds.a", "came back", 10));
-        TableState restarted = catalog.getTable("member-1", "ds.a").orElseThrow();
+        assertEquals(Optional.of("pending"), catalog.phases().restartTable("member-1", "ds.a", "came back", 10));
+        TableState restarted = catalog.progress().getTable("member-1", "ds.a").orElseThrow();
         assertEquals(Phase.ERRORED, restarted.phase());
         assertEquals("came back", restarted.lastError());
         assertTrue(restarted.nextRetryAt().isAfter(Instant.now().plusSeconds(5)), "retried after the delay");
-        assertEquals(Optional.empty(), catalog.restartTable("member-1", "ds.z", "came back", 10));
+        assertEquals(Optional.empty(), catalog.phases().restartTable("member-1", "ds.z", "came back", 10));
 
-        assertTrue(catalog.markLeft("member-1", "ds.b", "left publication p"));
-        assertFalse(catalog.markLeft("member-1", "ds.z", "left publication p"), "no such table");
-        TableState left = catalog.getTable("member-1", "ds.b").orElseThrow();
+        assertTrue(catalog.phases().markLeft("member-1", "ds.b", "left publication p"));
+        assertFalse(catalog.phases().markLeft("member-1", "ds.z", "left publication p"), "no such table");
+        TableState left = catalog.progress().getTable("member-1", "ds.b").orElseThrow();
         assertEquals(Phase.ERRORED, left.phase());
         assertEquals("left publication p", left.lastError());
         assertNull(left.nextRetryAt(), "never retried");
-        assertEquals(1, catalog.listStages("member-1", "ds.b").size(), "its staged batch stays to be loaded");
-        assertTrue(catalog.claimCopy("member-1", "copier", Duration.ofSeconds(30)).isEmpty(),
+        assertEquals(1, catalog.stages().listStages("member-1", "ds.b").size(), "its staged batch stays to be loaded");
+        assertTrue(catalog.copies().claimCopy("member-1", "copier", Duration.ofSeconds(30)).isEmpty(),
                 "no copy task claims the table that left, nor the restarted one before its delay");
         assertEquals(untouched, snapshot("member-2"));
     }
@@ -630,19 +630,19 @@ class CatalogTest {
         String f = "identity";
         FlowIdentity original = new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_aaaa",
                 "tablecdc_pub", null);
-        FlowRecord created = catalog.registerFlow(f, original, "h1");
+        FlowRecord created = catalog.flows().registerFlow(f, original, "h1");
         assertEquals(original, created.identity());
-        assertEquals(created, catalog.registerFlow(f, original, "h1"), "resume with the same identity");
+        assertEquals(created, catalog.flows().registerFlow(f, original, "h1"), "resume with the same identity");
 
         FlowIdentityMismatchException otherSource = assertThrows(FlowIdentityMismatchException.class,
-                () -> catalog.registerFlow(f, new FlowIdentity("pg_pipeline", "7322222222222222222", 1L,
+                () -> catalog.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7322222222222222222", 1L,
                         "tablecdc_aaaa", "tablecdc_pub", null), "h1"));
         assertTrue(otherSource.getMessage().contains("7311111111111111111"), otherSource.getMessage());
         assertTrue(otherSource.getMessage().contains("7322222222222222222"), otherSource.getMessage());
         assertTrue(otherSource.getMessage().contains("source system identifier"), otherSource.getMessage());
 
         FlowIdentityMismatchException otherSlot = assertThrows(FlowIdentityMismatchException.class,
-                () -> catalog.registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111111", 1L,
+                () -> catalog.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111111", 1L,
                         "tablecdc_bbbb", "tablecdc_pub", null), "h1"));
         assertTrue(otherSlot.getMessage().contains("tablecdc_aaaa"), otherSlot.getMessage());
         assertTrue(otherSlot.getMessage().contains("tablecdc_bbbb"), otherSlot.getMessage());
@@ -650,38 +650,38 @@ class CatalogTest {
         FlowIdentity newTimeline = new FlowIdentity("pg_pipeline", "7311111111111111111", 2L, "tablecdc_aaaa",
                 "tablecdc_pub", null);
         FlowIdentityMismatchException timeline = assertThrows(FlowIdentityMismatchException.class,
-                () -> catalog.registerFlow(f, newTimeline, "h1"));
+                () -> catalog.flows().registerFlow(f, newTimeline, "h1"));
         assertTrue(timeline.getMessage().contains("timeline"), timeline.getMessage());
-        assertEquals(2L, catalog.registerFlow(f, newTimeline, "h2", true).identity().timeline(),
+        assertEquals(2L, catalog.flows().registerFlow(f, newTimeline, "h2", true).identity().timeline(),
                 "failover recovery accepts the new timeline");
 
         // a caller that knows only the destination fills it in; then a different one is refused
-        FlowRecord withDestination = catalog.registerFlow(f, new FlowIdentity(null, null, null, null, null,
+        FlowRecord withDestination = catalog.flows().registerFlow(f, new FlowIdentity(null, null, null, null, null,
                 "clickhouse://ch:8123/db"), null);
         assertEquals("tablecdc_aaaa", withDestination.identity().slot());
         assertEquals("clickhouse://ch:8123/db", withDestination.identity().destination());
         assertEquals("h2", withDestination.configHash());
-        assertThrows(FlowIdentityMismatchException.class, () -> catalog.registerFlow(f,
+        assertThrows(FlowIdentityMismatchException.class, () -> catalog.flows().registerFlow(f,
                 new FlowIdentity(null, null, null, null, null, "clickhouse://other:8123/db"), null));
-        assertEquals(withDestination, catalog.getFlow(f).orElseThrow(), "a refused resume changes nothing");
-        assertTrue(catalog.listFlows().stream().anyMatch(r -> r.flow().equals(f)));
+        assertEquals(withDestination, catalog.flows().getFlow(f).orElseThrow(), "a refused resume changes nothing");
+        assertTrue(catalog.flows().listFlows().stream().anyMatch(r -> r.flow().equals(f)));
     }
 
     @Test
     void replacingALostSlotPutsEveryTableBackToPendingAtOnce() {
         String f = "replace-slot";
-        catalog.registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_lost",
+        catalog.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111111", 1L, "tablecdc_lost",
                 "tablecdc_pub", null), null);
-        catalog.initTable(f, "s.ready", Phase.PENDING);
-        catalog.markReady(f, "s.ready", "0/16B3748");
-        catalog.initTable(f, "s.failed", Phase.PENDING);
-        catalog.claimCopy(f, "task-1", Duration.ofMinutes(5));
-        catalog.markErrored(f, "s.failed", null, "copy attempt 1 failed: x", t(1), null);
-        catalog.initTable("other-flow", "s.ready", Phase.PENDING);
-        catalog.markReady("other-flow", "s.ready", "0/1");
+        catalog.progress().initTable(f, "s.ready", Phase.PENDING);
+        catalog.phases().markReady(f, "s.ready", "0/16B3748");
+        catalog.progress().initTable(f, "s.failed", Phase.PENDING);
+        catalog.copies().claimCopy(f, "task-1", Duration.ofMinutes(5));
+        catalog.phases().markErrored(f, "s.failed", null, "copy attempt 1 failed: x", t(1), null);
+        catalog.progress().initTable("other-flow", "s.ready", Phase.PENDING);
+        catalog.phases().markReady("other-flow", "s.ready", "0/1");
 
-        assertEquals(List.of("s.failed", "s.ready"), catalog.replaceSlot(f, "tablecdc_lost", "tablecdc_new"));
-        assertEquals("tablecdc_new", catalog.getFlow(f).orElseThrow().identity().slot());
+        assertEquals(List.of("s.failed", "s.ready"), catalog.flows().replaceSlot(f, "tablecdc_lost", "tablecdc_new"));
+        assertEquals("tablecdc_new", catalog.flows().getFlow(f).orElseThrow().identity().slot());
         for (String t : List.of("s.ready", "s.failed")) {
             TableState state = table(f, t);
             assertEquals(Phase.PENDING, state.phase(), t);
@@ -690,8 +690,8 @@ class CatalogTest {
             assertNull(state.lastError(), t);
         }
         assertEquals(Phase.READY, table("other-flow", "s.ready").phase(), "other flows are never touched");
-        assertEquals(List.of(), catalog.replaceSlot(f, "tablecdc_lost", "tablecdc_new"), "a repeat changes nothing");
-        assertThrows(FlowIdentityMismatchException.class, () -> catalog.replaceSlot(f, "tablecdc_else", "tablecdc_x"));
+        assertEquals(List.of(), catalog.flows().replaceSlot(f, "tablecdc_lost", "tablecdc_new"), "a repeat changes nothing");
+        assertThrows(FlowIdentityMismatchException.class, () -> catalog.flows().replaceSlot(f, "tablecdc_else", "tablecdc_x"));
     }
 
     @Test
@@ -707,7 +707,7 @@ class CatalogTest {
         down.setPassword("s3cret-pw");
         Catalog unreachable = new Catalog(down);
         CatalogUnavailableException e = assertThrows(CatalogUnavailableException.class,
-                () -> unreachable.recordSync("flow-x", "ds.t", SyncedBatch.cursorOnly("c", 0), t(1)));
+                () -> unreachable.progress().recordSync("flow-x", "ds.t", SyncedBatch.cursorOnly("c", 0), t(1)));
         assertTrue(e.getMessage().contains("recordSync"), e.getMessage());
         assertTrue(e.getMessage().contains("flow-x"), e.getMessage());
         assertTrue(e.getMessage().contains("ds.t"), e.getMessage());
@@ -730,7 +730,7 @@ class CatalogTest {
     void openRefusesASchemaItCannotUse() throws Exception {
         Catalog.open(settings("catalog", false), "connector-verify").close();
         try (Catalog small = Catalog.open(settings("catalog", true, 1), "connector-small-pool")) {
-            assertTrue(small.listFlows().size() >= 0, "a pool of one connection still migrates and works");
+            assertTrue(small.flows().listFlows().size() >= 0, "a pool of one connection still migrates and works");
         }
         try (Connection c = postgres.getPostgresDatabase().getConnection(); Statement s = c.createStatement()) {
             s.execute("CREATE DATABASE unmigrated");
@@ -763,16 +763,16 @@ class CatalogTest {
     void aCopyClaimSkipsTablesTheFlowDoesNotCopy() {
         String f = "claim-filter";
         for (String tb : List.of("s.a", "s.b", "s.c")) {
-            catalog.initTable(f, tb, Phase.PENDING);
+            catalog.progress().initTable(f, tb, Phase.PENDING);
         }
-        assertEquals(Optional.empty(), catalog.claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.z"), List.of()),
+        assertEquals(Optional.empty(), catalog.copies().claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.z"), List.of()),
                 "only:s.z copies none of them");
-        assertEquals("s.b", catalog.claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.b"), List.of())
+        assertEquals("s.b", catalog.copies().claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.b"), List.of())
                 .orElseThrow().table());
-        assertEquals(Optional.empty(), catalog.claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.b"), List.of()));
-        assertEquals("s.c", catalog.claimCopy(f, "task", Duration.ofMinutes(1), null, List.of("s.a"))
+        assertEquals(Optional.empty(), catalog.copies().claimCopy(f, "task", Duration.ofMinutes(1), List.of("s.b"), List.of()));
+        assertEquals("s.c", catalog.copies().claimCopy(f, "task", Duration.ofMinutes(1), null, List.of("s.a"))
                 .orElseThrow().table(), "except:s.a");
-        assertEquals(Optional.empty(), catalog.claimCopy(f, "task", Duration.ofMinutes(1), null, List.of("s.a")));
+        assertEquals(Optional.empty(), catalog.copies().claimCopy(f, "task", Duration.ofMinutes(1), null, List.of("s.a")));
         assertEquals(Phase.PENDING, table(f, "s.a").phase(), "excluded: left for the apply task");
         assertEquals(0, table(f, "s.a").copyAttempt());
     }
@@ -786,42 +786,42 @@ class CatalogTest {
     void aCopyTaskWhoseLeaseExpiredCannotWriteAnything() throws Exception {
         String f = "fence";
         String tb = "public.t";
-        catalog.initTable(f, tb, Phase.PENDING);
-        CopyClaim first = catalog.claimCopy(f, "task-1", Duration.ofMillis(300), null, List.of()).orElseThrow();
-        assertTrue(catalog.reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100).isPresent());
-        assertTrue(catalog.recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/10", 1, 5, t(1), t(0)),
+        catalog.progress().initTable(f, tb, Phase.PENDING);
+        CopyClaim first = catalog.copies().claimCopy(f, "task-1", Duration.ofMillis(300), null, List.of()).orElseThrow();
+        assertTrue(catalog.copies().reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100).isPresent());
+        assertTrue(catalog.copies().recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/10", 1, 5, t(1), t(0)),
                 t(1)));
-        assertTrue(catalog.recordCopyProgress(f, tb, "task-1", first.attempt(), 5, 10));
-        assertTrue(catalog.renewCopyLease(f, tb, "task-1", first.attempt(), Duration.ofMillis(300)));
+        assertTrue(catalog.copies().recordCopyProgress(f, tb, "task-1", first.attempt(), 5, 10));
+        assertTrue(catalog.copies().renewCopyLease(f, tb, "task-1", first.attempt(), Duration.ofMillis(300)));
 
         Thread.sleep(400);
         // expired, not claimed again yet: the stalled owner stops all the same
-        assertEquals(Optional.empty(), catalog.reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100));
-        assertFalse(catalog.recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/20", 2, 5, t(2), t(1)),
+        assertEquals(Optional.empty(), catalog.copies().reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100));
+        assertFalse(catalog.copies().recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/20", 2, 5, t(2), t(1)),
                 t(2)));
-        assertFalse(catalog.recordCopyProgress(f, tb, "task-1", first.attempt(), 10, 10));
-        assertFalse(catalog.renewCopyLease(f, tb, "task-1", first.attempt(), Duration.ofMinutes(5)));
-        assertFalse(catalog.markCopyCatchup(f, tb, "task-1", first.attempt(), "0/30"));
+        assertFalse(catalog.copies().recordCopyProgress(f, tb, "task-1", first.attempt(), 10, 10));
+        assertFalse(catalog.copies().renewCopyLease(f, tb, "task-1", first.attempt(), Duration.ofMinutes(5)));
+        assertFalse(catalog.copies().markCopyCatchup(f, tb, "task-1", first.attempt(), "0/30"));
         TableState stale = table(f, tb);
         assertEquals(1, stale.syncedBatchId());
         assertEquals(100, reserved(f, tb));
 
-        CopyClaim second = catalog.claimCopy(f, "task-2", Duration.ofMinutes(5), null, List.of()).orElseThrow();
+        CopyClaim second = catalog.copies().claimCopy(f, "task-2", Duration.ofMinutes(5), null, List.of()).orElseThrow();
         assertEquals(2, second.attempt());
-        long firstOfSecond = catalog.reserveCopyBatchIds(f, tb, "task-2", second.attempt(), 100).orElseThrow();
+        long firstOfSecond = catalog.copies().reserveCopyBatchIds(f, tb, "task-2", second.attempt(), 100).orElseThrow();
         assertEquals(101, firstOfSecond);
         // the former owner, and a claim number that is not the current one, are refused as well
-        assertEquals(Optional.empty(), catalog.reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100));
-        assertEquals(Optional.empty(), catalog.reserveCopyBatchIds(f, tb, "task-2", first.attempt(), 100));
-        assertFalse(catalog.recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/20", 2, 5, t(2), t(1)),
+        assertEquals(Optional.empty(), catalog.copies().reserveCopyBatchIds(f, tb, "task-1", first.attempt(), 100));
+        assertEquals(Optional.empty(), catalog.copies().reserveCopyBatchIds(f, tb, "task-2", first.attempt(), 100));
+        assertFalse(catalog.copies().recordCopySync(f, tb, "task-1", first.attempt(), new SyncedBatch("0/20", 2, 5, t(2), t(1)),
                 t(2)));
-        assertFalse(catalog.markCopyFailed(f, tb, "task-1", first.attempt(), "late", t(3), null));
+        assertFalse(catalog.copies().markCopyFailed(f, tb, "task-1", first.attempt(), "late", t(3), null));
         assertEquals(1, table(f, tb).syncedBatchId());
         assertEquals(200, reserved(f, tb));
-        assertTrue(catalog.recordCopySync(f, tb, "task-2", second.attempt(), new SyncedBatch("0/40", 101, 1, t(4), t(3)),
+        assertTrue(catalog.copies().recordCopySync(f, tb, "task-2", second.attempt(), new SyncedBatch("0/40", 101, 1, t(4), t(3)),
                 t(4)));
-        assertTrue(catalog.markCopyCatchup(f, tb, "task-2", second.attempt(), "0/50"));
-        assertTrue(catalog.markCopyCatchup(f, tb, "task-2", second.attempt(), "0/50"), "repeat after a crash");
+        assertTrue(catalog.copies().markCopyCatchup(f, tb, "task-2", second.attempt(), "0/50"));
+        assertTrue(catalog.copies().markCopyCatchup(f, tb, "task-2", second.attempt(), "0/50"), "repeat after a crash");
         assertEquals(Phase.CATCHUP, table(f, tb).phase());
     }
 
@@ -845,51 +845,51 @@ class CatalogTest {
     void onlyFailedCopiesSpendTheRetryBudgetAndReadyResetsIt() throws Exception {
         String f = "budget";
         String tb = "public.t";
-        catalog.initTable(f, tb, Phase.PENDING);
-        CopyClaim c1 = catalog.claimCopy(f, "task-1", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        catalog.progress().initTable(f, tb, Phase.PENDING);
+        CopyClaim c1 = catalog.copies().claimCopy(f, "task-1", Duration.ofMinutes(1), null, List.of()).orElseThrow();
         assertEquals(0, c1.failures());
-        assertTrue(catalog.releaseCopy(f, tb, "task-1"), "the task stopped (rebalance)");
-        CopyClaim c2 = catalog.claimCopy(f, "task-2", Duration.ofMillis(200), null, List.of()).orElseThrow();
+        assertTrue(catalog.copies().releaseCopy(f, tb, "task-1"), "the task stopped (rebalance)");
+        CopyClaim c2 = catalog.copies().claimCopy(f, "task-2", Duration.ofMillis(200), null, List.of()).orElseThrow();
         assertEquals(0, c2.failures(), "a released attempt is not a failure");
         Thread.sleep(300);
-        CopyClaim c3 = catalog.claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        CopyClaim c3 = catalog.copies().claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
         assertEquals(0, c3.failures(), "a lost lease is not a failure");
         assertEquals(3, c3.attempt(), "every claim has its own number");
-        assertTrue(catalog.markCopyFailed(f, tb, "task-3", c3.attempt(), "bad value", t(1), Instant.now().minusSeconds(1)));
-        CopyClaim c4 = catalog.claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        assertTrue(catalog.copies().markCopyFailed(f, tb, "task-3", c3.attempt(), "bad value", t(1), Instant.now().minusSeconds(1)));
+        CopyClaim c4 = catalog.copies().claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
         assertEquals(1, c4.failures());
-        assertEquals(1, catalog.copyFailures(f, tb));
-        assertTrue(catalog.markStreamFailed(f, tb, "unconvertible change", t(2), Instant.now().minusSeconds(1), true));
-        assertEquals(2, catalog.copyFailures(f, tb));
-        CopyClaim c5 = catalog.claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
+        assertEquals(1, catalog.copies().copyFailures(f, tb));
+        assertTrue(catalog.phases().markStreamFailed(f, tb, "unconvertible change", t(2), Instant.now().minusSeconds(1), true));
+        assertEquals(2, catalog.copies().copyFailures(f, tb));
+        CopyClaim c5 = catalog.copies().claimCopy(f, "task-3", Duration.ofMinutes(1), null, List.of()).orElseThrow();
         assertEquals(2, c5.failures());
-        assertTrue(catalog.markCopyCatchup(f, tb, "task-3", c5.attempt(), "0/10"));
-        assertEquals(2, catalog.copyFailures(f, tb), "not ready yet");
-        assertEquals(List.of(tb), catalog.markCaughtUpReady(f, "0/10"));
-        assertEquals(0, catalog.copyFailures(f, tb), "ready: a full budget again");
-        assertTrue(catalog.markStreamFailed(f, tb, "not copied", t(3), null, false));
-        assertEquals(0, catalog.copyFailures(f, tb), "a failure that is not retried by a copy is not counted");
-        assertTrue(catalog.markStreamFailed(f, tb, "copied again", t(4), null, true));
-        assertEquals(1, catalog.copyFailures(f, tb));
-        catalog.setPending(f, tb);
-        assertTrue(catalog.markReady(f, tb, "0/20"));
-        assertEquals(0, catalog.copyFailures(f, tb), "ready straight from pending resets it too");
+        assertTrue(catalog.copies().markCopyCatchup(f, tb, "task-3", c5.attempt(), "0/10"));
+        assertEquals(2, catalog.copies().copyFailures(f, tb), "not ready yet");
+        assertEquals(List.of(tb), catalog.phases().markCaughtUpReady(f, "0/10"));
+        assertEquals(0, catalog.copies().copyFailures(f, tb), "ready: a full budget again");
+        assertTrue(catalog.phases().markStreamFailed(f, tb, "not copied", t(3), null, false));
+        assertEquals(0, catalog.copies().copyFailures(f, tb), "a failure that is not retried by a copy is not counted");
+        assertTrue(catalog.phases().markStreamFailed(f, tb, "copied again", t(4), null, true));
+        assertEquals(1, catalog.copies().copyFailures(f, tb));
+        catalog.phases().setPending(f, tb);
+        assertTrue(catalog.phases().markReady(f, tb, "0/20"));
+        assertEquals(0, catalog.copies().copyFailures(f, tb), "ready straight from pending resets it too");
     }
 
     @Test
     void aTableWithLoadedBatchesIsNotMovedToAnotherDestination() {
         String f = "flow-destination-move";
-        catalog.initTable(f, "s.a");
-        assertEquals(Optional.empty(), catalog.claimDestination(f, "s.a", "ch:8123/db.a"));
+        catalog.progress().initTable(f, "s.a");
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "ch:8123/db.a"));
         // nothing loaded yet: the table may still go elsewhere
-        assertEquals(Optional.empty(), catalog.claimDestination(f, "s.a", "ch:8123/db.a2"));
-        assertTrue(catalog.recordNormalize(f, "s.a", 1, new RowCounts(1, 0, 0), T0));
-        assertEquals(Optional.of(new Catalog.DestinationRefusal.LoadedElsewhere("ch:8123/db.a2", 1)),
-                catalog.claimDestination(f, "s.a", "ch:8123/db.a3"));
-        assertEquals(Optional.empty(), catalog.claimDestination(f, "s.a", "ch:8123/db.a2"), "its own destination again");
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "ch:8123/db.a2"));
+        assertTrue(catalog.progress().recordNormalize(f, "s.a", 1, new RowCounts(1, 0, 0), T0));
+        assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere("ch:8123/db.a2", 1)),
+                catalog.sink().claimDestination(f, "s.a", "ch:8123/db.a3"));
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "ch:8123/db.a2"), "its own destination again");
         // another table is refused the destination of this one
-        catalog.initTable(f, "s.b");
-        assertEquals(Optional.of(new Catalog.DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
-                catalog.claimDestination(f, "s.b", "ch:8123/db.a2"));
+        catalog.progress().initTable(f, "s.b");
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+                catalog.sink().claimDestination(f, "s.b", "ch:8123/db.a2"));
     }
 }

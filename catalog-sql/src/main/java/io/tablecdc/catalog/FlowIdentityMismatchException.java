@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 /**
  * A flow resumed against another source or destination than the one recorded in {@code cdc_flow}.

@@ -1,4 +1,4 @@
-package io.tablecdc.common.catalog;
+package io.tablecdc.catalog;
 
 /**
  * What a flow replicates from and to, recorded in {@code cdc_flow} when the flow first starts and checked

@@ -1,0 +1,146 @@
+package io.tablecdc.catalog;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.SQLRecoverableException;
+import java.sql.SQLTransientException;
+import java.util.Objects;
+import javax.sql.DataSource;
+
+/**
+ * The catalog's connection and transaction core, which every concern class ({@link TableProgress}, {@link PgPhases},
+ * {@link CopyLeases}, {@link BatchIdReservations}, {@link Stages}, {@link SinkLeases}, {@link Flows}) runs its operations on:
+ * one connection per operation (autocommit, or one transaction), SQL errors turned into
+ * {@link CatalogUnavailableException} (retriable) or {@link CatalogException} naming the operation, the flow and the
+ * table. The statements themselves run through {@link Sql}.
+ */
+final class CatalogDb {
+
+    private final DataSource dataSource;
+
+    CatalogDb(DataSource dataSource) {
+        this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+    }
+
+    /** An operation's work on its connection. */
+    @FunctionalInterface
+    interface Work<T> {
+        T run(Connection c) throws SQLException;
+    }
+
+    /** {@code work} on one table of a flow, in autocommit. */
+    <T> T onTable(String operation, String flow, String table, Work<T> work) {
+        Sql.requireName(operation, "flow", flow);
+        Sql.requireName(operation, "table", table);
+        return run(operation, flow, table, work);
+    }
+
+    /** {@code work} on a flow, in autocommit. */
+    <T> T onFlow(String operation, String flow, Work<T> work) {
+        Sql.requireName(operation, "flow", flow);
+        return run(operation, flow, null, work);
+    }
+
+    /** {@code work} on the whole catalog, in autocommit. */
+    <T> T onCatalog(String operation, Work<T> work) {
+        return run(operation, null, null, work);
+    }
+
+    private <T> T run(String operation, String flow, String table, Work<T> work) {
+        try (Connection c = dataSource.getConnection()) {
+            if (!c.getAutoCommit()) {
+                c.setAutoCommit(true);
+            }
+            return work.run(c);
+        } catch (SQLException e) {
+            throw translate(operation, flow, table, e);
+        }
+    }
+
+    /** {@code work} on a flow in one transaction: committed when it returns, rolled back when it throws. */
+    <T> T inTransaction(String operation, String flow, Work<T> work) {
+        Sql.requireName(operation, "flow", flow);
+        try (Connection c = dataSource.getConnection()) {
+            c.setAutoCommit(false);
+            try {
+                T result = work.run(c);
+                c.commit();
+                return result;
+            } catch (SQLException | RuntimeException e) {
+                try {
+                    c.rollback();
+                } catch (SQLException suppressed) {
+                    e.addSuppressed(suppressed);
+                }
+                throw e;
+            } finally {
+                c.setAutoCommit(true);
+            }
+        } catch (SQLException e) {
+            throw translate(operation, flow, null, e);
+        }
+    }
+
+    // ---------------------------------------------------------------- errors
+
+    /**
+     * A {@link FlowIdentityMismatchException}, made here so that {@link Flows}, whose reads the operator commands run
+     * without Kafka's jars, never names that Kafka exception where the JVM checks it on loading (see {@link Sql}).
+     */
+    static RuntimeException flowMismatch(String message) {
+        return new FlowIdentityMismatchException(message);
+    }
+
+    static RuntimeException translate(String operation, String flow, String table, SQLException e) {
+        String where = operation + (flow == null ? "" : " for flow '" + flow + "'")
+                + (table == null ? "" : " table '" + table + "'");
+        if (isTransient(e)) {
+            return new CatalogUnavailableException("catalog unavailable during " + where + ", will retry: "
+                    + causeText(e), e);
+        }
+        return new CatalogException("catalog " + where + " failed: " + causeText(e), e);
+    }
+
+    /** Wrong password, unknown user or database: retrying will not help. */
+    static boolean isRefusal(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && sql.getSQLState() != null
+                    && (sql.getSQLState().startsWith("28") || sql.getSQLState().equals("3D000"))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Whether {@code e} has an SQL cause that says the catalog could not be reached (see {@link #isTransient}). */
+    static boolean causedByOutage(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && isTransient(sql)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    static boolean isTransient(SQLException e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLTransientException || t instanceof SQLRecoverableException) {
+                return true;
+            }
+            if (t instanceof SQLException sql && sql.getSQLState() != null) {
+                String state = sql.getSQLState();
+                if (state.startsWith("08") || state.startsWith("53") || state.startsWith("57P")
+                        || state.equals("40001") || state.equals("40P01")) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    /** The cause's message without anything that looks like a credential. */
+    static String causeText(Throwable e) {
+        String text = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+        return text.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****");
+    }
+}

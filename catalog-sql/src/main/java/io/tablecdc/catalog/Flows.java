@@ -1,0 +1,201 @@
+package io.tablecdc.catalog;
+
+import static io.tablecdc.catalog.Sql.FLOW;
+import static io.tablecdc.catalog.Sql.STAGE;
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.instant;
+import static io.tablecdc.catalog.Sql.list;
+import static io.tablecdc.catalog.Sql.nullable;
+import static io.tablecdc.catalog.Sql.texts;
+import static io.tablecdc.catalog.Sql.update;
+
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * The flows ({@code cdc_flow}): one row per connector's flow with the identity of its source and destination, checked
+ * on every start, the main slot of a Postgres pipeline flow, and the pruning of tables a flow no longer has.
+ */
+public final class Flows {
+
+    private static final String FLOW_COLUMNS = "flow_name, source_kind, source_system_identifier, source_timeline,"
+            + " source_slot, source_publication, destination_identity, config_hash, created_at, updated_at";
+
+    private final CatalogDb db;
+
+    Flows(CatalogDb db) {
+        this.db = db;
+    }
+
+    /**
+     * Registers the flow on its first start and checks its identity on every later one. Fields of {@code identity}
+     * that are null are not checked; recorded fields that are null are filled in. A recorded non-null field that
+     * differs from the given one refuses the resume, except the timeline when {@code acceptTimelineChange} (failover
+     * recovery on), which is then updated. The config hash is replaced when given. May be called again after a crash.
+     *
+     * @return the flow's row after the call
+     * @throws FlowIdentityMismatchException naming every recorded value and the value now seen
+     */
+    public FlowRecord registerFlow(String flow, FlowIdentity identity, String configHash,
+                                   boolean acceptTimelineChange) {
+        Objects.requireNonNull(identity, "identity");
+        return db.inTransaction("registerFlow", flow, c -> {
+            update(c, "INSERT INTO " + FLOW + " (flow_name, source_kind,"
+                    + " source_system_identifier, source_timeline, source_slot, source_publication,"
+                    + " destination_identity, config_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    + " ON CONFLICT (flow_name) DO NOTHING", flow, identity.sourceKind(), identity.systemIdentifier(),
+                    nullable(identity.timeline()), identity.slot(), identity.publication(), identity.destination(),
+                    configHash);
+            FlowRecord stored = first(c, "SELECT " + FLOW_COLUMNS + " FROM " + FLOW + " WHERE flow_name = ? FOR UPDATE",
+                    Flows::flowRecord, flow).orElseThrow();
+            FlowIdentity recorded = stored.identity();
+            List<String> mismatches = new ArrayList<>();
+            compare(mismatches, "source kind", recorded.sourceKind(), identity.sourceKind());
+            compare(mismatches, "source system identifier", recorded.systemIdentifier(), identity.systemIdentifier());
+            compare(mismatches, "slot", recorded.slot(), identity.slot());
+            compare(mismatches, "publication", recorded.publication(), identity.publication());
+            compare(mismatches, "destination", recorded.destination(), identity.destination());
+            if (!acceptTimelineChange) {
+                compare(mismatches, "timeline", recorded.timeline(), identity.timeline());
+            }
+            if (!mismatches.isEmpty()) {
+                throw CatalogDb.flowMismatch("flow '" + flow + "' refuses to resume: "
+                        + String.join("; ", mismatches) + ". The catalog and the source offsets belong to"
+                        + " another source or destination; start a new flow (another connector name) or"
+                        + " delete this flow's catalog rows and offsets to start over.");
+            }
+            update(c, "UPDATE " + FLOW + " SET"
+                    + " source_kind = COALESCE(source_kind, ?),"
+                    + " source_system_identifier = COALESCE(source_system_identifier, ?),"
+                    + " source_timeline = COALESCE(?, source_timeline),"
+                    + " source_slot = COALESCE(source_slot, ?),"
+                    + " source_publication = COALESCE(source_publication, ?),"
+                    + " destination_identity = COALESCE(destination_identity, ?),"
+                    + " config_hash = COALESCE(?, config_hash)"
+                    + " WHERE flow_name = ?", identity.sourceKind(), identity.systemIdentifier(),
+                    nullable(identity.timeline()), identity.slot(), identity.publication(), identity.destination(),
+                    configHash, flow);
+            return readFlow(c, flow).orElseThrow();
+        });
+    }
+
+    /** {@link #registerFlow(String, FlowIdentity, String, boolean)} refusing a timeline change. */
+    public FlowRecord registerFlow(String flow, FlowIdentity identity, String configHash) {
+        return registerFlow(flow, identity, configHash, false);
+    }
+
+    /**
+     * Replaces the flow's main slot {@code oldSlot} (one the server invalidated) with {@code newSlot} and, in the same
+     * transaction, puts every table of the flow back in {@code pending} with a fresh copy attempt count, no error and
+     * no lease, so that each is copied again from the new slot. Recording the new name before the slot exists keeps
+     * the usual order (name first, then the slot). May be called again after a crash: when the flow already records
+     * {@code newSlot} nothing changes.
+     *
+     * @return the tables put back in pending (empty when the slot was already replaced)
+     * @throws FlowIdentityMismatchException when the flow records neither slot
+     */
+    public List<String> replaceSlot(String flow, String oldSlot, String newSlot) {
+        Objects.requireNonNull(oldSlot, "oldSlot");
+        Objects.requireNonNull(newSlot, "newSlot");
+        return db.inTransaction("replaceSlot", flow, c -> {
+            String recorded = first(c, "SELECT source_slot FROM " + FLOW + " WHERE flow_name = ? FOR UPDATE",
+                    rs -> rs.getString(1), flow).orElse(null);
+            if (newSlot.equals(recorded)) {
+                return List.<String>of();
+            }
+            if (!oldSlot.equals(recorded)) {
+                throw CatalogDb.flowMismatch("flow '" + flow + "' records slot '" + recorded
+                        + "', not '" + oldSlot + "': the slot was not replaced");
+            }
+            update(c, "UPDATE " + FLOW + " SET source_slot = ? WHERE flow_name = ?", newSlot, flow);
+            List<String> tables = list(c, "UPDATE " + STATE + " SET phase = 'pending',"
+                    + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
+                    + " copy_failures = 0, next_retry_at = NULL, last_error = NULL"
+                    + " WHERE flow_name = ? RETURNING source_table_identifier", rs -> rs.getString(1), flow);
+            tables.sort(null);
+            return tables;
+        });
+    }
+
+    /** The flow's row. Read-only. */
+    public Optional<FlowRecord> getFlow(String flow) {
+        return db.onFlow("getFlow", flow, c -> readFlow(c, flow));
+    }
+
+    /** Every flow, by name. Read-only. */
+    public List<FlowRecord> listFlows() {
+        return db.onCatalog("listFlows", c -> list(c, "SELECT " + FLOW_COLUMNS + " FROM " + FLOW
+                + " ORDER BY flow_name", Flows::flowRecord));
+    }
+
+    /**
+     * The source kind of each flow of {@code flows} (of every flow when it is empty) that has a flow row or table rows,
+     * by flow name (null for a flow with table rows only), on the caller's connection. Read-only.
+     */
+    public static Map<String, String> flowKinds(Connection c, List<String> flows) throws SQLException {
+        Map<String, String> kinds = new LinkedHashMap<>();
+        for (String[] row : list(c, "SELECT n.flow_name, f.source_kind FROM"
+                + " (SELECT flow_name FROM " + FLOW + " UNION SELECT flow_name FROM " + STATE + ") n"
+                + " LEFT JOIN " + FLOW + " f ON f.flow_name = n.flow_name"
+                + " WHERE ? OR n.flow_name = ANY (?) ORDER BY n.flow_name",
+                rs -> new String[] {rs.getString(1), rs.getString(2)}, flows.isEmpty(), texts(flows))) {
+            kinds.put(row[0], row[1]);
+        }
+        return kinds;
+    }
+
+    /**
+     * Deletes the state and stage rows of the flow's tables that are not in {@code tablesInFlow} (tables removed from
+     * the flow's config); other flows are never touched. The stage files of pruned tables are left in the object
+     * store. May be called again after a crash.
+     *
+     * @param tablesInFlow the flow's tables now; must not be empty (an empty list is most likely a configuration
+     *                     mistake, and would erase the whole flow)
+     * @return the pruned tables, by name
+     */
+    public List<String> pruneTables(String flow, Collection<String> tablesInFlow) {
+        Objects.requireNonNull(tablesInFlow, "tablesInFlow");
+        if (tablesInFlow.isEmpty()) {
+            throw new IllegalArgumentException("pruneTables for flow '" + flow + "' needs the flow's tables;"
+                    + " refusing to prune every table");
+        }
+        String[] keep = texts(tablesInFlow);
+        return db.inTransaction("pruneTables", flow, c -> {
+            update(c, "DELETE FROM " + STAGE + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))",
+                    flow, keep);
+            List<String> pruned = list(c, "DELETE FROM " + STATE
+                    + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))"
+                    + " RETURNING source_table_identifier", rs -> rs.getString(1), flow, keep);
+            pruned.sort(null);
+            return pruned;
+        });
+    }
+
+    private static Optional<FlowRecord> readFlow(Connection c, String flow) throws SQLException {
+        return first(c, "SELECT " + FLOW_COLUMNS + " FROM " + FLOW + " WHERE flow_name = ?", Flows::flowRecord, flow);
+    }
+
+    private static void compare(List<String> mismatches, String what, Object recorded, Object seen) {
+        if (recorded != null && seen != null && !recorded.equals(seen)) {
+            mismatches.add(what + " was '" + recorded + "' when the flow was created but is '" + seen + "' now");
+        }
+    }
+
+    private static FlowRecord flowRecord(ResultSet rs) throws SQLException {
+        long timeline = rs.getLong(4);
+        Long timelineOrNull = rs.wasNull() ? null : timeline;
+        return new FlowRecord(rs.getString(1),
+                new FlowIdentity(rs.getString(2), rs.getString(3), timelineOrNull, rs.getString(5),
+                        rs.getString(6), rs.getString(7)),
+                rs.getString(8), instant(rs.getTimestamp(9)), instant(rs.getTimestamp(10)));
+    }
+}

@@ -1,0 +1,211 @@
+package io.tablecdc.catalog;
+
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.list;
+import static io.tablecdc.catalog.Sql.requireName;
+import static io.tablecdc.catalog.Sql.seconds;
+import static io.tablecdc.catalog.Sql.update;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * What the ClickHouse stage sink holds of a table: the topic and the sink that load it, the destination table it is
+ * loaded into, and the normalize lease (by the catalog's clock) that lets one normalize loop at a time load it, with the
+ * normalize epoch that {@code tablecdc-reload-table} raises.
+ */
+public final class SinkLeases {
+
+    private final CatalogDb db;
+
+    SinkLeases(CatalogDb db) {
+        this.db = db;
+    }
+
+    /**
+     * Records which sink connector loads the table and from which Kafka topic. Writes only when either changed. May be
+     * called again after a crash.
+     *
+     * @return true if the row changed now
+     */
+    public boolean recordSinkTopic(String flow, String table, String sinkName, String topic) {
+        return db.onTable("recordSinkTopic", flow, table, c -> update(c, "UPDATE " + STATE
+                + " SET sink_name = ?, sink_topic = ?"
+                + " WHERE flow_name = ? AND source_table_identifier = ?"
+                + " AND (sink_name IS DISTINCT FROM ? OR sink_topic IS DISTINCT FROM ?)",
+                sinkName, topic, flow, table, sinkName, topic) == 1);
+    }
+
+    /**
+     * The tables that sink {@code sinkName} loads from {@code topic}, other than {@code flow}/{@code table}, as
+     * "flow F, table T" (for a sink that binds each topic to one table). Read-only.
+     */
+    public List<String> otherTablesOfSinkTopic(String sinkName, String topic, String flow, String table) {
+        return db.onTable("otherTablesOfSinkTopic", flow, table, c -> list(c, "SELECT flow_name,"
+                + " source_table_identifier FROM " + STATE
+                + " WHERE sink_name = ? AND sink_topic = ? AND NOT (flow_name = ? AND source_table_identifier = ?)"
+                + " ORDER BY flow_name, source_table_identifier",
+                rs -> "flow " + rs.getString(1) + ", table " + rs.getString(2), sinkName, topic, flow, table));
+    }
+
+    /**
+     * Takes or renews the lease on loading the table into ClickHouse, for {@code lease} from the catalog's clock:
+     * granted when nobody holds it, {@code owner} holds it already, or its holder's lease has expired. One sink
+     * normalize loop per table holds it while it loads, so that two loops never load, truncate or raise the normalized
+     * id of one table at the same time, not even while a rebalance moves the table between tasks. May be called again
+     * after a crash.
+     *
+     * @return true if {@code owner} holds the lease now
+     * @throws CatalogException when the table has no row
+     */
+    public boolean claimNormalizeLease(String flow, String table, String owner, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        if (lease == null || lease.isNegative() || lease.isZero()) {
+            throw new IllegalArgumentException("a normalize lease must be positive: " + lease);
+        }
+        return db.onTable("claimNormalizeLease", flow, table, c -> update(c, "UPDATE " + STATE
+                + " SET normalize_lease_owner = ?, normalize_lease_until = now() + make_interval(secs => ?)"
+                + " WHERE flow_name = ? AND source_table_identifier = ?"
+                + " AND (normalize_lease_owner IS NULL OR normalize_lease_owner = ? OR normalize_lease_until < now())",
+                owner, seconds(lease), flow, table, owner) == 1);
+    }
+
+    /**
+     * Extends {@code owner}'s normalize lease of the table by {@code lease} from now; nothing when another owner holds
+     * it or nobody does (a lease given up is not taken again by a late renewal). May be called again after a crash.
+     *
+     * @return true if {@code owner} still holds the lease
+     */
+    public boolean renewNormalizeLease(String flow, String table, String owner, Duration lease) {
+        Objects.requireNonNull(owner, "owner");
+        Objects.requireNonNull(lease, "lease");
+        return db.onTable("renewNormalizeLease", flow, table, c -> update(c, "UPDATE " + STATE + " SET"
+                + " normalize_lease_until = now() + make_interval(secs => ?)"
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND normalize_lease_owner = ?",
+                seconds(lease), flow, table, owner) == 1);
+    }
+
+    /**
+     * Gives up {@code owner}'s normalize lease of the table (nothing when another owner holds it). May be called again
+     * after a crash.
+     *
+     * @return true if {@code owner} held it
+     */
+    public boolean releaseNormalizeLease(String flow, String table, String owner) {
+        Objects.requireNonNull(owner, "owner");
+        return db.onTable("releaseNormalizeLease", flow, table, c -> update(c, "UPDATE " + STATE
+                + " SET normalize_lease_owner = NULL, normalize_lease_until = NULL"
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND normalize_lease_owner = ?",
+                flow, table, owner) == 1);
+    }
+
+    /** Who holds the table's normalize lease and until when, or empty when nobody does. Read-only. */
+    public Optional<String> normalizeLeaseHolder(String flow, String table) {
+        return db.onTable("normalizeLeaseHolder", flow, table, c -> first(c, "SELECT normalize_lease_owner || ' until '"
+                + " || to_char(normalize_lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM " + STATE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND normalize_lease_owner IS NOT NULL",
+                rs -> rs.getString(1), flow, table));
+    }
+
+    /**
+     * How many times the table was reloaded into ClickHouse by an operator ({@code tablecdc-reload-table}); 0 for a
+     * table never reloaded or without a row. Part of the sink's deduplication tokens. Read-only.
+     */
+    public int normalizeEpoch(String flow, String table) {
+        return db.onTable("normalizeEpoch", flow, table, c -> first(c, "SELECT normalize_epoch FROM " + STATE
+                + " WHERE flow_name = ? AND source_table_identifier = ?", rs -> rs.getInt(1), flow, table).orElse(0));
+    }
+
+    /**
+     * Records that the table is loaded into {@code destination} (a ClickHouse table, named with its server and
+     * database), unless another table of the catalog is loaded there already (two source tables never share a
+     * destination table) or this table already has batches loaded into another destination (a table never moves
+     * silently: a reload or a reset, which start its loads over, clear that). May be called again after a crash.
+     *
+     * @return empty when {@code destination} is this table's now, otherwise why not
+     */
+    public Optional<DestinationRefusal> claimDestination(String flow, String table, String destination) {
+        requireName("claimDestination", "destination", destination);
+        return db.onTable("claimDestination", flow, table, c -> {
+            Optional<String> other = destinationHolder(c, flow, table, destination);
+            if (other.isPresent()) {
+                return other.<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
+            }
+            Optional<DestinationRefusal> elsewhere = first(c, "SELECT destination_table, normalized_batch_id FROM "
+                    + STATE + " WHERE flow_name = ? AND source_table_identifier = ?", rs -> {
+                        String current = rs.getString(1);
+                        long normalized = rs.getLong(2);
+                        return current != null && !current.equals(destination) && normalized > 0
+                                ? new DestinationRefusal.LoadedElsewhere(current, normalized) : null;
+                    }, flow, table);
+            if (elsewhere.isPresent()) {
+                return elsewhere;
+            }
+            try {
+                update(c, "UPDATE " + STATE + " SET destination_table = ? WHERE flow_name = ?"
+                        + " AND source_table_identifier = ? AND destination_table IS DISTINCT FROM ?",
+                        destination, flow, table, destination);
+            } catch (SQLException e) {
+                if ("23505".equals(e.getSQLState())) {
+                    // another table took it at the same moment
+                    return destinationHolder(c, flow, table, destination).<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
+                }
+                throw e;
+            }
+            return Optional.<DestinationRefusal>empty();
+        });
+    }
+
+    private static Optional<String> destinationHolder(Connection c, String flow, String table, String destination)
+            throws SQLException {
+        return first(c, "SELECT flow_name, source_table_identifier FROM " + STATE
+                + " WHERE destination_table = ? AND NOT (flow_name = ? AND source_table_identifier = ?)",
+                rs -> "flow " + rs.getString(1) + ", table " + rs.getString(2), destination, flow, table);
+    }
+
+    // ---------------------------------------------------------------- operator commands, on their connection
+
+    /** The table's row as {@link #lockForOperator} locked it: the normalize lease's live holder (or null). */
+    public record LockedTable(String leaseHolder, String lastError, long normalizedBatchId) {
+    }
+
+    /**
+     * Locks the table's row for the caller's transaction and reads who holds an unexpired normalize lease on it (a
+     * sink task loading it now), its last error and its normalized batch id.
+     *
+     * @return empty when the flow has no such table
+     */
+    public static Optional<LockedTable> lockForOperator(Connection c, String flow, String table) throws SQLException {
+        return first(c, "SELECT normalize_lease_owner, normalize_lease_until > now(), last_error, normalized_batch_id"
+                + " FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE",
+                rs -> new LockedTable(rs.getBoolean(2) ? rs.getString(1) : null, rs.getString(3), rs.getLong(4)),
+                flow, table);
+    }
+
+    /** Where {@link #reload} left the table: its normalized batch id before, and its normalize epoch now. */
+    public record Reloaded(long normalizedBatchIdBefore, int normalizeEpoch) {
+    }
+
+    /**
+     * Lets the sink load the table again from Kafka, on the caller's connection: normalized batch id and
+     * insert/update/delete counts back to 0, the normalize epoch raised, the normalize lease and the error episode
+     * cleared. The caller drops the table's stages ({@link Stages#dropStages}).
+     */
+    public static Reloaded reload(Connection c, String flow, String table) throws SQLException {
+        return first(c, "UPDATE " + STATE + " AS s"
+                + " SET normalized_batch_id = 0, inserts_count = 0, updates_count = 0, deletes_count = 0,"
+                + " normalize_epoch = s.normalize_epoch + 1, normalize_lease_owner = NULL, normalize_lease_until = NULL,"
+                + " last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL"
+                + " FROM (SELECT normalized_batch_id FROM " + STATE + " WHERE flow_name = ?"
+                + "   AND source_table_identifier = ?) old"
+                + " WHERE s.flow_name = ? AND s.source_table_identifier = ?"
+                + " RETURNING old.normalized_batch_id, s.normalize_epoch",
+                rs -> new Reloaded(rs.getLong(1), rs.getInt(2)), flow, table, flow, table)
+                .orElseThrow(() -> new SQLException("flow " + flow + " has no table " + table + " to reload"));
+    }
+}

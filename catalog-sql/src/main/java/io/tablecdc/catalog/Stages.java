@@ -1,0 +1,211 @@
+package io.tablecdc.catalog;
+
+import static io.tablecdc.catalog.Sql.QUARANTINE;
+import static io.tablecdc.catalog.Sql.STAGE;
+import static io.tablecdc.catalog.Sql.STATE;
+import static io.tablecdc.catalog.Sql.first;
+import static io.tablecdc.catalog.Sql.instant;
+import static io.tablecdc.catalog.Sql.list;
+import static io.tablecdc.catalog.Sql.nullable;
+import static io.tablecdc.catalog.Sql.requireBatchId;
+import static io.tablecdc.catalog.Sql.texts;
+import static io.tablecdc.catalog.Sql.update;
+
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
+
+/**
+ * The sink's staged batches ({@code cdc_table_avro_stage}): one row per batch of a table that is written to the
+ * object store and not yet loaded into ClickHouse, with its files and counts, and the batches an operator set aside
+ * ({@code cdc_table_quarantined_batch}).
+ */
+public final class Stages {
+
+    private final CatalogDb db;
+
+    Stages(CatalogDb db) {
+        this.db = db;
+    }
+
+    /**
+     * Stores the stage row of one batch, replacing the manifest and counts of an existing row for the same batch (its
+     * {@code created_at} stays). A batch at or below the table's normalized batch id is already loaded, so nothing is
+     * stored for it. A batch that is only a truncate has no file: its row is stored all the same, so that it is
+     * normalized in batch order. May be called again after a crash.
+     *
+     * @return true if the stage row exists after the call, false if the batch was already normalized
+     */
+    public boolean upsertStage(String flow, String table, Stage stage) {
+        Objects.requireNonNull(stage, "stage");
+        int n = stage.files().size();
+        String[] uris = new String[n];
+        Long[] rows = new Long[n];
+        Long[] bytes = new Long[n];
+        for (int i = 0; i < n; i++) {
+            StageFile f = stage.files().get(i);
+            uris[i] = f.uri();
+            rows[i] = f.rows();
+            bytes[i] = f.bytes();
+        }
+        RowCounts counts = stage.counts();
+        return db.onTable("upsertStage", flow, table, c -> update(c, "INSERT INTO " + STAGE + " AS st"
+                + " (flow_name, source_table_identifier, batch_id, truncate_before, avro_files, rows, inserts, updates,"
+                + "  deletes, clamped_values)"
+                + " SELECT ?, ?, ?, ?, COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
+                + "   'bytes', f.bytes) ORDER BY f.ord)"
+                + "   FROM unnest(?::text[], ?::int8[], ?::int8[]) WITH ORDINALITY AS f(uri, rows, bytes, ord)),"
+                + "   '[]'::jsonb), ?, ?, ?, ?, ?"
+                + " WHERE NOT EXISTS (SELECT 1 FROM " + STATE + " s WHERE s.flow_name = ?"
+                + "   AND s.source_table_identifier = ? AND s.normalized_batch_id >= ?)"
+                + " ON CONFLICT (flow_name, source_table_identifier, batch_id) DO UPDATE SET"
+                + " truncate_before = EXCLUDED.truncate_before, avro_files = EXCLUDED.avro_files,"
+                + " rows = EXCLUDED.rows, inserts = EXCLUDED.inserts, updates = EXCLUDED.updates,"
+                + " deletes = EXCLUDED.deletes, clamped_values = EXCLUDED.clamped_values",
+                flow, table, stage.batchId(), stage.truncateBefore(), uris, rows, bytes, stage.rows(), counts.inserts(),
+                counts.updates(), counts.deletes(), counts.clampedValues(), flow, table, stage.batchId()) == 1
+                // nothing written: either the same row is already there, or the batch is already normalized
+                || readStages(c, flow, table, stage.batchId(), stage.batchId()).size() == 1);
+    }
+
+    /** The stage of one batch, if it is staged and not yet normalized. Read-only. */
+    public Optional<Stage> getStage(String flow, String table, long batchId) {
+        requireBatchId(batchId);
+        return db.onTable("getStage", flow, table,
+                c -> readStages(c, flow, table, batchId, batchId).stream().findFirst());
+    }
+
+    /** The table's stages with a batch id above {@code afterBatchId}, by batch id. Read-only. */
+    public List<Stage> listStages(String flow, String table, long afterBatchId) {
+        return db.onTable("listStages", flow, table,
+                c -> readStages(c, flow, table, afterBatchId + 1, Long.MAX_VALUE));
+    }
+
+    /** All the table's stages, by batch id. Read-only. */
+    public List<Stage> listStages(String flow, String table) {
+        return listStages(flow, table, 0);
+    }
+
+    /**
+     * Deletes the stage row of one batch (after its files were loaded and removed). May be called again after a
+     * crash.
+     *
+     * @return true if a row was deleted now
+     */
+    public boolean deleteStage(String flow, String table, long batchId) {
+        requireBatchId(batchId);
+        return db.onTable("deleteStage", flow, table, c -> update(c, "DELETE FROM " + STAGE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = ?", flow, table, batchId) == 1);
+    }
+
+    /**
+     * The tables that sink {@code sinkName} loads from any of {@code topics} and that have staged batches waiting, as
+     * {@code [flow, table, topic]}. Read-only.
+     */
+    public List<String[]> tablesWithStages(String sinkName, Collection<String> topics) {
+        return db.onCatalog("tablesWithStages", c -> list(c, "SELECT s.flow_name, s.source_table_identifier,"
+                + " s.sink_topic FROM " + STATE + " s"
+                + " WHERE s.sink_name = ? AND s.sink_topic = ANY (?)"
+                + " AND EXISTS (SELECT 1 FROM " + STAGE + " st WHERE st.flow_name = s.flow_name"
+                + "   AND st.source_table_identifier = s.source_table_identifier)"
+                + " ORDER BY s.flow_name, s.source_table_identifier",
+                rs -> new String[] {rs.getString(1), rs.getString(2), rs.getString(3)}, sinkName, texts(topics)));
+    }
+
+    /** Deletes every stage row of the table on the caller's connection (its files stay); returns how many. */
+    public static int dropStages(Connection c, String flow, String table) throws SQLException {
+        return update(c, "DELETE FROM " + STAGE + " WHERE flow_name = ? AND source_table_identifier = ?", flow, table);
+    }
+
+    /** A batch moved to {@code cdc_table_quarantined_batch}: its id, rows, number of stage files and truncate. */
+    public record QuarantinedBatch(long batchId, long rows, int files, boolean truncateBefore) {
+    }
+
+    /**
+     * Moves one staged batch of the table to {@code cdc_table_quarantined_batch}, with its files, its rows and
+     * {@code error}, on the caller's connection: the batch {@code batch}, or with null the table's first staged one;
+     * only a batch above {@code normalizedBatchId}.
+     *
+     * @return the batch set aside, or empty when there is no such batch
+     */
+    public static Optional<QuarantinedBatch> quarantine(Connection c, String flow, String table, long normalizedBatchId,
+                                                        Long batch, String error) throws SQLException {
+        return first(c, "WITH moved AS (DELETE FROM " + STAGE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = (SELECT min(batch_id)"
+                + "   FROM " + STAGE + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id > ?"
+                + "   AND (?::bigint IS NULL OR batch_id = ?::bigint))"
+                + " RETURNING flow_name, source_table_identifier, batch_id, avro_files, rows, truncate_before)"
+                + " INSERT INTO " + QUARANTINE + " (flow_name, source_table_identifier, batch_id, avro_files, rows,"
+                + "   truncate_before, error)"
+                + " SELECT flow_name, source_table_identifier, batch_id, avro_files, rows, truncate_before, ? FROM moved"
+                + " RETURNING batch_id, rows, jsonb_array_length(avro_files), truncate_before",
+                rs -> new QuarantinedBatch(rs.getLong(1), rs.getLong(2), rs.getInt(3), rs.getBoolean(4)),
+                flow, table, flow, table, normalizedBatchId, nullable(batch), nullable(batch), error);
+    }
+
+    /** A batch set aside with {@code tablecdc-quarantine-batch}. */
+    public record Quarantined(String flow, String table, long batchId, long rows, Instant at, String error) {
+    }
+
+    /**
+     * The batches set aside in the tables of {@code flows} (of every flow when it is empty), by flow, table and batch
+     * id, on the caller's connection; none when the catalog has no quarantine table yet. Read-only.
+     */
+    public static List<Quarantined> listQuarantined(Connection c, List<String> flows) throws SQLException {
+        boolean hasQuarantine = first(c, "SELECT to_regclass('" + QUARANTINE + "') IS NOT NULL",
+                rs -> rs.getBoolean(1)).orElse(false);
+        if (!hasQuarantine) {
+            return List.of();
+        }
+        return list(c, "SELECT flow_name, source_table_identifier, batch_id, rows, quarantined_at, error FROM "
+                + QUARANTINE + " WHERE ? OR flow_name = ANY (?) ORDER BY flow_name, source_table_identifier, batch_id",
+                rs -> new Quarantined(rs.getString(1), rs.getString(2), rs.getLong(3), rs.getLong(4),
+                        instant(rs.getTimestamp(5)), rs.getString(6)), flows.isEmpty(), texts(flows));
+    }
+
+    private static List<Stage> readStages(Connection c, String flow, String table, long fromBatch, long toBatch)
+            throws SQLException {
+        Map<Long, Stage> stages = new LinkedHashMap<>();
+        Map<Long, List<StageFile>> files = new LinkedHashMap<>();
+        list(c, "SELECT st.batch_id, st.rows, st.inserts, st.updates,"
+                + " st.deletes, st.created_at, f.value ->> 'uri', (f.value ->> 'rows')::int8,"
+                + " (f.value ->> 'bytes')::int8, st.truncate_before, st.clamped_values"
+                + " FROM " + STAGE + " st"
+                + " LEFT JOIN LATERAL jsonb_array_elements(st.avro_files) WITH ORDINALITY AS f(value, ord) ON true"
+                + " WHERE st.flow_name = ? AND st.source_table_identifier = ? AND st.batch_id BETWEEN ? AND ?"
+                + " ORDER BY st.batch_id, f.ord", rs -> {
+                    readStageRow(rs, stages, files);
+                    return null;
+                }, flow, table, fromBatch, toBatch);
+        List<Stage> result = new ArrayList<>(stages.size());
+        for (Stage s : stages.values()) {
+            result.add(new Stage(s.batchId(), files.get(s.batchId()), s.rows(), s.counts(), s.truncateBefore(),
+                    s.createdAt()));
+        }
+        return result;
+    }
+
+    /** One row of a stage and one of its files (none for a stage without files). */
+    private static void readStageRow(ResultSet rs, Map<Long, Stage> stages, Map<Long, List<StageFile>> files)
+            throws SQLException {
+        long batchId = rs.getLong(1);
+        if (!stages.containsKey(batchId)) {
+            stages.put(batchId, new Stage(batchId, List.of(), rs.getLong(2),
+                    new RowCounts(rs.getLong(3), rs.getLong(4), rs.getLong(5), rs.getLong(11)), rs.getBoolean(10),
+                    instant(rs.getTimestamp(6))));
+            files.put(batchId, new ArrayList<>());
+        }
+        String uri = rs.getString(7);
+        if (uri != null) {
+            files.get(batchId).add(new StageFile(uri, rs.getLong(8), rs.getLong(9)));
+        }
+    }
+}
