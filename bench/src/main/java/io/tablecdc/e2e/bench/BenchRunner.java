@@ -63,6 +63,8 @@ public final class BenchRunner {
                         case "pg-stream" -> reports.add(new PgStreamSuite(bench).run());
                         case "sink" -> reports.add(new SinkSuite(bench).run());
                         case "query-cdc" -> reports.addAll(new QueryCdcSuite(bench).run());
+                        case "e2e-pg" -> reports.add(new E2ePgSuite(bench).run());
+                        case "e2e-query" -> reports.add(new E2eQuerySuite(bench).run());
                         default -> throw new IllegalArgumentException(suite);
                     }
                 } catch (Exception | AssertionError e) {
