@@ -150,6 +150,15 @@ final class E2e {
                 + " FROM " + table + from);
     }
 
+    /** Deletes a run's topic (its records would only fill the broker's disk); a failure is logged, not thrown. */
+    void deleteTopic(String topic) {
+        try {
+            bench.admin.deleteTopics(List.of(topic)).all().get(60, java.util.concurrent.TimeUnit.SECONDS);
+        } catch (Exception e) {
+            BenchRunner.log("%s: could not delete topic %s: %s", slug, topic, e);
+        }
+    }
+
     /** One row of a ClickHouse query as strings, by position. */
     List<String> chRow(String sql) {
         GenericRecord r = bench.clickhouse.queryAll(sql).get(0);

@@ -205,6 +205,7 @@ final class E2ePgSuite {
             bench.delete(name);
             bench.delete(sinkName);
             bench.dropSlots(DATABASE, name);
+            e2e.deleteTopic(topic);
             bench.sql(DATABASE, "DELETE FROM " + TABLE + " WHERE id > " + o.e2eRows, "VACUUM ANALYZE " + TABLE);
             bench.clickhouse.execute("DROP TABLE IF EXISTS " + CH_TABLE).get().close();
         }

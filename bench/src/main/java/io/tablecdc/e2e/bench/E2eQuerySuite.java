@@ -229,6 +229,7 @@ final class E2eQuerySuite {
             }
             bench.delete(name);
             bench.delete(sinkName);
+            e2e.deleteTopic(topic);
             bench.clickhouse.execute("DROP TABLE IF EXISTS " + chTable).get().close();
         }
     }
