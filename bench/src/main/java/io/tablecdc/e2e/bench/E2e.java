@@ -217,7 +217,7 @@ final class E2e {
             Probe.Profile self = Probe.profile(selfJfr);
             StringBuilder md = new StringBuilder();
             md.append("**Profile of ").append(title).append("** (JDK Flight Recorder, `settings=profile`, on the worker and on the"
-                    + " benchmark JVM, recorded during the second repetition's run (the first when there is one), which the tables include). ").append(cpuLine)
+                    + " benchmark JVM, recorded during the second repetition's run (or the only one), which the tables include). ").append(cpuLine)
                     .append("\n\n");
             md.append(nextBottleneck(worker)).append("\n\n");
             md.append("Connect worker (").append(bench.root().relativize(workerJfr)).append("):\n\n").append(worker.markdown(10));
