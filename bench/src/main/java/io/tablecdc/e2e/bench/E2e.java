@@ -123,9 +123,10 @@ final class E2e {
             List<GenericRecord> rows = bench.clickhouse.queryAll(sql);
             return rows.isEmpty() ? 0 : rows.get(0).getLong(1);
         } catch (RuntimeException notYet) {
-            if (String.valueOf(notYet.getMessage()).contains("UNKNOWN_TABLE") || String.valueOf(notYet.getMessage()).contains("doesn't exist")
-                    || String.valueOf(notYet.getMessage()).contains("does not exist")) {
-                return -1;
+            for (Throwable t = notYet; t != null; t = t.getCause()) {
+                if (String.valueOf(t.getMessage()).contains("UNKNOWN_TABLE")) {
+                    return -1;
+                }
             }
             throw notYet;
         }
@@ -146,7 +147,7 @@ final class E2e {
                 + " toString(sum(toDecimal128(balance, 2))), toString(count(city)), toString(count(ratio)),"
                 + " toString(sum(length(name) + length(email) + length(ifNull(city, '')))),"
                 + " toString(sum(reinterpretAsUInt32(reverse(unhex(concat('0', substring(hex(MD5(" + text + ")), 1, 7))))))),"
-                + " toString(sum(toUnixTimestamp64Micro(updated_at))), toString(sum(score)), toString(ifNull(sum(ratio), 0))"
+                + " toString(sum(toInt128(toUnixTimestamp64Micro(updated_at)))), toString(sum(score)), toString(ifNull(sum(ratio), 0))"
                 + " FROM " + table + from);
     }
 

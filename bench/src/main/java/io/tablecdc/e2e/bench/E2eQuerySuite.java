@@ -246,7 +246,7 @@ final class E2eQuerySuite {
         long ratios;
         long textBytes;
         long textHash;
-        long micros;
+        java.math.BigInteger micros = java.math.BigInteger.ZERO;
         double score;
         double ratio;
         private final MessageDigest md5;
@@ -280,14 +280,14 @@ final class E2eQuerySuite {
             String text = v[1] + "|" + v[2] + "|" + (v[3] == null ? "~" : v[3]);
             String hex = HexFormat.of().formatHex(md5.digest(text.getBytes(StandardCharsets.UTF_8)));
             textHash += Long.parseLong(hex.substring(0, 7), 16);
-            micros += timestampMicros;
+            micros = micros.add(java.math.BigInteger.valueOf(timestampMicros));
             score += Double.parseDouble(v[4]);
         }
 
         List<String> values() {
             return List.of(Long.toString(rows), Long.toString(ids), Long.toString(visits), Long.toString(levels),
                     balance.toPlainString(), Long.toString(cities), Long.toString(ratios), Long.toString(textBytes),
-                    Long.toString(textHash), Long.toString(micros), Double.toString(score), Double.toString(ratio));
+                    Long.toString(textHash), micros.toString(), Double.toString(score), Double.toString(ratio));
         }
     }
 }
