@@ -318,6 +318,59 @@ public final class Bench implements AutoCloseable {
         return config;
     }
 
+    /** The local Postgres server's postmaster (from its data folder's postmaster.pid), or -1. */
+    public static long postgresPid() throws java.io.IOException {
+        Path stackDir = StackPaths.stackRoot();
+        try (java.nio.file.DirectoryStream<Path> dirs = Files.newDirectoryStream(stackDir, "postgres-" + ProcessHandle.current().pid() + "-*")) {
+            for (Path d : dirs) {
+                Path pidFile = d.resolve("data/postmaster.pid");
+                if (Files.exists(pidFile)) {
+                    return Long.parseLong(Files.readAllLines(pidFile).get(0).trim());
+                }
+            }
+        }
+        return -1;
+    }
+
+    /**
+     * The processes whose CPU the end-to-end suites report, by label: the Connect worker, this JVM (Kafka broker, S3
+     * store, ClickHouse engine and its HTTP front, and the baselines' own code), the Postgres server with its
+     * backends, and with {@code emulator} the BigQuery emulator.
+     */
+    public Map<String, Long> processes(boolean emulator) throws java.io.IOException {
+        Map<String, Long> out = new java.util.LinkedHashMap<>();
+        out.put(CPU_WORKER, workerPid);
+        out.put(CPU_BENCH, ProcessHandle.current().pid());
+        long pg = postgresPid();
+        if (pg > 0) {
+            out.put(CPU_POSTGRES, pg);
+        }
+        if (emulator) {
+            stack.bigquery().pid().ifPresent(pid -> out.put(CPU_EMULATOR, pid));
+        }
+        return out;
+    }
+
+    public static final String CPU_WORKER = "Connect worker";
+    public static final String CPU_BENCH = "benchmark JVM";
+    public static final String CPU_POSTGRES = "Postgres";
+    public static final String CPU_EMULATOR = "BigQuery emulator";
+
+    /** CPU seconds used so far by each process and its live descendants. */
+    public static Map<String, Double> cpu(Map<String, Long> processes) {
+        Map<String, Double> out = new java.util.LinkedHashMap<>();
+        processes.forEach((label, pid) -> out.put(label, label.equals(CPU_WORKER) || label.equals(CPU_BENCH)
+                ? Probe.cpuSeconds(pid) : Probe.treeCpuSeconds(pid)));
+        return out;
+    }
+
+    /** {@code after − before} per process. */
+    public static Map<String, Double> cpuSince(Map<String, Double> before, Map<String, Double> after) {
+        Map<String, Double> out = new java.util.LinkedHashMap<>();
+        before.forEach((label, b) -> out.put(label, after.getOrDefault(label, b) - b));
+        return out;
+    }
+
     @Override
     public void close() {
         admin.close();

@@ -14,7 +14,7 @@ import java.util.Set;
  * one for development (and writes its report under bench/target/bench-report unless --out is given).
  */
 public final class BenchOptions {
-    public static final List<String> SUITES = List.of("pg-copy", "pg-stream", "sink", "query-cdc");
+    public static final List<String> SUITES = List.of("pg-copy", "pg-stream", "sink", "query-cdc", "e2e-pg", "e2e-query");
     public static final List<String> SINK_VARIANTS = List.of("pull:zstandard", "pull:snappy", "pull:deflate", "pull:null",
             "push:zstandard", "push:snappy", "push:deflate", "push:null");
 
@@ -36,6 +36,9 @@ public final class BenchOptions {
     List<Integer> qcdcTables = List.of(1, 10, 50);
     int qcdcRowsPerTable = 200;
     long qcdcIntervalMs = 5_000;
+    int e2eRows = 1_000_000;
+    int e2eChanges = 500_000;
+    int e2eQueryRows = 1_000_000;
     int qcdcSteadySeconds = 20;
 
     private BenchOptions(List<String> args) {
@@ -46,7 +49,8 @@ public final class BenchOptions {
         return """
                 scripts/bench.sh [options]
                   --suites LIST          comma-separated, of: pg-copy, pg-stream, sink, query-cdc (query-cdc also measures
-                                         memory, suite 5); default all
+                                         memory, suite 5), e2e-pg, e2e-query; default all. Sections of suites not run
+                                         are kept from the report already in the output folder
                   --reps N               repetitions of every variant and its baseline (default 3)
                   --quick                small sizes for development; the report goes to bench/target/bench-report
                   --out DIR              folder of benchmarks.md and benchmarks/*.png (default docs)
@@ -59,6 +63,9 @@ public final class BenchOptions {
                   --qcdc-tables LIST     table counts of the query CDC suite (1,10,50)
                   --qcdc-rows N          rows per table loaded by query CDC (200)
                   --qcdc-interval-ms N   sync.interval.ms (5000)     --qcdc-steady-seconds N  idle window measured (20)
+                  --e2e-rows N           rows of the end-to-end Postgres table (1000000)
+                  --e2e-changes N        changes of the end-to-end streaming workload (500000)
+                  --e2e-query-rows N     rows of the end-to-end BigQuery table (1000000)
                   --worker-heap SIZE     -Xmx of the Connect worker (1536m)
                   --budget-minutes N     share N minutes among the suites: a suite starts no further repetition once
                                          its share is spent (its first always runs); default no limit
@@ -78,6 +85,9 @@ public final class BenchOptions {
             o.qcdcTables = List.of(1, 5);
             o.qcdcRowsPerTable = 100;
             o.qcdcSteadySeconds = 8;
+            o.e2eRows = 20_000;
+            o.e2eChanges = 10_000;
+            o.e2eQueryRows = 10_000;
             o.reps = 2;
         }
         for (int i = 0; i < argv.length; i++) {
@@ -106,12 +116,18 @@ public final class BenchOptions {
                         case "--qcdc-rows" -> o.qcdcRowsPerTable = positive(arg, v);
                         case "--qcdc-interval-ms" -> o.qcdcIntervalMs = positive(arg, v);
                         case "--qcdc-steady-seconds" -> o.qcdcSteadySeconds = positive(arg, v);
+                        case "--e2e-rows" -> o.e2eRows = positive(arg, v);
+                        case "--e2e-changes" -> o.e2eChanges = positive(arg, v);
+                        case "--e2e-query-rows" -> o.e2eQueryRows = positive(arg, v);
                         case "--worker-heap" -> o.workerHeap = v;
                         case "--budget-minutes" -> o.budgetMinutes = positive(arg, v);
                         default -> throw new IllegalArgumentException("unknown option " + arg + "\n" + usage());
                     }
                 }
             }
+        }
+        if (o.e2eChanges < 10) {
+            throw new IllegalArgumentException("--e2e-changes must be at least 10");
         }
         if (o.streamChanges < o.streamTables * 10) {
             throw new IllegalArgumentException("--stream-changes must be at least 10 per table");

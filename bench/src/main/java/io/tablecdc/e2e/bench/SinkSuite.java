@@ -259,7 +259,7 @@ final class SinkSuite {
         Files.createDirectories(dir);
         Path workerJfr = dir.resolve("sink-worker.jfr");
         Path selfJfr = dir.resolve("sink-stack.jfr");
-        long postgresPid = postgresPid();
+        long postgresPid = Bench.postgresPid();
         long self = ProcessHandle.current().pid();
         double w0 = Probe.cpuSeconds(bench.workerPid);
         double s0 = Probe.cpuSeconds(self);
@@ -296,19 +296,5 @@ final class SinkSuite {
         report.note(md.toString());
         BenchRunner.log("sink profile: %s %.1f s, worker CPU %.1f s, stack JVM CPU %.1f s, postgres CPU %s", variantName(variant),
                 seconds, w, s, Measure.format(p));
-    }
-
-    /** The local Postgres server's postmaster (from its data folder's postmaster.pid), or -1. */
-    private long postgresPid() throws Exception {
-        Path stackDir = StackPaths.stackRoot();
-        try (DirectoryStream<Path> dirs = Files.newDirectoryStream(stackDir, "postgres-" + ProcessHandle.current().pid() + "-*")) {
-            for (Path d : dirs) {
-                Path pidFile = d.resolve("data/postmaster.pid");
-                if (Files.exists(pidFile)) {
-                    return Long.parseLong(Files.readAllLines(pidFile).get(0).trim());
-                }
-            }
-        }
-        return -1;
     }
 }
