@@ -107,19 +107,44 @@ public final class RecordHeaders {
      *     not below 2^128
      */
     public static java.math.BigInteger versionValue(Headers headers) {
-        String text = text(headers, VERSION);
+        return versionValue(text(headers, VERSION));
+    }
+
+    /**
+     * {@link #versionValue(Headers)} of the header's text, read already (null when the record has none): for a sink
+     * that reads all of a record's headers in one pass.
+     */
+    public static java.math.BigInteger versionValue(String text) {
         if (text == null) {
             throw new IllegalArgumentException("the record has no " + VERSION + " header");
         }
         String trimmed = text.trim();
-        if (!trimmed.matches("[0-9]{1,39}")) {
+        if (!isDecimal(trimmed, 39)) {
             throw new IllegalArgumentException("header " + VERSION + " is not a non-negative decimal integer: '" + text
                     + "'");
+        }
+        if (trimmed.length() <= 18) {
+            // below 10^18: a long, without BigInteger's parsing
+            return java.math.BigInteger.valueOf(Long.parseLong(trimmed));
         }
         java.math.BigInteger value = new java.math.BigInteger(trimmed);
         if (value.compareTo(VERSION_LIMIT) >= 0) {
             throw new IllegalArgumentException("header " + VERSION + " is " + trimmed + ", not below 2^128");
         }
         return value;
+    }
+
+    /** Whether the text is 1 to {@code maxDigits} ASCII digits (what {@code [0-9]{1,maxDigits}} matches). */
+    private static boolean isDecimal(String text, int maxDigits) {
+        if (text.isEmpty() || text.length() > maxDigits) {
+            return false;
+        }
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            if (c < '0' || c > '9') {
+                return false;
+            }
+        }
+        return true;
     }
 }

@@ -321,7 +321,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         RecordHeaders.Op op;
         if (tablecdc) {
             batch = headerBatch;
-            version = RecordHeaders.versionValue(record.headers());
+            version = headers.versionValue();
             op = headerOp;
             if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
                 // its rows share a file and are loaded together: nothing could empty the table between them

@@ -15,12 +15,12 @@ import io.tablecdc.common.RecordHeaders;
  * goes to the errant record reporter instead of being staged. {@code tablecdc.unchanged} may appear several times (one
  * column each); all are kept, in order. So may {@code tablecdc.nonfinite} (one float value each).
  */
-record SinkHeaders(String flow, String table, String op, String batch, String last, List<String> unchanged,
+record SinkHeaders(String flow, String table, String op, String batch, String last, String version, List<String> unchanged,
                    boolean keyChanged, List<String> nonFinite) {
-    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, List.of(), false, List.of());
+    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of());
 
     SinkHeaders(String flow, String table, String op, String batch, String last) {
-        this(flow, table, op, batch, last, List.of(), false, List.of());
+        this(flow, table, op, batch, last, null, List.of(), false, List.of());
     }
 
     static SinkHeaders of(Headers headers) {
@@ -32,6 +32,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
         String op = null;
         String batch = null;
         String last = null;
+        String version = null;
         List<String> unchanged = null;
         List<String> nonFinite = null;
         boolean keyChanged = false;
@@ -42,6 +43,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
                 case RecordHeaders.OP -> op = text(header);
                 case RecordHeaders.BATCH -> batch = text(header);
                 case RecordHeaders.BATCH_LAST -> last = text(header);
+                case RecordHeaders.VERSION -> version = text(header);
                 case RecordHeaders.UNCHANGED -> {
                     String column = text(header);
                     if (column != null) {
@@ -67,7 +69,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
                 }
             }
         }
-        return new SinkHeaders(flow, table, op, batch, last, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged,
+        return new SinkHeaders(flow, table, op, batch, last, version, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged,
                 nonFinite == null ? List.of() : List.copyOf(nonFinite));
     }
 
@@ -101,6 +103,11 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
                     + " at 1): '" + batch + "'");
         }
         return id;
+    }
+
+    /** The row version; fails naming the header when it is missing or not a decimal integer below 2^128. */
+    java.math.BigInteger versionValue() {
+        return RecordHeaders.versionValue(version);
     }
 
     RecordHeaders.Op operation() {

@@ -6,8 +6,6 @@ import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * Parsers for the text output formats of PostgreSQL types, as a session with {@code DateStyle=ISO} (what
@@ -17,13 +15,6 @@ import java.util.regex.Pattern;
 final class PgText {
     static final long MICROS_PER_SECOND = 1_000_000L;
     static final long MICROS_PER_DAY = 86_400L * MICROS_PER_SECOND;
-
-    private static final Pattern DATE = Pattern.compile("(\\d{4,})-(\\d{2})-(\\d{2})( BC)?");
-    private static final Pattern TIME = Pattern.compile("(\\d{2}):(\\d{2}):(\\d{2})(?:\\.(\\d{1,6}))?");
-    private static final Pattern TIMESTAMP = Pattern.compile(
-            "(\\d{4,})-(\\d{2})-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2})(?:\\.(\\d{1,6}))?"
-                    + "(?:([+-])(\\d{2})(?::(\\d{2}))?(?::(\\d{2}))?)?( BC)?");
-    private static final Pattern INTERVAL_TIME = Pattern.compile("([+-])?(\\d+):(\\d{2}):(\\d{2})(?:\\.(\\d{1,6}))?");
 
     private PgText() {
     }
@@ -75,20 +66,22 @@ final class PgText {
         if (isInfinity(text)) {
             return text.startsWith("-") ? Integer.MIN_VALUE : Integer.MAX_VALUE;
         }
-        Matcher m = DATE.matcher(text);
-        if (!m.matches()) {
+        int dateEnd = dateEnd(text);
+        int end = text.length();
+        boolean bc = dateEnd >= 0 && isBc(text, dateEnd);
+        if (dateEnd < 0 || (dateEnd != end && !bc)) {
             throw new IllegalArgumentException("not an ISO date: '" + text + "'");
         }
-        return date(m.group(1), m.group(2), m.group(3), m.group(4) != null).toEpochDay();
+        return date(text, dateEnd, bc).toEpochDay();
     }
 
     /** Microseconds since midnight of {@code HH:MM:SS[.ffffff]}; {@code 24:00:00} is a full day. */
     static long microsOfDay(String text) {
-        Matcher m = TIME.matcher(text);
-        if (!m.matches()) {
+        int clockEnd = clockEnd(text, 0);
+        if (clockEnd != text.length()) {
             throw new IllegalArgumentException("not a time of day: '" + text + "'");
         }
-        long micros = clock(m.group(1), m.group(2), m.group(3), m.group(4));
+        long micros = clockAfterHours(text, 2, twoDigits(text, 0), clockEnd);
         if (micros > MICROS_PER_DAY) {
             throw new IllegalArgumentException("time of day after 24:00:00: '" + text + "'");
         }
@@ -100,26 +93,47 @@ final class PgText {
      * UTC) or a {@code timestamptz} (with the session's offset, {@code +05:30}, {@code -03}, {@code +00:09:21});
      * {@code infinity} and {@code -infinity} are {@link Long#MAX_VALUE} and {@link Long#MIN_VALUE}, as PostgreSQL
      * itself stores them.
+     *
+     * <p>Text: {@code YYYY-MM-DD HH:MM:SS[.f{1,6}][(+|-)HH[:MM][:SS]][ BC]}, scanned by hand: once per value of
+     * every timestamp column of the copy and the streams, where a regular expression cost more than the rest of the
+     * conversion.
      */
     static long epochMicros(String text) {
         if (isInfinity(text)) {
             return text.startsWith("-") ? Long.MIN_VALUE : Long.MAX_VALUE;
         }
-        Matcher m = TIMESTAMP.matcher(text);
-        if (!m.matches()) {
+        int end = text.length();
+        int dateEnd = dateEnd(text);
+        int clockAt = dateEnd + 1;
+        int clockEnd = dateEnd < 0 || clockAt >= end || text.charAt(dateEnd) != ' ' ? -1 : clockEnd(text, clockAt);
+        // the offset: a sign, two digits of hours, then up to two ":" and two digits (minutes, then seconds)
+        int offsetAt = -1;
+        int offsetParts = 0;
+        int at = clockEnd;
+        if (at >= 0 && at < end && (text.charAt(at) == '+' || text.charAt(at) == '-') && isDigits(text, at + 1, 2)) {
+            offsetAt = at;
+            offsetParts = 1;
+            at += 3;
+            while (offsetParts < 3 && at < end && text.charAt(at) == ':' && isDigits(text, at + 1, 2)) {
+                offsetParts++;
+                at += 3;
+            }
+        }
+        boolean bc = at >= 0 && isBc(text, at);
+        if (at < 0 || (at != end && !bc)) {
             throw new IllegalArgumentException("not an ISO timestamp: '" + text + "'");
         }
-        LocalDate day = date(m.group(1), m.group(2), m.group(3), m.group(12) != null);
-        long clock = clock(m.group(4), m.group(5), m.group(6), m.group(7));
+        LocalDate day = date(text, dateEnd, bc);
+        long clock = clockAfterHours(text, clockAt + 2, twoDigits(text, clockAt), clockEnd);
         if (clock >= MICROS_PER_DAY) {
             throw new IllegalArgumentException("time of day after 23:59:59.999999: '" + text + "'");
         }
         long offsetSeconds = 0;
-        if (m.group(8) != null) {
-            offsetSeconds = Integer.parseInt(m.group(9)) * 3600L
-                    + (m.group(10) == null ? 0 : Integer.parseInt(m.group(10)) * 60L)
-                    + (m.group(11) == null ? 0 : Integer.parseInt(m.group(11)));
-            if (m.group(8).equals("-")) {
+        if (offsetParts > 0) {
+            offsetSeconds = twoDigits(text, offsetAt + 1) * 3600L
+                    + (offsetParts < 2 ? 0 : twoDigits(text, offsetAt + 4) * 60L)
+                    + (offsetParts < 3 ? 0 : twoDigits(text, offsetAt + 7));
+            if (text.charAt(offsetAt) == '-') {
                 offsetSeconds = -offsetSeconds;
             }
         }
@@ -131,28 +145,119 @@ final class PgText {
         return text.equals("infinity") || text.equals("-infinity");
     }
 
-    private static LocalDate date(String year, String month, String day, boolean bc) {
-        int y = Integer.parseInt(year);
+    private static boolean isDigit(char c) {
+        return c >= '0' && c <= '9';
+    }
+
+    /** Whether {@code count} ASCII digits start at {@code at}. */
+    private static boolean isDigits(String text, int at, int count) {
+        if (at + count > text.length()) {
+            return false;
+        }
+        for (int i = at; i < at + count; i++) {
+            if (!isDigit(text.charAt(i))) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    private static int twoDigits(String text, int at) {
+        return (text.charAt(at) - '0') * 10 + (text.charAt(at + 1) - '0');
+    }
+
+    /** Whether the text ends with exactly {@code " BC"} at {@code at}. */
+    private static boolean isBc(String text, int at) {
+        return at + 3 == text.length() && text.startsWith(" BC", at);
+    }
+
+    /** The end of {@code YYYY-MM-DD} (four or more digits of year) at the start of the text, or -1. */
+    private static int dateEnd(String text) {
+        int year = 0;
+        while (year < text.length() && isDigit(text.charAt(year))) {
+            year++;
+        }
+        if (year < 4 || year + 6 > text.length() || text.charAt(year) != '-' || !isDigits(text, year + 1, 2)
+                || text.charAt(year + 3) != '-' || !isDigits(text, year + 4, 2)) {
+            return -1;
+        }
+        return year + 6;
+    }
+
+    /** The date of the text's {@code YYYY-MM-DD}, which ends at {@code dateEnd}. */
+    private static LocalDate date(String text, int dateEnd, boolean bc) {
+        int yearEnd = dateEnd - 6;
+        int y;
+        if (yearEnd <= 9) {
+            y = 0;
+            for (int i = 0; i < yearEnd; i++) {
+                y = y * 10 + (text.charAt(i) - '0');
+            }
+        } else {
+            // fails as before on a year beyond an int
+            y = Integer.parseInt(text.substring(0, yearEnd));
+        }
         // PostgreSQL has no year 0: 1 BC is ISO year 0, 2 BC is -1
-        return LocalDate.of(bc ? 1 - y : y, Integer.parseInt(month), Integer.parseInt(day));
+        return LocalDate.of(bc ? 1 - y : y, twoDigits(text, yearEnd + 1), twoDigits(text, yearEnd + 4));
     }
 
-    private static long clock(String hours, String minutes, String seconds, String fraction) {
-        int m = Integer.parseInt(minutes);
-        int s = Integer.parseInt(seconds);
-        if (m > 59 || s > 59) {
-            throw new IllegalArgumentException("minutes or seconds out of range: " + minutes + ":" + seconds);
+    /**
+     * The end of {@code HH:MM:SS[.f{1,6}]} at {@code at} (two digits of hours), or -1; a dot must be followed by one to
+     * six digits.
+     */
+    private static int clockEnd(String text, int at) {
+        if (!isDigits(text, at, 2)) {
+            return -1;
         }
-        return Long.parseLong(hours) * 3_600 * MICROS_PER_SECOND + m * 60 * MICROS_PER_SECOND + s * MICROS_PER_SECOND
-                + fractionMicros(fraction);
+        return minutesSecondsEnd(text, at + 2);
     }
 
-    private static long fractionMicros(String fraction) {
-        if (fraction == null) {
-            return 0;
+    /** The end of {@code :MM:SS[.f{1,6}]} at {@code at}, or -1. */
+    private static int minutesSecondsEnd(String text, int at) {
+        if (at + 6 > text.length() || text.charAt(at) != ':' || !isDigits(text, at + 1, 2) || text.charAt(at + 3) != ':'
+                || !isDigits(text, at + 4, 2)) {
+            return -1;
         }
-        long micros = Long.parseLong(fraction);
-        for (int i = fraction.length(); i < 6; i++) {
+        int end = at + 6;
+        if (end < text.length() && text.charAt(end) == '.') {
+            int digits = end + 1;
+            while (digits < text.length() && isDigit(text.charAt(digits))) {
+                digits++;
+            }
+            int count = digits - end - 1;
+            if (count < 1 || count > 6) {
+                return -1;
+            }
+            end = digits;
+        }
+        return end;
+    }
+
+    /** {@code hours} plus the {@code :MM:SS[.f]} that starts at {@code colon} and ends at {@code end}. */
+    private static long clockAfterHours(String text, int colon, long hours, int end) {
+        checkMinutesSeconds(text, colon);
+        int m = twoDigits(text, colon + 1);
+        int s = twoDigits(text, colon + 4);
+        return hours * 3_600 * MICROS_PER_SECOND + m * 60 * MICROS_PER_SECOND + s * MICROS_PER_SECOND
+                + fractionMicros(text, colon + 6, end);
+    }
+
+    private static void checkMinutesSeconds(String text, int colon) {
+        if (twoDigits(text, colon + 1) > 59 || twoDigits(text, colon + 4) > 59) {
+            throw new IllegalArgumentException("minutes or seconds out of range: " + text.substring(colon + 1, colon + 3) + ":"
+                    + text.substring(colon + 4, colon + 6));
+        }
+    }
+
+    /** The microseconds of {@code .f{1,6}} from {@code dot} to {@code end}; 0 when there is none. */
+    private static long fractionMicros(String text, int dot, int end) {
+        long micros = 0;
+        int digits = 0;
+        for (int i = dot + 1; i < end; i++) {
+            micros = micros * 10 + (text.charAt(i) - '0');
+            digits++;
+        }
+        for (int i = digits; i < 6; i++) {
             micros *= 10;
         }
         return micros;
@@ -168,39 +273,67 @@ final class PgText {
         if (text.startsWith("P")) {
             return text;
         }
-        String[] tokens = text.trim().split(" +");
+        List<String> tokens = spaceSeparated(text.trim());
         long months = 0;
         long days = 0;
         long micros = 0;
         boolean seenTime = false;
-        for (int i = 0; i < tokens.length; i++) {
-            Matcher time = INTERVAL_TIME.matcher(tokens[i]);
-            if (time.matches()) {
-                if (seenTime || i != tokens.length - 1) {
+        for (int i = 0; i < tokens.size(); i++) {
+            String token = tokens.get(i);
+            // [+-]H+:MM:SS[.f{1,6}]
+            int hoursAt = token.startsWith("+") || token.startsWith("-") ? 1 : 0;
+            int hoursEnd = hoursAt;
+            while (hoursEnd < token.length() && isDigit(token.charAt(hoursEnd))) {
+                hoursEnd++;
+            }
+            if (hoursEnd > hoursAt && minutesSecondsEnd(token, hoursEnd) == token.length()) {
+                if (seenTime || i != tokens.size() - 1) {
                     throw new IllegalArgumentException("not a postgres-style interval: '" + text + "'");
                 }
                 seenTime = true;
-                long value = clock(time.group(2), time.group(3), time.group(4), time.group(5));
-                micros = "-".equals(time.group(1)) ? -value : value;
+                int colon = hoursEnd;
+                // minutes and seconds are checked before the hours are read (which may not fit a long)
+                checkMinutesSeconds(token, colon);
+                long value = clockAfterHours(token, colon, Long.parseLong(token.substring(hoursAt, hoursEnd)), token.length());
+                micros = token.startsWith("-") ? -value : value;
                 continue;
             }
-            if (i + 1 >= tokens.length) {
+            if (i + 1 >= tokens.size()) {
                 throw new IllegalArgumentException("not a postgres-style interval (IntervalStyle must be postgres or iso_8601): '" + text + "'");
             }
             long amount;
             try {
-                amount = Long.parseLong(tokens[i]);
+                amount = Long.parseLong(token);
             } catch (NumberFormatException e) {
                 throw new IllegalArgumentException("not a postgres-style interval (IntervalStyle must be postgres or iso_8601): '" + text + "'", e);
             }
-            switch (tokens[++i]) {
+            String unit = tokens.get(++i);
+            switch (unit) {
                 case "year", "years" -> months = Math.addExact(months, Math.multiplyExact(amount, 12));
                 case "mon", "mons" -> months = Math.addExact(months, amount);
                 case "day", "days" -> days = Math.addExact(days, amount);
-                default -> throw new IllegalArgumentException("unknown interval unit '" + tokens[i] + "' in '" + text + "'");
+                default -> throw new IllegalArgumentException("unknown interval unit '" + unit + "' in '" + text + "'");
             }
         }
         return formatIso(months, days, micros);
+    }
+
+    /** The runs of the text between spaces; {@code [""]} for empty text (as {@code split(" +")} on trimmed text). */
+    private static List<String> spaceSeparated(String text) {
+        List<String> tokens = new ArrayList<>(8);
+        int start = 0;
+        while (true) {
+            int space = text.indexOf(' ', start);
+            if (space < 0) {
+                tokens.add(text.substring(start));
+                return tokens;
+            }
+            tokens.add(text.substring(start, space));
+            start = space;
+            while (start < text.length() && text.charAt(start) == ' ') {
+                start++;
+            }
+        }
     }
 
     /** The rendering of PostgreSQL's {@code EncodeInterval} for {@code INTSTYLE_ISO_8601}. */
