@@ -42,10 +42,11 @@ import io.tablecdc.e2e.stack.StackPaths;
  * dies at one of the named steps of the pipeline or the sink (at the n-th time the step is reached), and a second
  * worker takes over, or, in a third of the runs, the step's call fails one to three times instead (before the call, or
  * after it took effect, as when its answer is lost: {@link NamedFaults#failedCall}), or in some others it hangs
- * ({@link NamedFaults#hungCall}); a fifth of the runs strike a rebalance step instead; and one dependency (the catalog,
- * the source Postgres, ClickHouse or the object store) is refused, hung or slow for 2 to 15 s (slow: twice that) at a
- * moment of the run, or the Kafka broker is restarted after being down that long. In half
- * the runs the BigQuery emulator is refused or hung as well, on its own clock. The BigQuery side draws from a generator
+ * ({@link NamedFaults#hungCall}); a fifth of the runs strike a rebalance step instead, and a sixth of the others a step
+ * of the BigQuery source; and one dependency (the catalog, the source Postgres, ClickHouse or the object store) is
+ * refused, hung or slow for 2 to 15 s (slow: twice that) at a moment of the run (the object store may answer 503
+ * instead), or the Kafka broker is restarted after being down that long. In half the runs the BigQuery emulator is
+ * refused, hung or answers 503 as well, on its own clock. The BigQuery side draws from a generator
  * of its own (mixed from {@code seed * 17 + 3}), so a seed does to Postgres what it did before. The checker compares ClickHouse
  * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}, then compares ClickHouse
  * with the emulator's latest version of every row ({@link ChaosBigQuery}). Each run prints its
@@ -87,6 +88,12 @@ class ChaosIT {
                 NamedFaults.pgMarkerWrittenNotHandedOver(), NamedFaults.pgCaughtUpNotReady(), NamedFaults.pgMidCopy(),
                 NamedFaults.sinkLoadedNotRecorded(), NamedFaults.sinkRecordedNotCleaned(),
                 NamedFaults.sinkUploadedNotStaged(), NamedFaults.sinkStagedNotCommitted());
+    }
+
+    /** The steps of the BigQuery source: a sixth of the runs that do not strike a rebalance step strike one of them. */
+    private static List<Fault.Step> bigQuerySteps() {
+        return List.of(NamedFaults.bigQueryAckedNotRecorded(), NamedFaults.bigQueryQueryRunNotRead(),
+                NamedFaults.bigQueryMidBatch());
     }
 
     /** The rebalance steps: a fifth of the runs strike one of them, with a second worker joining. */
@@ -140,6 +147,19 @@ class ChaosIT {
         int goneAfter = 50 + extras.nextInt(750);
         // a fifth of the runs have a slow dependency instead of one that is down or hung
         boolean slowOutage = extras.nextInt(5) == 0;
+        // drawn after those: a sixth of the other runs strike a step of the BigQuery source instead (its kill in the
+        // middle of a batch at one of its first 200 records), and in a third of the runs an outage of an HTTP server
+        // (the object store, BigQuery) answers every request with 503 instead of going down
+        if (!rebalanceStep && extras.nextInt(6) == 0) {
+            step = bigQuerySteps().get(extras.nextInt(bigQuerySteps().size()));
+            if (step.name().equals(NamedFaults.bigQueryMidBatch().name())) {
+                occurrence = 1 + extras.nextInt(200);
+                // no call to fail there: it is Kafka's acknowledgement
+                failMode = false;
+                hangMode = false;
+            }
+        }
+        boolean httpErrors = extras.nextInt(3) == 0;
         // the worker lives through a failed or hung call; a kill takes it down
         boolean lives = failMode || hangMode;
         // a failed or hung call is armed once the connectors are deployed: the sink's validate() writes a test object
@@ -205,6 +225,8 @@ class ChaosIT {
         Outage outage = Outage.pick(random);
         if (slowOutage) {
             outage = outage.slowed();
+        } else if (httpErrors) {
+            outage = outage.httpErrors();
         }
         // the BigQuery table draws from its own generator, so that a seed does to Postgres what it did before the table
         // was added; its seed is mixed (SplittableRandom), since java.util.Random's first draws from neighbouring seeds
@@ -212,6 +234,9 @@ class ChaosIT {
         Random bigQueryRandom = new Random(new SplittableRandom(seed * 17 + 3).nextLong());
         ChaosBigQuery bigQuery = ChaosBigQuery.create(stack, bigQueryRandom, prefix + "-bq", "t_" + id);
         Outage bigQueryOutage = bigQueryRandom.nextBoolean() ? Outage.pick(bigQueryRandom, "bigquery") : null;
+        if (bigQueryOutage != null && httpErrors) {
+            bigQueryOutage = bigQueryOutage.httpErrors();
+        }
         Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
         sink.put("topics.regex", prefix + "\\..*");
         sink.put("normalize.backoff.initial.ms", "500");
@@ -392,6 +417,12 @@ class ChaosIT {
                     2_000 + random.nextInt(13_000));
         }
 
+        /** The same outage of an HTTP server (the object store, BigQuery) as every request answered with 503. */
+        Outage httpErrors() {
+            return dependency.equals("objectstore") || dependency.equals("bigquery")
+                    ? new Outage(dependency, "http-503", delayMs, durationMs) : this;
+        }
+
         /** The same outage as a slow dependency (every chunk {@value #SLOW_MILLIS} ms late) for twice as long. */
         Outage slowed() {
             return proxy() ? new Outage(dependency, "slow", delayMs, 2 * durationMs) : this;
@@ -408,6 +439,7 @@ class ChaosIT {
                     switch (how) {
                         case "hang" -> proxy.hang();
                         case "slow" -> proxy.slow(SLOW_MILLIS);
+                        case "http-503" -> proxy.httpError(503);
                         default -> proxy.refuse();
                     }
                     Thread.sleep(durationMs);

@@ -4,10 +4,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.Properties;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -47,6 +52,28 @@ class FaultProxyTest {
                 assertEquals(1, stalled.get(10, TimeUnit.SECONDS), "the held query completes once the proxy passes");
             }
             assertTrue(proxy.accepted() >= 3);
+        }
+    }
+
+    @Test
+    void httpErrorAnswersEveryRequestWithTheStatusAndPassRestoresTheServer() throws Exception {
+        URI store = URI.create(stack.objectStore().endpoint());
+        try (FaultProxy proxy = FaultProxy.start("store-errors", store.getHost(), store.getPort())) {
+            HttpClient http = HttpClient.newHttpClient();
+            HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + proxy.port() + "/"
+                    + stack.objectStore().bucket() + "/")).timeout(Duration.ofSeconds(10)).build();
+            HttpResponse<String> real = http.send(request, HttpResponse.BodyHandlers.ofString());
+            assertTrue(real.statusCode() != 503, "the object store itself answers: " + real.statusCode());
+            proxy.httpError(503);
+            for (int i = 0; i < 3; i++) {
+                HttpResponse<String> failed = http.send(request, HttpResponse.BodyHandlers.ofString());
+                assertEquals(503, failed.statusCode());
+                assertTrue(failed.body().contains("<Code>SlowDown</Code>"), failed.body());
+            }
+            assertEquals(3, proxy.errorsAnswered());
+            proxy.pass();
+            assertEquals(real.statusCode(), http.send(request, HttpResponse.BodyHandlers.ofString()).statusCode());
+            assertEquals(3, proxy.errorsAnswered());
         }
     }
 

@@ -34,8 +34,12 @@ public record Fault(String name, String className, String method, String locatio
         HANG
     }
 
-    /** The action of a fault. */
-    public record Action(Kind kind, String exceptionClass, boolean causeArgument, long hangMillis) {
+    /**
+     * The action of a fault. A thrown exception is created with the fault's message, and with a null cause after it
+     * when {@code causeArgument}, or with {@code statusCode} before it when that is not null (an exception such as
+     * BigQuery's, created with the HTTP status of the answer).
+     */
+    public record Action(Kind kind, String exceptionClass, boolean causeArgument, Integer statusCode, long hangMillis) {
         public Action {
             Objects.requireNonNull(kind, "kind");
         }
@@ -78,12 +82,12 @@ public record Fault(String name, String className, String method, String locatio
     /** A step without an action yet. */
     public record Step(String name, String className, String method, String location) {
         public Fault kill() {
-            return new Fault(name, className, method, location, new Action(Kind.KILL, null, false, 0), 1, 1, true);
+            return new Fault(name, className, method, location, new Action(Kind.KILL, null, false, null, 0), 1, 1, true);
         }
 
         /** The call throws {@code new exceptionClass(message)}. */
         public Fault fail(String exceptionClass) {
-            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, false, 0), 1, 1,
+            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, false, null, 0), 1, 1,
                     true);
         }
 
@@ -92,12 +96,21 @@ public record Fault(String name, String className, String method, String locatio
          * {@code CatalogUnavailableException}, which the product only ever creates with its cause.
          */
         public Fault failWithCause(String exceptionClass) {
-            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, true, 0), 1, 1,
+            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, true, null, 0), 1, 1,
                     true);
         }
 
+        /**
+         * The call throws {@code new exceptionClass(statusCode, message)}: a client's exception that carries the
+         * HTTP status of the answer it failed on (BigQuery's {@code BigQueryException}).
+         */
+        public Fault failWithStatus(String exceptionClass, int statusCode) {
+            return new Fault(name, className, method, location, new Action(Kind.THROW, exceptionClass, false, statusCode,
+                    0), 1, 1, true);
+        }
+
         public Fault hang(long millis) {
-            return new Fault(name, className, method, location, new Action(Kind.HANG, null, false, millis), 1, 1, true);
+            return new Fault(name, className, method, location, new Action(Kind.HANG, null, false, null, millis), 1, 1, true);
         }
     }
 }

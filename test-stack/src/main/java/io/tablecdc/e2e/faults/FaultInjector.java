@@ -111,8 +111,9 @@ public final class FaultInjector {
     private static String action(Fault fault) {
         return switch (fault.action().kind()) {
             case KILL -> "killJVM(137)";
-            case THROW -> "throw new " + fault.action().exceptionClass() + "(\"tablecdc fault " + fault.name() + "\""
-                    + (fault.action().causeArgument() ? ", null)" : ")");
+            case THROW -> "throw new " + fault.action().exceptionClass() + "("
+                    + (fault.action().statusCode() == null ? "" : fault.action().statusCode() + ", ")
+                    + "\"tablecdc fault " + fault.name() + "\"" + (fault.action().causeArgument() ? ", null)" : ")");
             case HANG -> "delay(" + fault.action().hangMillis() + "L)";
         };
     }

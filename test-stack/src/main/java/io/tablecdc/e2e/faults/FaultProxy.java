@@ -7,6 +7,7 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -20,14 +21,16 @@ import org.slf4j.LoggerFactory;
  * the BigQuery emulator), through which a test takes the server away while flows run: {@link #refuse()} closes every
  * open connection and every new one at once (the server is down), {@link #hang()} keeps connections open but moves
  * no byte in either direction (the server stopped answering), {@link #slow(long)} forwards every chunk late (the
- * server or the network is slow), {@link #pass()} restores it. The server itself keeps
+ * server or the network is slow), {@link #httpError(int)} answers every HTTP request itself with an error status (an
+ * HTTP server that is up but failing: an object store's {@code 503 SlowDown}, an API's backend error),
+ * {@link #pass()} restores it. The server itself keeps
  * running, so what a connector sees is exactly a network or server outage.
  */
 public final class FaultProxy implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(FaultProxy.class);
 
     /** What the proxy does with traffic. */
-    public enum Mode { PASS, REFUSE, HANG, SLOW }
+    public enum Mode { PASS, REFUSE, HANG, SLOW, HTTP_ERROR }
 
     private final String name;
     private final InetSocketAddress target;
@@ -39,6 +42,8 @@ public final class FaultProxy implements AutoCloseable {
     private volatile Mode mode = Mode.PASS;
     private volatile long slowMillis;
     private final AtomicLong slowed = new AtomicLong();
+    private volatile int errorStatus;
+    private final AtomicLong errorsAnswered = new AtomicLong();
     private volatile boolean closed;
 
     private FaultProxy(String name, InetSocketAddress target) throws IOException {
@@ -112,6 +117,27 @@ public final class FaultProxy implements AutoCloseable {
         return slowed.get();
     }
 
+    /**
+     * Every HTTP request on a new connection is answered by the proxy with {@code status} (an XML error body, as an
+     * object store sends, and {@code Connection: close}); the open connections are closed, so that pooled ones are
+     * opened again and answered likewise. The server is up but fails every call.
+     */
+    public void httpError(int status) {
+        if (status < 400 || status > 599) {
+            throw new IllegalArgumentException("status must be an HTTP error status (400-599)");
+        }
+        errorStatus = status;
+        set(Mode.HTTP_ERROR);
+        for (Socket socket : open) {
+            closeQuietly(socket);
+        }
+    }
+
+    /** Requests answered with an error so far ({@link #httpError}). */
+    public long errorsAnswered() {
+        return errorsAnswered.get();
+    }
+
     /** Connections stay open and new ones are accepted, but no byte moves: the server looks hung. */
     public void hang() {
         set(Mode.HANG);
@@ -139,6 +165,10 @@ public final class FaultProxy implements AutoCloseable {
             }
             if (mode == Mode.REFUSE) {
                 closeQuietly(client);
+                continue;
+            }
+            if (mode == Mode.HTTP_ERROR) {
+                answerWithError(client, errorStatus);
                 continue;
             }
             Socket upstream = new Socket();
@@ -186,6 +216,47 @@ public final class FaultProxy implements AutoCloseable {
         }, "fault-proxy-" + name + "-" + direction);
         thread.setDaemon(true);
         thread.start();
+    }
+
+    /** Reads one request's head on its own thread, answers it with {@code status} and closes the connection. */
+    private void answerWithError(Socket client, int status) {
+        Thread thread = new Thread(() -> {
+            try (client; InputStream in = client.getInputStream(); OutputStream out = client.getOutputStream()) {
+                client.setSoTimeout(5_000);
+                // the request's head ends with an empty line; its body (if any) is not read: the connection closes
+                int matched = 0;
+                int b;
+                while (matched < 4 && (b = in.read()) >= 0) {
+                    matched = b == (matched % 2 == 0 ? '\r' : '\n') ? matched + 1 : b == '\r' ? 1 : 0;
+                }
+                if (matched < 4) {
+                    return;
+                }
+                String code = status == 503 ? "SlowDown" : status >= 500 ? "InternalError" : "BadRequest";
+                byte[] body = ("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>" + code + "</Code><Message>"
+                        + "fault proxy " + name + ": HTTP " + status + "</Message></Error>").getBytes(StandardCharsets.UTF_8);
+                String head = "HTTP/1.1 " + status + " " + reason(status) + "\r\n"
+                        + "Content-Type: application/xml\r\nContent-Length: " + body.length + "\r\nConnection: close\r\n\r\n";
+                out.write(head.getBytes(StandardCharsets.US_ASCII));
+                out.write(body);
+                out.flush();
+                errorsAnswered.incrementAndGet();
+            } catch (IOException e) {
+                // the client went away
+            }
+        }, "fault-proxy-" + name + "-error");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    private static String reason(int status) {
+        return switch (status) {
+            case 500 -> "Internal Server Error";
+            case 502 -> "Bad Gateway";
+            case 503 -> "Service Unavailable";
+            case 504 -> "Gateway Timeout";
+            default -> status >= 500 ? "Server Error" : "Client Error";
+        };
     }
 
     private static void closeQuietly(Socket socket) {

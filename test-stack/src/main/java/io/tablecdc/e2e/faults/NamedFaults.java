@@ -10,6 +10,7 @@ public final class NamedFaults {
     private static final String SINK_TASK = "io.tablecdc.clickhouse.ClickHouseStageSinkTask";
     private static final String PG_APPLY = "io.tablecdc.pg.ApplyTask";
     private static final String PG_COPY = "io.tablecdc.pg.TableCopy";
+    private static final String BQ_POLLER = "io.tablecdc.bigquery.TablePoller";
 
     private NamedFaults() {
     }
@@ -86,6 +87,31 @@ public final class NamedFaults {
     }
 
     /**
+     * BigQuery source: Kafka acknowledged every record of a batch, the catalog has not recorded it (its cursor, its
+     * batch id). A restart reads the window again: under a new batch id, or the sink drops it as a repeat.
+     */
+    public static Fault.Step bigQueryAckedNotRecorded() {
+        return Fault.at("bq-acked-not-recorded", BQ_POLLER, "mirror", "AT INVOKE recordSync");
+    }
+
+    /**
+     * BigQuery source: a window's query job ran and wrote its result table, no row of it is read yet. A restart
+     * queries the window again; the result table of the dead run expires.
+     */
+    public static Fault.Step bigQueryQueryRunNotRead() {
+        return Fault.at("bq-query-run-not-read", BQ_POLLER, "runWindow", "AT EXIT");
+    }
+
+    /**
+     * BigQuery source: Kafka acknowledged one more record of a batch (counted over the table's records: the n-th lands
+     * inside the first batch, the initial snapshot's, for small n). Part of the batch is in Kafka, its last record is
+     * not; a restart reads the window again under a new batch id.
+     */
+    public static Fault.Step bigQueryMidBatch() {
+        return Fault.at("bq-mid-batch", BQ_POLLER, "acknowledged", "AT ENTRY");
+    }
+
+    /**
      * The step's call failing instead of the worker dying there, {@code times} times from its {@code occurrence}-th
      * time. The fault is placed in the called method, since a Byteman {@code throw} leaves its method past the
      * method's own handlers: thrown in the caller it would be a failure no real call can cause. It throws what that
@@ -98,6 +124,9 @@ public final class NamedFaults {
      */
     public static Fault failedCall(Fault.Step step) {
         Callee callee = callee(step, step.name() + "-failed");
+        if (callee.statusCode != null) {
+            return callee.step.failWithStatus(callee.exception, callee.statusCode);
+        }
         return callee.exceptionWithCause ? callee.step.failWithCause(callee.exception) : callee.step.fail(callee.exception);
     }
 
@@ -117,15 +146,19 @@ public final class NamedFaults {
         };
     }
 
-    private record Callee(Fault.Step step, String exception, boolean exceptionWithCause) {
+    private record Callee(Fault.Step step, String exception, boolean exceptionWithCause, Integer statusCode) {
+        Callee(Fault.Step step, String exception, boolean exceptionWithCause) {
+            this(step, exception, exceptionWithCause, null);
+        }
     }
 
     private static Callee callee(Fault.Step step, String name) {
         String catalog = "io.tablecdc.catalog.";
         String unavailable = "io.tablecdc.catalog.CatalogUnavailableException";
         return switch (step.name()) {
-            // recordSync is also the BigQuery source's call: the occurrences count both
-            case "pg-acked-not-recorded" -> new Callee(Fault.at(name, catalog + "TableProgress", "recordSync", "AT ENTRY"), unavailable, true);
+            // recordSync is the call of both sources (the BigQuery source's for a batch and for a cursor alone): the
+            // occurrences count them all
+            case "pg-acked-not-recorded", "bq-acked-not-recorded" -> new Callee(Fault.at(name, catalog + "TableProgress", "recordSync", "AT ENTRY"), unavailable, true);
             case "pg-flushed-not-confirmed" -> new Callee(Fault.at(name, step.className(), step.method(), step.location()),
                     "org.apache.kafka.connect.errors.ConnectException", false);
             case "pg-marker-written-not-handed-over" ->
@@ -141,6 +174,9 @@ public final class NamedFaults {
                     "upload", "AT EXIT"), "java.io.IOException", false);
             case "sink-staged-not-committed" ->
                     new Callee(Fault.at(name, catalog + "Stages", "upsertStage", "AT EXIT"), unavailable, true);
+            // the query ran and wrote its result table; its answer is lost as when BigQuery fails with a 503
+            case "bq-query-run-not-read" -> new Callee(Fault.at(name, "io.tablecdc.bigquery.SourceClient", "run", "AT EXIT"),
+                    "com.google.cloud.bigquery.BigQueryException", false, 503);
             default -> throw new IllegalArgumentException("no call to fail or hang at step " + step.name());
         };
     }
