@@ -1,7 +1,6 @@
 package io.tablecdc.e2e;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -64,8 +63,7 @@ class BigQueryFaultIT {
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
                 prefix + "-" + System.nanoTime(), stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
+        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
         try (ChaosBigQuery bigQuery = ChaosBigQuery.create(stack, new Random(name.hashCode()), prefix + "-flow",
                 "t_" + name.replace('-', '_'))) {
             Map<String, String> source = bigQuery.source(stack, catalogUrl, stack.bigquery().endpoint(), prefix);

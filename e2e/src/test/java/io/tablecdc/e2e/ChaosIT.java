@@ -278,8 +278,7 @@ class ChaosIT {
         String group = prefix + "-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
+        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
         boolean fired;
         String outcome = "failed";
         AtomicInteger truncates = new AtomicInteger();

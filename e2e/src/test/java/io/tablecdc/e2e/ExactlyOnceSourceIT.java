@@ -102,8 +102,7 @@ class ExactlyOnceSourceIT {
                 ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath()));
         Fault fault = NamedFaults.eosRecordWrittenNotCommitted().kill().onOccurrence(KILL_AT).disarmed();
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("eosit/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
+        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
 
         ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("eosit/worker-1"),
                 Duration.ofSeconds(120), jvmArgs);
@@ -229,8 +228,7 @@ class ExactlyOnceSourceIT {
                 stack.kafka().bootstrapServers(), "eosbq-" + System.nanoTime(), stack.pluginPath()));
         Fault fault = NamedFaults.eosRecordWrittenNotCommitted().kill().onOccurrence(275);
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("eosbq/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
+        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
 
         ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("eosbq/worker-1"),
                 Duration.ofSeconds(120), jvmArgs);

@@ -2,7 +2,6 @@ package io.tablecdc.e2e;
 
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -101,8 +100,7 @@ class PgFaultIT {
         String group = "pgfault-" + name + "-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("pgfault-" + name + "/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
+        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
         try (TransactionWriter writer = writer(schema)) {
             ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgfault-" + name + "/worker-1"),
                     Duration.ofSeconds(120), jvmArgs);
@@ -171,8 +169,7 @@ class PgFaultIT {
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
                 prefix + "-" + System.nanoTime(), stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
-        List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-        jvmArgs.addAll(injector.jvmArgs());
+        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
         ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                 Duration.ofSeconds(120), jvmArgs);
         try {

@@ -7,7 +7,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -95,8 +94,7 @@ class SinkFaultIT {
 
         /** A worker process with the fault armed (the Byteman agent attached). */
         ConnectWorker startWorkerWithFault(String workerName) throws Exception {
-            List<String> jvmArgs = new ArrayList<>(List.of("-Xmx768m"));
-            jvmArgs.addAll(injector.jvmArgs());
+            List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
             return ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/" + workerName),
                     Duration.ofSeconds(120), jvmArgs);
         }

@@ -36,10 +36,10 @@ public final class FaultInjector {
         return injector;
     }
 
-    /** The worker's JVM arguments that load the agent with the rules (add them to the worker's own). */
-    public List<String> jvmArgs() {
+    /** The worker's JVM arguments: {@code workerArgs} (its heap, say), then the agent with the rules. */
+    public List<String> jvmArgs(String... workerArgs) {
         String agent = agentJar();
-        List<String> args = new ArrayList<>();
+        List<String> args = new ArrayList<>(List.of(workerArgs));
         args.add("-javaagent:" + agent + "=script:" + scriptFile() + ",boot:" + agent);
         return args;
     }
