@@ -402,7 +402,7 @@ public class ApplyTask extends SourceTask {
         leaving.clear();
         Map<String, String> recorded = catalog.phases().publicationMembers(flow);
         for (String table : published) {
-            member(table, recorded.get(table), publishedMembers.get(table));
+            member(table, recorded.get(table), publishedMembers.get(table), true);
         }
         Map<String, TableState> states = new HashMap<>();
         List<String> followed = new ArrayList<>(published);
@@ -543,7 +543,8 @@ public class ApplyTask extends SourceTask {
                     }
                 } else {
                     leaving.remove(table);
-                    member(table, members.get(table), member);
+                    // a table whose entry is not known yet (not read at its discovery) may be one that left
+                    member(table, members.get(table), member, !members.containsKey(table));
                 }
             }
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
@@ -589,14 +590,18 @@ public class ApplyTask extends SourceTask {
     /**
      * Records by which entry {@code table} belongs to the publication now. A table whose entry changed since
      * {@code before} left the publication and came back (or was dropped and created again): its changes in between
-     * never reached the stream, so a copied table is copied again from scratch.
+     * never reached the stream, so a copied table is copied again from scratch. So is a table the catalog shows as
+     * having left ({@code mayHaveLeft}: at the start and for a table found in the publication anew), whatever its
+     * entry: its entry was never recorded when the task that first saw it died before recording it (seed 8731), and
+     * a table moved out of a schema published {@code FOR TABLES IN SCHEMA} and back keeps its entry.
      */
-    private void member(String table, String before, String now) {
-        if (now.equals(before)) {
+    private void member(String table, String before, String now, boolean mayHaveLeft) {
+        boolean left = mayHaveLeft && catalog.progress().getTable(flow, table).map(ApplyTask::hasLeft).orElse(false);
+        if (now.equals(before) && !left) {
             members.put(table, now);
             return;
         }
-        if (before != null) {
+        if (before != null || left) {
             if (config.copies(table)) {
                 // batch ids go on from the table's old ones, so the sink never takes a new batch for a loaded one
                 Optional<String> phase = catalog.phases().restartTable(flow, table, "left publication " + config.publication()
@@ -645,7 +650,7 @@ public class ApplyTask extends SourceTask {
         try {
             String member = SourceDatabase.publicationMembers(sql, config.publication()).get(table);
             if (member != null) {
-                member(table, catalog.phases().publicationMembers(flow).get(table), member);
+                member(table, catalog.phases().publicationMembers(flow).get(table), member, true);
             }
         } catch (SQLException e) {
             // recorded at the next publication check
