@@ -72,6 +72,28 @@ public final class ConfigValidation {
         return values;
     }
 
+    /** A connector's rules over its whole parsed configuration, each problem added to its field of {@code result}. */
+    public interface Rules<T> {
+        void check(T config, Config result, Map<String, ConfigValue> values);
+    }
+
+    /**
+     * A connector's {@code validate()}: Connect's check of each field ({@code fieldChecks}, {@code super.validate}),
+     * then, only when every field passed and {@link #parse} parsed the whole configuration, the connector's own
+     * {@code rules} on it.
+     *
+     * @return {@code fieldChecks}, with every problem found on its field
+     */
+    public static <T> Config validate(Config fieldChecks, java.util.function.Supplier<T> parse, String fallback,
+                                      Rules<T> rules) {
+        Map<String, ConfigValue> values = byName(fieldChecks);
+        T config = parse(fieldChecks, values, parse, fallback);
+        if (config != null) {
+            rules.check(config, fieldChecks, values);
+        }
+        return fieldChecks;
+    }
+
     /**
      * The start of a connector's {@code validate()}: {@code fieldChecks} is Connect's check of each field
      * ({@code super.validate}); only when every field passed is the whole configuration parsed by {@code parse}, and a
