@@ -47,6 +47,7 @@ import io.tablecdc.catalog.CatalogUnavailableException;
 import io.tablecdc.catalog.DestinationRefusal;
 import io.tablecdc.catalog.Stage;
 import io.tablecdc.catalog.StageFile;
+import io.tablecdc.common.TablePause;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -86,9 +87,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TableKey, PendingUpload> pendingUploads = new HashMap<>();
     private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
-    private final Set<TableKey> pausedForBuffer = new HashSet<>();
-    /** When each table's last back-pressure pause ended: pauses that follow within a minute log at debug. */
-    private final Map<TableKey, Long> lastResumedAt = new HashMap<>();
+    /**
+     * Each table's back-pressure pause (its staged batches reached the buffer), kept after the table leaves: pauses
+     * and resumes within a minute of its last resume log at debug.
+     */
+    private final Map<TableKey, TablePause> bufferPauses = new HashMap<>();
     /** With table.per.topic: tables whose records arrived on a topic bound to another table, and why. */
     private final Map<TableKey, String> unboundTables = new HashMap<>();
     /** Tables stopped because another source table is loaded into their ClickHouse table already. */
@@ -476,7 +479,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             var entry = it.next();
             if (now >= entry.getValue().retryAtMs && tryUpload(entry.getValue(), now)) {
                 it.remove();
-                if (!pausedForBuffer.contains(entry.getKey())) {
+                if (!pausedForBuffer(entry.getKey())) {
                     resume(entry.getKey());
                 }
             }
@@ -587,17 +590,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
     }
 
     private void holdForBuffer(TableKey key, TableNormalizer normalizer) {
-        if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pausedForBuffer.add(key)) {
+        TablePause pause = bufferPauses.computeIfAbsent(key, k -> new TablePause(log, Duration.ofMinutes(1)));
+        if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pause.begin()) {
             metrics.table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
-            Long resumedAt = lastResumedAt.get(key);
-            boolean again = resumedAt != null && System.nanoTime() - resumedAt < TimeUnit.MINUTES.toNanos(1);
-            String message = "flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
-                    + " pausing its partitions" + (again ? "" : " (pauses within a minute of the last are logged at debug)");
-            if (again) {
-                log.debug(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
-            } else {
-                log.info(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
-            }
+            pause.log("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
+                    + " pausing its partitions" + (pause.quiet() ? "" : " (pauses within a minute of the last are logged at debug)"),
+                    key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
             try {
                 catalog.progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
             } catch (RuntimeException e) {
@@ -608,18 +606,14 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     /** Resumes the tables whose normalize drained below their buffer (and whose uploads are done). */
     private void applyBackPressure() {
-        for (var it = pausedForBuffer.iterator(); it.hasNext(); ) {
-            TableKey key = it.next();
+        for (var entry : bufferPauses.entrySet()) {
+            TableKey key = entry.getKey();
+            TablePause pause = entry.getValue();
             TableNormalizer normalizer = normalizers.get(key);
-            if (normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
-                it.remove();
+            if (pause.paused() && normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
+                pause.end();
                 metrics.table(key.flow(), key.table()).resumed();
-                Long previous = lastResumedAt.put(key, System.nanoTime());
-                if (previous != null && System.nanoTime() - previous < TimeUnit.MINUTES.toNanos(1)) {
-                    log.debug("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                } else {
-                    log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                }
+                pause.log("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
                 try {
                     catalog.progress().clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
                 } catch (RuntimeException e) {
@@ -630,6 +624,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 }
             }
         }
+    }
+
+    private boolean pausedForBuffer(TableKey key) {
+        TablePause pause = bufferPauses.get(key);
+        return pause != null && pause.paused();
     }
 
     private void pause(TableKey key) {
@@ -763,7 +762,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.warn("dropping the open batch of {} left local files behind: {}", key, e.toString());
             }
             pendingUploads.remove(key);
-            pausedForBuffer.remove(key);
+            TablePause pause = bufferPauses.get(key);
+            if (pause != null) {
+                pause.abandon();
+            }
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
             TableNormalizer normalizer = normalizers.remove(key);
             if (normalizer != null) {
