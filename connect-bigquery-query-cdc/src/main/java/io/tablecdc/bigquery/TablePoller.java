@@ -62,6 +62,10 @@ import io.tablecdc.common.metrics.TableMetrics;
  *
  * <p>{@link #acknowledged()} runs on the producer's thread and only counts; the catalog is written by the task
  * thread in {@link #poll()}.
+ *
+ * <p>Why it is long: it is one state machine (snapshot, walk, stream a batch, mirror), whose steps share the cursor,
+ * the open batch and the batch ids; its pieces that stand alone are {@link Window}, {@link Cursor},
+ * {@code OffsetValue}, {@code ErrorEpisode} and {@code TablePause}.
  */
 final class TablePoller {
     private static final Logger log = LoggerFactory.getLogger(TablePoller.class);

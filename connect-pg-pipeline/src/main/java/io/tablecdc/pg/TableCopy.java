@@ -76,6 +76,9 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * <p>Failures: a copy or conversion error marks the table {@code errored} with a retry time (up to
  * {@code max.table.retries}); losing the lease (another task took the table over) abandons the copy silently; a
  * copy task that stops gives the table back to {@code pending}.
+ *
+ * <p>Why it is long: it is one state machine (the diagram above) whose states share the snapshot, the private slot,
+ * the lease and the batches in flight; COPY's text is {@link CopyText}'s, the pause's bookkeeping {@code TablePause}'s.
  */
 final class TableCopy {
     private static final Logger log = LoggerFactory.getLogger(TableCopy.class);
