@@ -10,6 +10,7 @@ import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
+import org.apache.kafka.common.config.types.Password;
 
 import io.tablecdc.catalog.CatalogConfig;
 import io.tablecdc.catalog.CatalogConnectionCheck;
@@ -61,6 +62,17 @@ public final class ConfigValidation {
     /** A predicate for {@link #visibleWhen}: the value is text that is not blank. */
     public static Predicate<Object> notBlank() {
         return value -> value instanceof String text && !text.isBlank();
+    }
+
+    /** A predicate for {@link #visibleWhen}: the value is unset, blank text or a blank password. */
+    public static Predicate<Object> blank() {
+        return value -> value == null || (value instanceof String text && text.isBlank())
+                || (value instanceof Password password && (password.value() == null || password.value().isBlank()));
+    }
+
+    /** A predicate for {@link #visibleWhen}: the value is text equal to one of {@code choices}, in any case. */
+    public static Predicate<Object> oneOfIgnoringCase(String... choices) {
+        return value -> value instanceof String text && java.util.Arrays.stream(choices).anyMatch(text.trim()::equalsIgnoreCase);
     }
 
     /** The validation result's values by config key. */
