@@ -10,6 +10,7 @@ import org.apache.kafka.common.config.Config;
 import org.apache.kafka.common.config.ConfigDef;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.ConfigValue;
+import org.apache.kafka.common.config.types.Password;
 
 import io.tablecdc.catalog.CatalogConfig;
 import io.tablecdc.catalog.CatalogConnectionCheck;
@@ -63,6 +64,17 @@ public final class ConfigValidation {
         return value -> value instanceof String text && !text.isBlank();
     }
 
+    /** A predicate for {@link #visibleWhen}: the value is unset, blank text or a blank password. */
+    public static Predicate<Object> blank() {
+        return value -> value == null || (value instanceof String text && text.isBlank())
+                || (value instanceof Password password && (password.value() == null || password.value().isBlank()));
+    }
+
+    /** A predicate for {@link #visibleWhen}: the value is text equal to one of {@code choices}, in any case. */
+    public static Predicate<Object> oneOfIgnoringCase(String... choices) {
+        return value -> value instanceof String text && java.util.Arrays.stream(choices).anyMatch(text.trim()::equalsIgnoreCase);
+    }
+
     /** The validation result's values by config key. */
     public static Map<String, ConfigValue> byName(Config result) {
         Map<String, ConfigValue> values = new HashMap<>();
@@ -70,6 +82,28 @@ public final class ConfigValidation {
             values.put(value.name(), value);
         }
         return values;
+    }
+
+    /** A connector's rules over its whole parsed configuration, each problem added to its field of {@code result}. */
+    public interface Rules<T> {
+        void check(T config, Config result, Map<String, ConfigValue> values);
+    }
+
+    /**
+     * A connector's {@code validate()}: Connect's check of each field ({@code fieldChecks}, {@code super.validate}),
+     * then, only when every field passed and {@link #parse} parsed the whole configuration, the connector's own
+     * {@code rules} on it.
+     *
+     * @return {@code fieldChecks}, with every problem found on its field
+     */
+    public static <T> Config validate(Config fieldChecks, java.util.function.Supplier<T> parse, String fallback,
+                                      Rules<T> rules) {
+        Map<String, ConfigValue> values = byName(fieldChecks);
+        T config = parse(fieldChecks, values, parse, fallback);
+        if (config != null) {
+            rules.check(config, fieldChecks, values);
+        }
+        return fieldChecks;
     }
 
     /**

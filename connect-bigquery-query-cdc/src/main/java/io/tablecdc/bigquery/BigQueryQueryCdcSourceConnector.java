@@ -108,13 +108,13 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
 
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
-        Config result = super.validate(connectorConfigs);
-        Map<String, ConfigValue> values = ConfigValidation.byName(result);
-        BigQueryQueryCdcConfig parsed = ConfigValidation.parse(result, values, () -> new BigQueryQueryCdcConfig(connectorConfigs),
-                BigQueryQueryCdcConfig.TABLES_CONFIG);
-        if (parsed == null) {
-            return result;
-        }
+        return ConfigValidation.validate(super.validate(connectorConfigs), () -> new BigQueryQueryCdcConfig(connectorConfigs),
+                BigQueryQueryCdcConfig.TABLES_CONFIG, (parsed, result, values) -> checkRules(connectorConfigs, parsed, result, values));
+    }
+
+    /** The rules across fields, the catalog, then tables and columns against BigQuery. */
+    private static void checkRules(Map<String, String> connectorConfigs, BigQueryQueryCdcConfig parsed, Config result,
+                                   Map<String, ConfigValue> values) {
         String tasksMax = connectorConfigs.get(TASKS_MAX);
         int max = 1;
         try {
@@ -134,7 +134,6 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
         }
         ConfigValidation.checkCatalog(parsed.catalog(), result, values);
         checkTables(flow(connectorConfigs), parsed, result, values);
-        return result;
     }
 
     /** Checks tables and columns against BigQuery; skipped (with a log line) when BigQuery does not answer. */

@@ -35,6 +35,7 @@ import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.TablePause;
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.BatchIdReservations;
 import io.tablecdc.catalog.SyncedBatch;
@@ -61,6 +62,10 @@ import io.tablecdc.common.metrics.TableMetrics;
  *
  * <p>{@link #acknowledged()} runs on the producer's thread and only counts; the catalog is written by the task
  * thread in {@link #poll()}.
+ *
+ * <p>Why it is long: it is one state machine (snapshot, walk, stream a batch, mirror), whose steps share the cursor,
+ * the open batch and the batch ids; its pieces that stand alone are {@link Window}, {@link Cursor},
+ * {@code OffsetValue}, {@code ErrorEpisode} and {@code TablePause}.
  */
 final class TablePoller {
     private static final Logger log = LoggerFactory.getLogger(TablePoller.class);
@@ -102,7 +107,8 @@ final class TablePoller {
     private long nextDueAtMs;
     /** Until when a failed start or catalog mirror waits before it is tried again. */
     private long retryAtMs;
-    private boolean paused;
+    /** This table's back-pressure pause; every pause and resume is logged at info. */
+    private final TablePause pause = new TablePause(log, Duration.ZERO);
     /** A watermark ahead of the source clock is reported on the table ({@link #checkAhead}). */
     private boolean aheadReported;
     private boolean aheadInCatalog;
@@ -340,19 +346,20 @@ final class TablePoller {
         long buffer = config.normalizeBufferBatches();
         if (state.unnormalizedBatches() >= buffer) {
             metrics.paused(PAUSED_REASON);
-            if (catalog.progress().setPause(flow, table.fullName(), PAUSED_REASON, clock.instant()) || !paused) {
-                log.info("flow {}, table {}: {} batches synced but not normalized (max.unnormalized.batches={}); pausing this table",
+            boolean recorded = catalog.progress().setPause(flow, table.fullName(), PAUSED_REASON, clock.instant());
+            boolean began = pause.begin();
+            if (recorded || began) {
+                pause.log("flow {}, table {}: {} batches synced but not normalized (max.unnormalized.batches={}); pausing this table",
                         flow, table.fullName(), state.unnormalizedBatches(), buffer);
             }
-            paused = true;
             nextDueAtMs = now + Math.min(BACKPRESSURE_RECHECK_MS, config.syncIntervalMs());
             return true;
         }
-        if (paused || PAUSED_REASON.equals(state.pausedReason())) {
+        if (pause.paused() || PAUSED_REASON.equals(state.pausedReason())) {
             catalog.progress().clearPause(flow, table.fullName(), PAUSED_REASON);
             metrics.resumed();
-            log.info("flow {}, table {}: normalize caught up; resuming", flow, table.fullName());
-            paused = false;
+            pause.end();
+            pause.log("flow {}, table {}: normalize caught up; resuming", flow, table.fullName());
         }
         return false;
     }

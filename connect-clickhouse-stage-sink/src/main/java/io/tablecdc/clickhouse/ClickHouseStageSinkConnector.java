@@ -80,13 +80,11 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
      */
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
-        Config result = super.validate(connectorConfigs);
-        Map<String, ConfigValue> values = ConfigValidation.byName(result);
-        ClickHouseStageSinkConfig config = ConfigValidation.parse(result, values, () -> new ClickHouseStageSinkConfig(connectorConfigs),
-                ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG);
-        if (config == null) {
-            return result;
-        }
+        return ConfigValidation.validate(super.validate(connectorConfigs), () -> new ClickHouseStageSinkConfig(connectorConfigs),
+                ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, ClickHouseStageSinkConnector::checkAccess);
+    }
+
+    private static void checkAccess(ClickHouseStageSinkConfig config, Config result, Map<String, ConfigValue> values) {
         List<ClickHouseAccessCheck.Problem> problems;
         try (var client = io.tablecdc.clickhouse.destination.ClickHouseClients.client(config); var store = io.tablecdc.clickhouse.stage.StageStores.open(config)) {
             problems = ClickHouseAccessCheck.check(config, client, store);
@@ -97,6 +95,5 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
             ConfigValidation.addError(result, values, problem.field(), problem.message());
         }
         ConfigValidation.checkCatalog(config.catalog(), result, values);
-        return result;
     }
 }

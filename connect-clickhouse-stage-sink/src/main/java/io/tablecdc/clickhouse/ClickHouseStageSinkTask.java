@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
-import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -14,10 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -57,6 +53,10 @@ import io.tablecdc.common.metrics.TableMetrics;
  * {@link #preCommit} returns, per partition, only offsets whose batches are durably staged. A table whose
  * upload fails, or whose staged batches reach {@code normalize.buffer.batches}, has its partitions paused;
  * every other table keeps flowing.
+ *
+ * <p>Why it is long: Connect's calls ({@code put}, {@code preCommit}, {@code open}, {@code close}) share the
+ * partitions' offsets, the open batches and the uploads to retry, which only this task's thread touches; the normalize
+ * loops and the buffer holds are {@link NormalizeLoops}', a table's open batch is {@link TableStager}'s.
  */
 public class ClickHouseStageSinkTask extends SinkTask {
     private static final Logger log = LoggerFactory.getLogger(ClickHouseStageSinkTask.class);
@@ -71,24 +71,17 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private long catalogRetryAtMs;
     private StageStore store;
     private ClickHouseDestination destination;
-    private ScheduledExecutorService normalizePool;
-    /** Renews the normalize leases of this task's loops while they run. */
-    private ScheduledExecutorService leaseTimer;
-    /** The name this task's normalize loops hold their tables' leases under. */
-    private String leaseOwner;
+    /** The normalize loop of each table of this task, and each table's hold while its buffer is full. */
+    private NormalizeLoops loops;
     private ErrantRecordReporter reporter;
     private Path localDir;
     private TableMetrics metrics;
 
     private final Map<TableKey, TableStager> stagers = new HashMap<>();
-    private final Map<TableKey, TableNormalizer> normalizers = new ConcurrentHashMap<>();
     /** Complete batches whose upload or catalog write failed; retried with backoff, their table paused. */
     private final Map<TableKey, PendingUpload> pendingUploads = new HashMap<>();
     private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
-    private final Set<TableKey> pausedForBuffer = new HashSet<>();
-    /** When each table's last back-pressure pause ended: pauses that follow within a minute log at debug. */
-    private final Map<TableKey, Long> lastResumedAt = new HashMap<>();
     /** With table.per.topic: tables whose records arrived on a topic bound to another table, and why. */
     private final Map<TableKey, String> unboundTables = new HashMap<>();
     /** Tables stopped because another source table is loaded into their ClickHouse table already. */
@@ -96,9 +89,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
     /** Tables whose batches this sink cuts (records of other producers): closed by size or age. */
     private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
-    static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
-    /** How long close() waits for a revoked table's normalize step in flight. */
-    private static final long CLOSE_WAIT_MS = 10_000;
     /** The kind of error episode an upload reports in the table's metrics. */
     static final String STAGE_EPISODE = "stage";
     /** Marks the upload's errors in the table's shared error (the source and the normalize loop mark their own). */
@@ -137,17 +127,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         store = StageStores.open(config);
         destination = new ClickHouseDestination(ClickHouseClients.client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
                 config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
-        normalizePool = Executors.newScheduledThreadPool(config.normalizeParallelism(), r -> {
-            Thread t = new Thread(r, "tablecdc-normalize-" + connectorName);
-            t.setDaemon(true);
-            return t;
-        });
-        leaseTimer = Executors.newSingleThreadScheduledExecutor(r -> {
-            Thread t = new Thread(r, "tablecdc-normalize-lease-" + connectorName);
-            t.setDaemon(true);
-            return t;
-        });
-        leaseOwner = connectorName + "/" + UUID.randomUUID().toString().substring(0, 8);
+        loops = new NormalizeLoops(config, connectorName, () -> catalog, store, destination, metrics);
         try {
             localDir = config.stageLocalDir().isBlank()
                     ? Files.createTempDirectory("tablecdc-stage-")
@@ -246,7 +226,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             nextOffsets.put(tp, record.kafkaOffset() + 1);
         }
         closeDueSelfCutBatches(now);
-        applyBackPressure();
+        loops.releaseDrained(pendingUploads::containsKey, this::resume);
     }
 
     /**
@@ -315,7 +295,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             metrics.table(key.flow(), key.table());
         }
         tableOfPartition.put(tp, key);
-        TableNormalizer normalizer = normalizerOf(key);
+        TableNormalizer normalizer = loops.of(key);
         long batch;
         java.math.BigInteger version;
         RecordHeaders.Op op;
@@ -342,7 +322,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
         }
         if (!stager.open() && (pendingUploads.containsKey(key) || normalizer.pendingBatches() >= config.normalizeBufferBatches())) {
-            holdForBuffer(key, normalizer);
+            loops.holdForBuffer(key, normalizer);
             pause(key);
             return false;
         }
@@ -476,7 +456,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             var entry = it.next();
             if (now >= entry.getValue().retryAtMs && tryUpload(entry.getValue(), now)) {
                 it.remove();
-                if (!pausedForBuffer.contains(entry.getKey())) {
+                if (!loops.heldForBuffer(entry.getKey())) {
                     resume(entry.getKey());
                 }
             }
@@ -505,7 +485,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 for (StagePart part : batch.parts()) {
                     Files.deleteIfExists(part.file());
                 }
-                normalizerOf(key).wake();
+                loops.of(key).wake();
                 return true;
             }
             String attempt = Long.toHexString(System.nanoTime());
@@ -532,7 +512,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (stored) {
                 tableMetrics.batchStaged(batch.batchId(), batch.rows(), Instant.now());
                 tableMetrics.valuesClamped(batch.counts().clampedValues());
-                TableNormalizer normalizer = normalizerOf(key);
+                TableNormalizer normalizer = loops.of(key);
                 normalizer.staged();
                 normalizer.wake();
             }
@@ -571,63 +551,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 store.delete(file.uri());
             } catch (Exception cleanup) {
                 log.debug("removing the stage file {} of a failed upload failed: {}", file.uri(), cleanup.toString());
-            }
-        }
-    }
-
-    private TableNormalizer normalizerOf(TableKey key) {
-        return normalizers.computeIfAbsent(key, k -> {
-            TableNormalizer normalizer = new TableNormalizer(k, catalog, store, destination, config.pushMode(), normalizePool,
-                    config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()),
-                    leaseOwner, config.normalizeLease(), leaseTimer);
-            // batches staged before a restart are loaded first
-            normalizer.wake();
-            return normalizer;
-        });
-    }
-
-    private void holdForBuffer(TableKey key, TableNormalizer normalizer) {
-        if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pausedForBuffer.add(key)) {
-            metrics.table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
-            Long resumedAt = lastResumedAt.get(key);
-            boolean again = resumedAt != null && System.nanoTime() - resumedAt < TimeUnit.MINUTES.toNanos(1);
-            String message = "flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
-                    + " pausing its partitions" + (again ? "" : " (pauses within a minute of the last are logged at debug)");
-            if (again) {
-                log.debug(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
-            } else {
-                log.info(message, key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
-            }
-            try {
-                catalog.progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
-            } catch (RuntimeException e) {
-                log.debug("recording the pause of {} failed: {}", key, e.toString());
-            }
-        }
-    }
-
-    /** Resumes the tables whose normalize drained below their buffer (and whose uploads are done). */
-    private void applyBackPressure() {
-        for (var it = pausedForBuffer.iterator(); it.hasNext(); ) {
-            TableKey key = it.next();
-            TableNormalizer normalizer = normalizers.get(key);
-            if (normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
-                it.remove();
-                metrics.table(key.flow(), key.table()).resumed();
-                Long previous = lastResumedAt.put(key, System.nanoTime());
-                if (previous != null && System.nanoTime() - previous < TimeUnit.MINUTES.toNanos(1)) {
-                    log.debug("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                } else {
-                    log.info("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                }
-                try {
-                    catalog.progress().clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
-                } catch (RuntimeException e) {
-                    log.debug("clearing the pause of {} failed: {}", key, e.toString());
-                }
-                if (!pendingUploads.containsKey(key)) {
-                    resume(key);
-                }
             }
         }
     }
@@ -733,7 +656,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             for (String[] row : catalog.stages().tablesWithStages(connectorName, topics)) {
                 TableKey key = tableKey(row[0], row[1], row[2]);
                 log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
-                normalizerOf(key);
+                loops.of(key);
             }
         } catch (RuntimeException e) {
             // not fatal: the loops also start when the tables' next records arrive
@@ -763,11 +686,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.warn("dropping the open batch of {} left local files behind: {}", key, e.toString());
             }
             pendingUploads.remove(key);
-            pausedForBuffer.remove(key);
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
-            TableNormalizer normalizer = normalizers.remove(key);
+            TableNormalizer normalizer = loops.remove(key);
             if (normalizer != null) {
-                normalizer.stop();
                 stopping.put(key, normalizer);
             }
             // the table left this task: its gauges go (its next owner publishes its own), and so do the pause and
@@ -779,20 +700,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
         }
         // every loop was told to stop above; wait for their steps in flight together, not one after another
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_WAIT_MS);
-        for (var entry : stopping.entrySet()) {
-            TableKey key = entry.getKey();
-            try {
-                long left = Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
-                if (!entry.getValue().stopAndWait(left)) {
-                    log.info("sink {}: flow {}, table {} left this task while a normalize step was in flight; it keeps"
-                            + " the table's normalize lease until that step ends", connectorName, key.flow(), key.table());
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-        }
+        loops.awaitStopped(stopping);
     }
 
     @Override
@@ -800,28 +708,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (metrics != null) {
             metrics.close();
         }
-        for (TableNormalizer normalizer : normalizers.values()) {
-            normalizer.stop();
-        }
-        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(CLOSE_WAIT_MS);
-        for (TableNormalizer normalizer : normalizers.values()) {
-            try {
-                normalizer.stopAndWait(Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                break;
-            }
-        }
-        if (normalizePool != null) {
-            normalizePool.shutdownNow();
-            try {
-                normalizePool.awaitTermination(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
-        if (leaseTimer != null) {
-            leaseTimer.shutdownNow();
+        if (loops != null) {
+            loops.stop();
         }
         for (TableStager stager : stagers.values()) {
             try {

@@ -78,16 +78,16 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * <p>A table whose change cannot be converted is marked {@code errored} in
  * the catalog and its changes are skipped from then on; the other tables carry on. A message that cannot be
  * decoded at all fails the task: it cannot be attributed to a table.
+ *
+ * <p>Why it is long: one poll thread owns the replication stream, the source connections and every table's run, and
+ * each table's state may change only between transactions, so the stream loop, the runs and the reconnects stay in
+ * one class; the publication's membership ({@link PublicationMembership}) and the held changes' limits
+ * ({@link HoldBudget}) are classes of their own.
  */
 public class ApplyTask extends SourceTask {
     private static final Logger log = LoggerFactory.getLogger(ApplyTask.class);
     static final long REFRESH_BUSY_MS = 200;
     static final long REFRESH_IDLE_MS = 2000;
-    private static final long PUBLICATION_CHECK_MS = 10_000;
-    /** Seconds before a copy task copies again a table that came back to the publication (as tablecdc-reset-table). */
-    private static final int REJOIN_DELAY_S = 10;
-    /** How the catalog's error of a table that left the publication starts. */
-    private static final String LEFT_PUBLICATION = "left publication ";
     /** Batch ids reserved per catalog update. */
     static final int BATCH_ID_BLOCK = 100;
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
@@ -112,21 +112,14 @@ public class ApplyTask extends SourceTask {
     private final Map<String, TableRun> tables = new HashMap<>();
     /** Tables left out because their topic clashes with another table's. */
     private final Map<String, TableRun> clashing = new HashMap<>();
-    /** The publication entry by which each table was last seen in the publication (also in the catalog). */
-    private final Map<String, String> members = new HashMap<>();
-    /**
-     * Tables a publication check found missing, with the server's WAL position then: each leaves the flow once the
-     * stream has read past that position (the changes committed before it left are sent).
-     */
-    private final Map<String, Lsn> leaving = new HashMap<>();
+    /** Which tables the publication holds, which are leaving it, which came back. */
+    private PublicationMembership membership;
     private long refreshedAt;
     private long publicationCheckedAt;
     private Lsn readyCheckedAt;
     private boolean holdLimitLogged;
-    /** Bytes (as received) of the changes of held tables, per table, and the open transaction's share of them. */
-    private final Map<String, Long> heldBytes = new HashMap<>();
-    private final Map<String, Long> openTxnHeldBytes = new HashMap<>();
-    private long heldBytesTotal;
+    /** What the changes held for tables being handed over weigh, against their limits. */
+    private HoldBudget hold;
     /** Size of the message being handled. */
     private int messageBytes;
     private long statusSentAt;
@@ -171,6 +164,7 @@ public class ApplyTask extends SourceTask {
     @Override
     public void start(Map<String, String> props) {
         config = new PgPipelineConfig(props);
+        hold = new HoldBudget(config.holdMaxBytes(), config.batchRows());
         flow = PgPipelineTaskConfig.of(props).flow();
         metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         begin();
@@ -188,6 +182,7 @@ public class ApplyTask extends SourceTask {
             if (catalog == null) {
                 catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
                 slots = new SlotManager(flow, config, catalog, this::storedPosition);
+                membership = new PublicationMembership(config, flow, catalog);
             }
             startStreaming();
         } catch (FlowIdentityMismatchException e) {
@@ -337,9 +332,7 @@ public class ApplyTask extends SourceTask {
         unsyncedToCatalog = new ArrayList<>();
         txnCommitLsn = null;
         skipTxn = false;
-        heldBytes.clear();
-        openTxnHeldBytes.clear();
-        heldBytesTotal = 0;
+        hold.clear();
         for (TableState state : catalog.progress().listTables(flow)) {
             TableRun run = tables.computeIfAbsent(state.table(), t -> new TableRun());
             run.state = RunState.SKIPPING;
@@ -398,25 +391,13 @@ public class ApplyTask extends SourceTask {
         for (String table : published) {
             catalog.progress().initTable(flow, table, Phase.PENDING);
         }
-        members.clear();
-        leaving.clear();
-        Map<String, String> recorded = catalog.phases().publicationMembers(flow);
-        for (String table : published) {
-            member(table, recorded.get(table), publishedMembers.get(table), true);
-        }
+        membership.start(publishedMembers);
         Map<String, TableState> states = new HashMap<>();
         List<String> followed = new ArrayList<>(published);
-        Lsn wal = null;
         for (TableState state : catalog.progress().listTables(flow)) {
             states.put(state.table(), state);
-            if (state.phase() != null && !publishedMembers.containsKey(state.table()) && !hasLeft(state)) {
-                // left the publication while the flow was stopped: followed until the stream has passed this moment,
-                // so that its changes before the removal are sent
-                wal = wal != null ? wal : SourceDatabase.currentWal(sql);
-                leaving.put(state.table(), wal);
+            if (membership.leftWhileStopped(sql, state, publishedMembers)) {
                 followed.add(state.table());
-                log.info("flow {}, table {}: no longer in publication {}; it leaves the flow once its changes up to {}"
-                        + " are sent", flow, state.table(), config.publication(), wal);
             }
         }
         for (String table : followed) {
@@ -491,7 +472,7 @@ public class ApplyTask extends SourceTask {
     private void stream(String table, TableRun run, Lsn cutoff, List<SourceRecord> out) {
         if (run.state == RunState.HOLDING && cutoff.equals(run.lsn)) {
             List<SourceRecord> released = batcher.release(table);
-            heldBytesGone(table);
+            hold.gone(table);
             if (out != null) {
                 out.addAll(released);
             }
@@ -511,7 +492,7 @@ public class ApplyTask extends SourceTask {
     private void skip(String table, TableRun run) {
         if (run.state == RunState.HOLDING) {
             batcher.discard(table);
-            heldBytesGone(table);
+            hold.gone(table);
         } else if (run.state == RunState.STREAMING) {
             batcher.forget(table);
         }
@@ -528,25 +509,9 @@ public class ApplyTask extends SourceTask {
             return;
         }
         refreshedAt = now;
-        if (now - publicationCheckedAt > TimeUnit.MILLISECONDS.toNanos(PUBLICATION_CHECK_MS)) {
+        if (now - publicationCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
             publicationCheckedAt = now;
-            Map<String, String> published = SourceDatabase.publicationMembers(sql, config.publication());
-            Lsn wal = null;
-            for (String table : List.copyOf(tables.keySet())) {
-                String member = published.get(table);
-                if (member == null) {
-                    if (!leaving.containsKey(table)) {
-                        wal = wal != null ? wal : SourceDatabase.currentWal(sql);
-                        leaving.put(table, wal);
-                        log.info("flow {}, table {}: no longer in publication {}; it leaves the flow once its changes"
-                                + " up to {} are loaded", flow, table, config.publication(), wal);
-                    }
-                } else {
-                    leaving.remove(table);
-                    // a table whose entry is not known yet (not read at its discovery) may be one that left
-                    member(table, members.get(table), member, !members.containsKey(table));
-                }
-            }
+            Map<String, String> published = membership.check(sql, tables.keySet());
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
             for (String table : published.keySet()) {
                 if (!tables.containsKey(table) && !clashing.containsKey(table)) {
@@ -554,16 +519,7 @@ public class ApplyTask extends SourceTask {
                 }
             }
         }
-        Lsn acknowledged = batcher.acknowledgedPosition();
-        for (Map.Entry<String, Lsn> gone : List.copyOf(leaving.entrySet())) {
-            if (!acknowledged.isBefore(gone.getValue())) {
-                // a copy in flight (copying, catchup) finishes or fails first: its lease is not taken from under it
-                Optional<TableState> state = catalog.progress().getTable(flow, gone.getKey());
-                if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP)) {
-                    left(gone.getKey());
-                }
-            }
-        }
+        membership.leaveOncePassed(batcher.acknowledgedPosition(), this::left);
         Lsn acked = batcher.acknowledgedPosition();
         if (tables.values().stream().anyMatch(r -> r.phase == Phase.CATCHUP) && !acked.equals(readyCheckedAt)) {
             readyCheckedAt = acked;
@@ -588,74 +544,22 @@ public class ApplyTask extends SourceTask {
     }
 
     /**
-     * Records by which entry {@code table} belongs to the publication now. A table whose entry changed since
-     * {@code before} left the publication and came back (or was dropped and created again): its changes in between
-     * never reached the stream, so a copied table is copied again from scratch. So is a table the catalog shows as
-     * having left ({@code mayHaveLeft}: at the start and for a table found in the publication anew), whatever its
-     * entry: its entry was never recorded when the task that first saw it died before recording it (seed 8731), and
-     * a table moved out of a schema published {@code FOR TABLES IN SCHEMA} and back keeps its entry.
-     */
-    private void member(String table, String before, String now, boolean mayHaveLeft) {
-        boolean left = mayHaveLeft && catalog.progress().getTable(flow, table).map(ApplyTask::hasLeft).orElse(false);
-        if (now.equals(before) && !left) {
-            members.put(table, now);
-            return;
-        }
-        if (before != null || left) {
-            if (config.copies(table)) {
-                // batch ids go on from the table's old ones, so the sink never takes a new batch for a loaded one
-                Optional<String> phase = catalog.phases().restartTable(flow, table, "left publication " + config.publication()
-                        + " and came back (" + before + " -> " + now + "): copied again from scratch", REJOIN_DELAY_S);
-                log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); {} -> errored, a copy task"
-                        + " copies it again from scratch in {} s", flow, table, config.publication(), before, now,
-                        phase.orElse("no row"), REJOIN_DELAY_S);
-            } else {
-                catalog.phases().setPending(flow, table);
-                log.warn("flow {}, table {}: left publication {} and came back ({} -> {}); it is not copied"
-                        + " (table.sync.copy), so it streams on from here and its changes while it was out of the"
-                        + " publication are not in ClickHouse", flow, table, config.publication(), before, now);
-            }
-        }
-        catalog.phases().setPublicationMember(flow, table, now);
-        members.put(table, now);
-    }
-
-    /** Whether a table's catalog row says it left the publication ({@link #left}). */
-    private static boolean hasLeft(TableState state) {
-        return state.phase() == Phase.ERRORED && state.nextRetryAt() == null && state.lastError() != null
-                && state.lastError().startsWith(LEFT_PUBLICATION);
-    }
-
-    /**
      * A table that left the publication, once Kafka has acknowledged everything the stream read up to the moment it
-     * was found missing: this task stops following it, and the catalog shows it {@code errored} for good with the
-     * reason (its staged batches are still loaded; its rows in ClickHouse stay). Should it come back, its entry in the
-     * publication is another and it is copied again.
+     * was found missing: this task stops following it, and the catalog shows it {@code errored} for good
+     * ({@link PublicationMembership#left}).
      */
     private void left(String table) {
-        leaving.remove(table);
         TableRun run = tables.remove(table);
         if (run != null) {
             skip(table, run);
         }
-        catalog.phases().markLeft(flow, table, LEFT_PUBLICATION + config.publication() + ": no longer replicated; its rows in"
-                + " ClickHouse stay as they are, and it is copied again if it comes back");
-        log.info("flow {}, table {}: left publication {}; every change before is sent, its rows in ClickHouse stay as"
-                + " they are", flow, table, config.publication());
+        membership.left(table);
     }
 
     /** A table of the publication this task did not know: pending for a copy task, or ready here when not copied. */
     private void discovered(String table, Lsn at, List<SourceRecord> out) {
         catalog.progress().initTable(flow, table, Phase.PENDING);
-        try {
-            String member = SourceDatabase.publicationMembers(sql, config.publication()).get(table);
-            if (member != null) {
-                member(table, catalog.phases().publicationMembers(flow).get(table), member, true);
-            }
-        } catch (SQLException e) {
-            // recorded at the next publication check
-            log.debug("flow {}, table {}: publication entry not read now", flow, table, e);
-        }
+        membership.discovered(sql, table);
         TableState state = catalog.progress().getTable(flow, table).orElseThrow();
         TableRun run = new TableRun();
         log.info("flow {}, table {}: new in publication {}", flow, table, config.publication());
@@ -733,14 +637,14 @@ public class ApplyTask extends SourceTask {
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
             while (!stopping) {
-                if (holdFull()) {
+                if (hold.full(batcher.heldRows())) {
                     // held tables wait for their copy tasks; reading on would only grow what is held (also in the
                     // middle of a transaction: the rest of it stays with the server until a table is handed over)
                     if (!holdLimitLogged) {
                         holdLimitLogged = true;
                         log.warn("flow {}: {} changes ({} bytes) held for tables being handed over (limits {} changes,"
                                 + " {} bytes); reading pauses until their copy tasks finish", flow, batcher.heldRows(),
-                                heldBytesTotal, holdLimit(), config.holdMaxBytes());
+                                hold.bytes(), hold.maxRows(), config.holdMaxBytes());
                     }
                     keepAlive();
                     if (batcher.inTransaction()) {
@@ -779,7 +683,7 @@ public class ApplyTask extends SourceTask {
             batcher.abort();
             txnCommitLsn = null;
             skipTxn = false;
-            abortHeldBytes();
+            hold.aborted();
             disconnected();
             // records of transactions that committed before the failure are tracked already: they go out
             return out.isEmpty() ? null : out;
@@ -823,7 +727,7 @@ public class ApplyTask extends SourceTask {
                 batcher.begin(begin.finalLsn(), begin.commitTime(), Instant.now());
             }
         } else if (message instanceof Commit commit) {
-            openTxnHeldBytes.clear();
+            hold.committed();
             if (!skipTxn) {
                 out.addAll(batcher.commit(commit.endLsn()));
                 position.readTo(commit.endLsn());
@@ -924,33 +828,8 @@ public class ApplyTask extends SourceTask {
         }
         out.addAll(batcher.addAll(changes));
         if (tables.get(table).state == RunState.HOLDING) {
-            heldBytes.merge(table, (long) messageBytes, Long::sum);
-            openTxnHeldBytes.merge(table, (long) messageBytes, Long::sum);
-            heldBytesTotal += messageBytes;
+            hold.held(table, messageBytes);
         }
-    }
-
-    /** Whether held changes reached a limit: reading pauses. */
-    private boolean holdFull() {
-        return heldBytesTotal > config.holdMaxBytes() || batcher.heldRows() > holdLimit();
-    }
-
-    /** The open transaction was dropped (read again later): its held changes are gone from the batcher too. */
-    private void abortHeldBytes() {
-        openTxnHeldBytes.forEach((table, bytes) -> {
-            heldBytes.computeIfPresent(table, (t, b) -> b - bytes <= 0 ? null : b - bytes);
-            heldBytesTotal -= bytes;
-        });
-        openTxnHeldBytes.clear();
-    }
-
-    /** A table stopped holding (released, discarded): its held bytes no longer count. */
-    private void heldBytesGone(String table) {
-        Long bytes = heldBytes.remove(table);
-        if (bytes != null) {
-            heldBytesTotal -= bytes;
-        }
-        openTxnHeldBytes.remove(table);
     }
 
     /**
@@ -1002,10 +881,6 @@ public class ApplyTask extends SourceTask {
                 run.phase = state.phase();
             }
         }
-    }
-
-    private long holdLimit() {
-        return 20L * config.batchRows();
     }
 
     private void failTable(String table, TableRun run, String error) {

@@ -44,6 +44,9 @@ import io.tablecdc.pg.wire.Lsn;
  *
  * <p>Thread-safety: the task's poll thread calls everything except {@link #acknowledged}, which the producer's
  * thread calls; shared state is guarded by this object's lock.
+ *
+ * <p>Why it is long: the batches and the position they make safe share one lock and one bookkeeping of transactions in
+ * flight; splitting them would put that lock across two classes.
  */
 final class ChangeBatcher {
     static final String FLOW_KEY = "flow";

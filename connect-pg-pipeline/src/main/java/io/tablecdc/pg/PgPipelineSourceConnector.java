@@ -111,14 +111,14 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
 
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
-        Config result = super.validate(connectorConfigs);
-        Map<String, ConfigValue> values = ConfigValidation.byName(result);
         // the one rule across fields the configuration checks itself is table.sync.copy's
-        PgPipelineConfig config = ConfigValidation.parse(result, values, () -> new PgPipelineConfig(connectorConfigs),
-                PgPipelineConfig.TABLE_SYNC_COPY_CONFIG);
-        if (config == null) {
-            return result;
-        }
+        return ConfigValidation.validate(super.validate(connectorConfigs), () -> new PgPipelineConfig(connectorConfigs),
+                PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, (config, result, values) -> checkRules(connectorConfigs, config, result, values));
+    }
+
+    /** The rules across fields, then the database and the catalog. */
+    private static void checkRules(Map<String, String> connectorConfigs, PgPipelineConfig config, Config result,
+                                   Map<String, ConfigValue> values) {
         if (config.recreateInvalidatedSlot() && config.copyMode() != PgPipelineConfig.CopyMode.ALL) {
             addError(result, values, PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG,
                     PgPipelineConfig.INVALIDATED_SLOT_BEHAVIOR_CONFIG + "=recreate copies every table again from the new"
@@ -130,7 +130,6 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
         ConfigValidation.checkSinglePartition(connectorConfigs, result, values);
         checkDatabase(config, result, values);
         ConfigValidation.checkCatalog(config.catalog(), result, values);
-        return result;
     }
 
     /** wal_level, the publication and the replication privilege, each on its field. */

@@ -5,6 +5,7 @@ import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -25,6 +26,7 @@ import io.tablecdc.common.Resources;
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.CopyClaim;
 import io.tablecdc.catalog.TableState;
+import io.tablecdc.common.TablePause;
 import io.tablecdc.common.metrics.TableMetrics;
 import io.tablecdc.pg.config.PgPipelineConfig;
 import io.tablecdc.pg.convert.ConversionException;
@@ -74,6 +76,9 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * <p>Failures: a copy or conversion error marks the table {@code errored} with a retry time (up to
  * {@code max.table.retries}); losing the lease (another task took the table over) abandons the copy silently; a
  * copy task that stops gives the table back to {@code pending}.
+ *
+ * <p>Why it is long: it is one state machine (the diagram above) whose states share the snapshot, the private slot,
+ * the lease and the batches in flight; COPY's text is {@link CopyText}'s, the pause's bookkeeping {@code TablePause}'s.
  */
 final class TableCopy {
     private static final Logger log = LoggerFactory.getLogger(TableCopy.class);
@@ -137,12 +142,12 @@ final class TableCopy {
     private final ArrayDeque<Long> unnormalized = new ArrayDeque<>();
     /** The table's normalized batch id as last read from the catalog. */
     private long knownNormalized;
-    /** Read by {@link #abandon} on the thread that stops the task. */
-    private volatile boolean paused;
+    /**
+     * Waiting for normalize; read by {@link #abandon} on the thread that stops the task. A copy faster than the sink
+     * pauses and resumes batch by batch: only the first pause and resume in a minute log at info.
+     */
+    private final TablePause pause = new TablePause(log, Duration.ofMinutes(1));
     private long pauseCheckedAt;
-    private long resumedAt;
-    private long pausedNanos;
-    private long pausedSince;
 
     TableCopy(PgPipelineConfig config, String flow, String owner, CopyClaim claim, Catalog catalog,
               TableMetrics metrics, boolean besideApply) {
@@ -488,7 +493,7 @@ final class TableCopy {
             log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s, of"
                     + " which {} s paused for normalize)", flow, table, marker, rowsSent, attempt,
                     TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt),
-                    TimeUnit.NANOSECONDS.toSeconds(pausedNanos));
+                    TimeUnit.NANOSECONDS.toSeconds(pause.pausedNanos()));
         } else {
             log.warn("flow {}, table {}: copy task {} lost the table before its handover; another copy takes over",
                     flow, table, owner);
@@ -536,7 +541,7 @@ final class TableCopy {
         int limit = config.maxUnnormalizedBatches();
         forgetNormalized();
         long now = System.nanoTime();
-        if (unnormalized.size() >= limit && (!paused || now - pauseCheckedAt >= PAUSE_RECHECK_NANOS)) {
+        if (unnormalized.size() >= limit && (!pause.paused() || now - pauseCheckedAt >= PAUSE_RECHECK_NANOS)) {
             pauseCheckedAt = now;
             TableState state = catalog.progress().getTable(flow, table).orElse(null);
             if (state != null) {
@@ -546,24 +551,16 @@ final class TableCopy {
             if (unnormalized.size() >= limit) {
                 // status shows where the copy waits, not where its last periodic progress write saw it: the rows
                 // are written before the pause, so a pause seen in the catalog already has its copy's rows
-                if (!paused && !catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent,
+                if (!pause.paused() && !catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent,
                         Math.max(rowsTotal, rowsSent))) {
                     throw new BatchIds.LeaseLostException("copy progress");
                 }
                 boolean began = catalog.progress().setPause(flow, table, PAUSED_REASON, Instant.now());
-                if (!paused) {
-                    paused = true;
-                    pausedSince = now;
+                if (pause.begin()) {
                     metrics.paused(PAUSED_REASON);
-                    // a copy faster than the sink pauses and resumes batch by batch: only the first in a minute at info
-                    boolean again = resumedAt != 0 && now - resumedAt < TimeUnit.MINUTES.toNanos(1);
-                    String message = "flow {}, table {}: {} copied batches wait for normalize"
-                            + " (max.unnormalized.batches={}); the copy pauses after {} rows read";
-                    if (again) {
-                        log.debug(message, flow, table, unnormalized.size(), limit, rowsSent);
-                    } else {
-                        log.info(message, flow, table, unnormalized.size(), limit, rowsSent);
-                    }
+                    pause.log("flow {}, table {}: {} copied batches wait for normalize"
+                            + " (max.unnormalized.batches={}); the copy pauses after {} rows read",
+                            flow, table, unnormalized.size(), limit, rowsSent);
                 } else if (began) {
                     log.debug("flow {}, table {}: pause recorded again (another writer had cleared it)", flow, table);
                 }
@@ -574,7 +571,7 @@ final class TableCopy {
                 }
             }
         }
-        if (!paused) {
+        if (!pause.paused()) {
             return false;
         }
         if (unnormalized.size() < limit) {
@@ -604,27 +601,18 @@ final class TableCopy {
     }
 
     private void resume() {
-        long now = System.nanoTime();
-        paused = false;
-        pausedNanos += now - pausedSince;
-        boolean again = resumedAt != 0 && now - resumedAt < TimeUnit.MINUTES.toNanos(1);
-        resumedAt = now;
+        long length = pause.end();
         metrics.resumed();
         catalog.progress().clearPause(flow, table, PAUSED_REASON);
-        String message = "flow {}, table {}: normalize caught up; the copy goes on after {} ms paused";
-        if (again) {
-            log.debug(message, flow, table, TimeUnit.NANOSECONDS.toMillis(now - pausedSince));
-        } else {
-            log.info(message, flow, table, TimeUnit.NANOSECONDS.toMillis(now - pausedSince));
-        }
+        pause.log("flow {}, table {}: normalize caught up; the copy goes on after {} ms paused", flow, table,
+                TimeUnit.NANOSECONDS.toMillis(length));
     }
 
     /** The copy ends (handed over, failed, abandoned): a pause it recorded goes with it. */
     private void endPause() {
-        if (!paused) {
+        if (!pause.abandon()) {
             return;
         }
-        paused = false;
         metrics.resumed();
         try {
             catalog.progress().clearPause(flow, table, PAUSED_REASON);

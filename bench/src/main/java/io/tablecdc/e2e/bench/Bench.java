@@ -259,6 +259,35 @@ public final class Bench implements AutoCloseable {
         }
     }
 
+    /** The columns of the benchmarks' Postgres tables: bigint key, 3 texts, 2 doubles, bigint, int, numeric(18,2), timestamptz. */
+    static final String PG_COLUMNS = "(id bigint PRIMARY KEY, name text NOT NULL, email text NOT NULL, city text,"
+            + " score double precision NOT NULL, ratio double precision, visits bigint NOT NULL, level int NOT NULL,"
+            + " balance numeric(18, 2) NOT NULL, updated_at timestamptz NOT NULL)";
+
+    /** The SELECT list of generated row {@code g} of the copy benchmark's table (keyed by {@code g}). */
+    static final String PG_COPY_ROW = "g, 'name-' || g, 'user' || g || '@example.com',"
+            + " CASE WHEN g % 7 = 0 THEN NULL ELSE 'city-' || (g % 100) END, g * 0.5,"
+            + " CASE WHEN g % 5 = 0 THEN NULL ELSE 1.0 / (g + 1) END, g * 3, g % 10, g / 100.0,"
+            + " timestamptz '2023-11-14 22:13:20+00' + g * interval '1 microsecond'";
+
+    /**
+     * Creates schema {@code bench} in a database, (re)creates {@code table} of {@link #PG_COLUMNS} holding rows 1 to
+     * {@code rows} selected by {@code selectList} (over {@code generate_series(1, rows) g}), analyzes it, publishes it
+     * alone in {@code publication} (dropped first), then runs {@code more}.
+     */
+    void createPublishedTable(String database, String table, String publication, String selectList, long rows,
+            String... more) throws SQLException {
+        List<String> statements = new ArrayList<>(List.of("CREATE SCHEMA IF NOT EXISTS bench",
+                "DROP PUBLICATION IF EXISTS " + publication,
+                "DROP TABLE IF EXISTS " + table,
+                "CREATE TABLE " + table + " " + PG_COLUMNS,
+                "INSERT INTO " + table + " SELECT " + selectList + " FROM generate_series(1, " + rows + ") g",
+                "VACUUM ANALYZE " + table,
+                "CREATE PUBLICATION " + publication + " FOR TABLE " + table));
+        statements.addAll(List.of(more));
+        sql(database, statements.toArray(String[]::new));
+    }
+
     public void sql(String database, String... statements) throws SQLException {
         try (Connection c = stack.postgres().connect(database); Statement s = c.createStatement()) {
             for (String statement : statements) {

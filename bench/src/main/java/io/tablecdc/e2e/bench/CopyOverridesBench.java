@@ -42,20 +42,8 @@ public final class CopyOverridesBench {
         try (Bench bench = Bench.start(BenchOptions.parse(new String[] {"--copy-rows", Integer.toString(rows)}))) {
             String catalogUrl = bench.stack.postgres().createDatabase("bench_overrides_catalog");
             bench.stack.postgres().createDatabase(DATABASE);
-            bench.sql(DATABASE, "CREATE SCHEMA IF NOT EXISTS bench",
-                    "DROP PUBLICATION IF EXISTS " + PUBLICATION,
-                    "DROP TABLE IF EXISTS " + TABLE,
-                    // suite 1's table
-                    "CREATE TABLE " + TABLE + " (id bigint PRIMARY KEY, name text NOT NULL, email text NOT NULL, city text,"
-                            + " score double precision NOT NULL, ratio double precision, visits bigint NOT NULL, level int NOT NULL,"
-                            + " balance numeric(18, 2) NOT NULL, updated_at timestamptz NOT NULL)",
-                    "INSERT INTO " + TABLE + " SELECT g, 'name-' || g, 'user' || g || '@example.com',"
-                            + " CASE WHEN g % 7 = 0 THEN NULL ELSE 'city-' || (g % 100) END, g * 0.5,"
-                            + " CASE WHEN g % 5 = 0 THEN NULL ELSE 1.0 / (g + 1) END, g * 3, g % 10, g / 100.0,"
-                            + " timestamptz '2023-11-14 22:13:20+00' + g * interval '1 microsecond'"
-                            + " FROM generate_series(1, " + rows + ") g",
-                    "VACUUM ANALYZE " + TABLE,
-                    "CREATE PUBLICATION " + PUBLICATION + " FOR TABLE " + TABLE);
+            // suite 1's table
+            bench.createPublishedTable(DATABASE, TABLE, PUBLICATION, Bench.PG_COPY_ROW, rows);
             for (int rep = 0; rep < reps; rep++) {
                 for (int v = 0; v < names.size(); v++) {
                     String variant = names.get((v + rep) % names.size());

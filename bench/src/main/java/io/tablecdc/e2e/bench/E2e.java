@@ -1,5 +1,8 @@
 package io.tablecdc.e2e.bench;
 
+import java.io.OutputStream;
+import java.io.PipedInputStream;
+import java.io.PipedOutputStream;
 import java.math.BigDecimal;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -9,8 +12,10 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.atomic.AtomicReference;
 
 import com.clickhouse.client.api.query.GenericRecord;
+import com.clickhouse.data.ClickHouseFormat;
 
 import jdk.jfr.Configuration;
 import jdk.jfr.Recording;
@@ -47,6 +52,48 @@ final class E2e {
                 }
             }
         }
+    }
+
+    /** What a writer does with the pipe's sending end (it is closed afterwards in any case). */
+    interface PipeWriter {
+        void write(OutputStream pipe) throws Exception;
+    }
+
+    /** The time and each process's CPU-seconds of one {@link #pipeInto}. */
+    record Piped(double seconds, Map<String, Double> cpu) {
+    }
+
+    /**
+     * A direct baseline: what {@code writer} writes, on a thread named {@code thread}, streamed through a pipe into one
+     * {@code INSERT INTO table FORMAT TabSeparated}; timed, with the CPU of the processes ({@code emulator}: the
+     * BigQuery emulator's too). The writer's failure is thrown after the insert ends.
+     */
+    Piped pipeInto(String table, String thread, boolean emulator, PipeWriter writer) throws Exception {
+        Map<String, Long> processes = bench.processes(emulator);
+        Map<String, Double> c0 = Bench.cpu(processes);
+        long start = System.nanoTime();
+        PipedInputStream in = new PipedInputStream(4 << 20);
+        PipedOutputStream pipe = new PipedOutputStream(in);
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        Thread writing = Thread.ofPlatform().name(thread).start(() -> {
+            try (OutputStream out = pipe) {
+                writer.write(out);
+            } catch (Exception e) {
+                failure.set(e);
+            }
+        });
+        try {
+            bench.clickhouse.insert(table, in, ClickHouseFormat.TabSeparated).get().close();
+        } finally {
+            in.close();
+            writing.join();
+        }
+        double seconds = (System.nanoTime() - start) / 1e9;
+        Map<String, Double> cpu = Bench.cpuSince(c0, Bench.cpu(processes));
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        return new Piped(seconds, cpu);
     }
 
     /** Variants named so are the moment the same run's records were all in Kafka: no CPU of their own. */

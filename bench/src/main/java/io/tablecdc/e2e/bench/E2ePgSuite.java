@@ -3,8 +3,6 @@ package io.tablecdc.e2e.bench;
 import java.io.BufferedOutputStream;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.io.PipedInputStream;
-import java.io.PipedOutputStream;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -14,11 +12,9 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
 
 import org.postgresql.PGConnection;
 
-import com.clickhouse.data.ClickHouseFormat;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
 
@@ -78,15 +74,7 @@ final class E2ePgSuite {
         BenchOptions o = bench.options;
         bench.stack.postgres().createDatabase(DATABASE);
         long t0 = System.nanoTime();
-        bench.sql(DATABASE, "CREATE SCHEMA IF NOT EXISTS bench",
-                "DROP PUBLICATION IF EXISTS " + PUBLICATION,
-                "DROP TABLE IF EXISTS " + TABLE,
-                "CREATE TABLE " + TABLE + " (id bigint PRIMARY KEY, name text NOT NULL, email text NOT NULL, city text,"
-                        + " score double precision NOT NULL, ratio double precision, visits bigint NOT NULL, level int NOT NULL,"
-                        + " balance numeric(18, 2) NOT NULL, updated_at timestamptz NOT NULL)",
-                "INSERT INTO " + TABLE + " SELECT " + values("g", "g") + " FROM generate_series(1, " + o.e2eRows + ") g",
-                "VACUUM ANALYZE " + TABLE,
-                "CREATE PUBLICATION " + PUBLICATION + " FOR TABLE " + TABLE,
+        bench.createPublishedTable(DATABASE, TABLE, PUBLICATION, values("g", "g"), o.e2eRows,
                 // a paused connector reads nothing from its walsender for a while: keep Postgres from ending the connection
                 "ALTER SYSTEM SET wal_sender_timeout = 0",
                 "SELECT pg_reload_conf()");
@@ -121,38 +109,19 @@ final class E2ePgSuite {
         bench.clickhouse.execute("CREATE TABLE " + PIPE_TABLE + " (id Int64, name String, email String, city Nullable(String),"
                 + " score Float64, ratio Nullable(Float64), visits Int64, level Int32, balance Decimal(18, 2),"
                 + " updated_at DateTime64(6, 'UTC')) ENGINE = ReplacingMergeTree ORDER BY id").get().close();
-        Map<String, Long> processes = bench.processes(false);
-        Map<String, Double> c0 = Bench.cpu(processes);
-        long start = System.nanoTime();
-        PipedInputStream in = new PipedInputStream(4 << 20);
-        PipedOutputStream pipe = new PipedOutputStream(in);
         AtomicLong copied = new AtomicLong(-1);
-        AtomicReference<Exception> failure = new AtomicReference<>();
-        Thread copier = Thread.ofPlatform().name("bench-copy-out").start(() -> {
+        E2e.Piped piped = e2e.pipeInto(PIPE_TABLE, "bench-copy-out", false, pipe -> {
             try (OutputStream out = new BufferedOutputStream(pipe, 1 << 20); Connection c = bench.stack.postgres().connect(DATABASE)) {
                 copied.set(c.unwrap(PGConnection.class).getCopyAPI().copyOut("COPY (SELECT id, name, email, city, score, ratio,"
                         + " visits, level, balance, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') FROM "
                         + TABLE + ") TO STDOUT", out));
-            } catch (Exception e) {
-                failure.set(e);
             }
         });
-        try {
-            bench.clickhouse.insert(PIPE_TABLE, in, ClickHouseFormat.TabSeparated).get().close();
-        } finally {
-            in.close();
-            copier.join();
-        }
-        double seconds = (System.nanoTime() - start) / 1e9;
-        Map<String, Double> cpu = Bench.cpuSince(c0, Bench.cpu(processes));
-        if (failure.get() != null) {
-            throw failure.get();
-        }
         if (copied.get() != rows) {
             throw new IllegalStateException("COPY returned " + copied.get() + " rows, not " + rows);
         }
         E2e.sameChecksum(PIPE, CHECKSUM, pgChecksum(), e2e.chChecksum(PIPE_TABLE, ""));
-        e2e.record(PIPE, rep, rows, seconds, cpu);
+        e2e.record(PIPE, rep, rows, piped.seconds(), piped.cpu());
         bench.clickhouse.execute("DROP TABLE " + PIPE_TABLE).get().close();
     }
 

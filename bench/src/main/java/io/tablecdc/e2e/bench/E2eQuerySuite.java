@@ -2,8 +2,6 @@ package io.tablecdc.e2e.bench;
 
 import java.io.BufferedWriter;
 import java.io.OutputStreamWriter;
-import java.io.PipedInputStream;
-import java.io.PipedOutputStream;
 import java.io.Writer;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
@@ -16,9 +14,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicReference;
 
-import com.clickhouse.data.ClickHouseFormat;
 import com.google.cloud.bigquery.BigQuery;
 import com.google.cloud.bigquery.DatasetInfo;
 import com.google.cloud.bigquery.Field;
@@ -128,14 +124,8 @@ final class E2eQuerySuite {
                 + " city Nullable(String), score Nullable(Float64), ratio Nullable(Float64), visits Nullable(Int64),"
                 + " level Nullable(Int64), balance Nullable(Decimal(38, 9)), updated_at Nullable(DateTime64(6, 'UTC')))"
                 + " ENGINE = ReplacingMergeTree ORDER BY id").get().close();
-        Map<String, Long> processes = bench.processes(true);
-        Map<String, Double> c0 = Bench.cpu(processes);
-        long start = System.nanoTime();
-        PipedInputStream in = new PipedInputStream(4 << 20);
-        PipedOutputStream pipe = new PipedOutputStream(in);
-        AtomicReference<Exception> failure = new AtomicReference<>();
         Checksum checksum = new Checksum();
-        Thread reader = Thread.ofPlatform().name("bench-export").start(() -> {
+        E2e.Piped piped = e2e.pipeInto(EXPORT_TABLE, "bench-export", true, pipe -> {
             try (Writer out = new BufferedWriter(new OutputStreamWriter(pipe, StandardCharsets.UTF_8), 1 << 20)) {
                 Job job = bq.create(JobInfo.of(QueryJobConfiguration.newBuilder("SELECT id, name, email, city, score, ratio, visits,"
                         + " level, balance, updated_at FROM `" + project + "`." + DATASET + "." + TABLE)
@@ -161,27 +151,14 @@ final class E2eQuerySuite {
                         out.append(Tsv.row(line, v));
                     }
                 }
-            } catch (Exception e) {
-                failure.set(e);
             }
         });
-        try {
-            bench.clickhouse.insert(EXPORT_TABLE, in, ClickHouseFormat.TabSeparated).get().close();
-        } finally {
-            in.close();
-            reader.join();
-        }
-        double seconds = (System.nanoTime() - start) / 1e9;
-        Map<String, Double> cpu = Bench.cpuSince(c0, Bench.cpu(processes));
-        if (failure.get() != null) {
-            throw failure.get();
-        }
         if (checksum.rows != rows) {
             throw new IllegalStateException("the export read " + checksum.rows + " rows, not " + rows);
         }
         sourceChecksum = checksum.values();
         E2e.sameChecksum(EXPORT, Checksum.NAMES, sourceChecksum, e2e.chChecksum(EXPORT_TABLE, ""));
-        e2e.record(EXPORT, rep, rows, seconds, cpu);
+        e2e.record(EXPORT, rep, rows, piped.seconds(), piped.cpu());
         bench.clickhouse.execute("DROP TABLE " + EXPORT_TABLE).get().close();
     }
 

@@ -62,19 +62,7 @@ final class PgCopySuite {
         BenchOptions o = bench.options;
         bench.stack.postgres().createDatabase(DATABASE);
         long t0 = System.nanoTime();
-        bench.sql(DATABASE, "CREATE SCHEMA IF NOT EXISTS bench",
-                "DROP PUBLICATION IF EXISTS " + PUBLICATION,
-                "DROP TABLE IF EXISTS " + TABLE,
-                "CREATE TABLE " + TABLE + " (id bigint PRIMARY KEY, name text NOT NULL, email text NOT NULL, city text,"
-                        + " score double precision NOT NULL, ratio double precision, visits bigint NOT NULL, level int NOT NULL,"
-                        + " balance numeric(18, 2) NOT NULL, updated_at timestamptz NOT NULL)",
-                "INSERT INTO " + TABLE + " SELECT g, 'name-' || g, 'user' || g || '@example.com',"
-                        + " CASE WHEN g % 7 = 0 THEN NULL ELSE 'city-' || (g % 100) END, g * 0.5,"
-                        + " CASE WHEN g % 5 = 0 THEN NULL ELSE 1.0 / (g + 1) END, g * 3, g % 10, g / 100.0,"
-                        + " timestamptz '2023-11-14 22:13:20+00' + g * interval '1 microsecond'"
-                        + " FROM generate_series(1, " + o.copyRows + ") g",
-                "VACUUM ANALYZE " + TABLE,
-                "CREATE PUBLICATION " + PUBLICATION + " FOR TABLE " + TABLE);
+        bench.createPublishedTable(DATABASE, TABLE, PUBLICATION, Bench.PG_COPY_ROW, o.copyRows);
         BenchRunner.log("pg-copy: %d rows loaded in %.1f s", o.copyRows, (System.nanoTime() - t0) / 1e9);
         String unavailable = tablecdcUnavailable();
         for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {

@@ -71,9 +71,7 @@ final class PgStreamSuite {
             String table = "bench.s" + t;
             tables.add(table);
             statements.add("DROP TABLE IF EXISTS " + table);
-            statements.add("CREATE TABLE " + table + " (id bigint PRIMARY KEY, name text NOT NULL, email text NOT NULL, city text,"
-                    + " score double precision NOT NULL, ratio double precision, visits bigint NOT NULL, level int NOT NULL,"
-                    + " balance numeric(18, 2) NOT NULL, updated_at timestamptz NOT NULL)");
+            statements.add("CREATE TABLE " + table + " " + Bench.PG_COLUMNS);
         }
         statements.add("CREATE PUBLICATION " + PUBLICATION + " FOR TABLE bench.marker, " + String.join(", ", tables));
         // a paused connector reads nothing from its walsender for a while: keep Postgres from ending the connection

@@ -22,9 +22,7 @@ import io.tablecdc.catalog.TableProgress;
  */
 public final class QuarantineBatchCommand {
     private static final String NAME = "tablecdc-quarantine-batch";
-    private static final String USAGE = String.join("\n",
-            "usage: tablecdc-quarantine-batch [--url JDBC_URL] [--user USER] [--password-file FILE | --password-prompt]",
-            "                                 --flow FLOW --table TABLE [--batch BATCH_ID]",
+    private static final String USAGE = TableCommand.usage("tablecdc-quarantine-batch", "--flow FLOW --table TABLE [--batch BATCH_ID]",
             "",
             "Sets aside the staged batch of one table that ClickHouse refuses (by default the table's first staged",
             "batch, the one its sink retries), so that the sink loads the batches after it. Its stage files stay",

@@ -18,9 +18,7 @@ import io.tablecdc.catalog.Stages;
  */
 public final class ReloadTableCommand {
     private static final String NAME = "tablecdc-reload-table";
-    private static final String USAGE = String.join("\n",
-            "usage: tablecdc-reload-table [--url JDBC_URL] [--user USER] [--password-file FILE | --password-prompt]",
-            "                             --flow FLOW --table TABLE",
+    private static final String USAGE = TableCommand.usage("tablecdc-reload-table", "--flow FLOW --table TABLE",
             "",
             "Resets where the ClickHouse stage sink stands in one table, so that it loads the table again from its",
             "topic. Stop the sink first; then rewind its offsets of the table's topic and resume it",

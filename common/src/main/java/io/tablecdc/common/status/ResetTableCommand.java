@@ -21,9 +21,7 @@ import io.tablecdc.catalog.PgPhases;
 public final class ResetTableCommand {
     static final int DELAY_SECONDS = 10;
 
-    private static final String USAGE = String.join("\n",
-            "usage: tablecdc-reset-table [--url JDBC_URL] [--user USER] [--password-file FILE | --password-prompt]",
-            "                            --flow FLOW --table SCHEMA.TABLE",
+    private static final String USAGE = TableCommand.usage("tablecdc-reset-table", "--flow FLOW --table SCHEMA.TABLE",
             "",
             "Copies one table of a running Postgres pipeline flow again from scratch (its ClickHouse table is",
             "truncated first). Connection options as for tablecdc-status.",

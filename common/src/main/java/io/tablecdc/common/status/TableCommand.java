@@ -27,6 +27,16 @@ final class TableCommand {
         int run(Connection catalog, StatusCommand.Options options, String flow, String table) throws SQLException;
     }
 
+    /**
+     * A table command's usage text: its name with the connection options of {@code tablecdc-status}, its
+     * {@code arguments} on the next line under them, then {@code text}, line by line.
+     */
+    static String usage(String name, String arguments, String... text) {
+        String usage = "usage: " + name + " ";
+        return String.join("\n", usage + "[--url JDBC_URL] [--user USER] [--password-file FILE | --password-prompt]",
+                " ".repeat(usage.length()) + arguments, String.join("\n", text));
+    }
+
     static int run(String name, String usage, String[] args, Map<String, String> env, PrintStream out, PrintStream err,
                    Work work) {
         StatusCommand.Options options;

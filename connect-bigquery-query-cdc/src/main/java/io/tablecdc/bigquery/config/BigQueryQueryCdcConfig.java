@@ -17,6 +17,7 @@ import org.apache.kafka.common.config.types.Password;
 
 import io.tablecdc.catalog.CatalogConfig;
 import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
+import io.tablecdc.common.ConfigValidation;
 
 /** The configuration of the BigQuery query CDC source: one {@link ConfigDef}, read only through typed getters. */
 public final class BigQueryQueryCdcConfig extends AbstractConfig {
@@ -144,6 +145,16 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
     private static final String NORMALIZE_BUFFER_BATCHES_DOC = "Deprecated: the former name of max.unnormalized.batches"
             + " (same meaning), read when max.unnormalized.batches is not set.";
 
+    // the watermark's keys show in QUERY mode only (APPENDS and CHANGES read BigQuery's _CHANGE_TIMESTAMP); each way
+    // of giving credentials shows while the other is not set (no dependents between those two: ConfigDef would follow
+    // the cycle for ever)
+    private static final ConfigDef.Recommender QUERY_MODE_ONLY = ConfigValidation.visibleWhen(MODE_CONFIG,
+            ConfigValidation.oneOfIgnoringCase(Mode.QUERY.name()));
+    private static final ConfigDef.Recommender WITHOUT_CREDENTIALS_JSON = ConfigValidation.visibleWhen(CREDENTIALS_JSON_CONFIG,
+            ConfigValidation.blank());
+    private static final ConfigDef.Recommender WITHOUT_CREDENTIALS_FILE = ConfigValidation.visibleWhen(CREDENTIALS_FILE_CONFIG,
+            ConfigValidation.blank());
+
     public static final ConfigDef CONFIG_DEF = configDef();
 
     private final List<TableSpec> tables;
@@ -179,9 +190,9 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
                 .define(BILLING_PROJECT_CONFIG, Type.STRING, BILLING_PROJECT_DEFAULT, Importance.LOW, BILLING_PROJECT_DOC,
                         BIGQUERY_GROUP, ++order, Width.MEDIUM, "Billing project")
                 .define(CREDENTIALS_FILE_CONFIG, Type.STRING, CREDENTIALS_FILE_DEFAULT, Importance.HIGH, CREDENTIALS_FILE_DOC,
-                        BIGQUERY_GROUP, ++order, Width.LONG, "Credentials file")
+                        BIGQUERY_GROUP, ++order, Width.LONG, "Credentials file", WITHOUT_CREDENTIALS_JSON)
                 .define(CREDENTIALS_JSON_CONFIG, Type.PASSWORD, null, Importance.HIGH, CREDENTIALS_JSON_DOC, BIGQUERY_GROUP,
-                        ++order, Width.LONG, "Credentials JSON")
+                        ++order, Width.LONG, "Credentials JSON", WITHOUT_CREDENTIALS_FILE)
                 .define(ENDPOINT_CONFIG, Type.STRING, ENDPOINT_DEFAULT, new HttpUrlOrEmpty(), Importance.LOW, ENDPOINT_DOC,
                         BIGQUERY_GROUP, ++order, Width.LONG, "Endpoint override")
                 .define(PAGE_SIZE_CONFIG, Type.INT, PAGE_SIZE_DEFAULT, ConfigDef.Range.between(1, 1_000_000), Importance.LOW,
@@ -194,11 +205,12 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
         def.define(TABLES_CONFIG, Type.LIST, ConfigDef.NO_DEFAULT_VALUE, new NonEmptyList(), Importance.HIGH, TABLES_DOC,
                         TABLES_GROUP, ++order, Width.LONG, "Tables")
                 .define(WATERMARK_COLUMN_CONFIG, Type.STRING, WATERMARK_COLUMN_DEFAULT, Importance.HIGH, WATERMARK_COLUMN_DOC,
-                        TABLES_GROUP, ++order, Width.MEDIUM, "Watermark column")
+                        TABLES_GROUP, ++order, Width.MEDIUM, "Watermark column", QUERY_MODE_ONLY)
                 .define(WATERMARK_TIME_ZONE_CONFIG, Type.STRING, WATERMARK_TIME_ZONE_DEFAULT, new TimeZone(), Importance.MEDIUM,
-                        WATERMARK_TIME_ZONE_DOC, TABLES_GROUP, ++order, Width.SHORT, "Watermark time zone")
+                        WATERMARK_TIME_ZONE_DOC, TABLES_GROUP, ++order, Width.SHORT, "Watermark time zone", QUERY_MODE_ONLY)
                 .define(MODE_CONFIG, Type.STRING, MODE_DEFAULT, ConfigDef.CaseInsensitiveValidString.in("QUERY", "APPENDS", "CHANGES"),
-                        Importance.HIGH, MODE_DOC, TABLES_GROUP, ++order, Width.SHORT, "Replication mode")
+                        Importance.HIGH, MODE_DOC, TABLES_GROUP, ++order, Width.SHORT, "Replication mode",
+                        List.of(WATERMARK_COLUMN_CONFIG, WATERMARK_TIME_ZONE_CONFIG))
                 .define(INITIAL_LOAD_CONFIG, Type.STRING, INITIAL_LOAD_DEFAULT, ConfigDef.CaseInsensitiveValidString.in("snapshot", "skip"),
                         Importance.MEDIUM, INITIAL_LOAD_DOC, TABLES_GROUP, ++order, Width.SHORT, "Initial load")
                 .define(TOPIC_PREFIX_CONFIG, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, new TopicPrefix(), Importance.HIGH,

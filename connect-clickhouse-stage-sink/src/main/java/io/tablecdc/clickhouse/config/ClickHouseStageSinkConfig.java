@@ -16,7 +16,12 @@ import io.tablecdc.clickhouse.destination.Cluster;
 import io.tablecdc.catalog.CatalogConfig;
 import io.tablecdc.common.ConfigValidation;
 
-/** The configuration of the ClickHouse stage sink: one {@link ConfigDef}, read only through typed getters. */
+/**
+ * The configuration of the ClickHouse stage sink: one {@link ConfigDef}, read only through typed getters.
+ *
+ * <p>Why it is long: it is the sink's every key with its documentation (the source of docs/config), its recommenders
+ * and its getter.
+ */
 public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final String CLICKHOUSE_GROUP = "ClickHouse";
     private static final String CLUSTER_GROUP = "ClickHouse cluster";

@@ -40,6 +40,9 @@ import io.tablecdc.common.TablecdcTypes;
  * {@link #lastClamps()}, so the caller counts and logs them; in a key column they are refused, since two clamped
  * keys would merge two rows. Columns chosen with {@code integerTemporal} are {@code Int32} days /
  * {@code Int64} microseconds instead and hold every value exactly.
+ *
+ * <p>Why it is long: it is the type mapping, one case per Connect type and logical type, each with its Avro schema, its
+ * ClickHouse type and its conversion side by side, so that the three never disagree.
  */
 public final class StageSchema {
     public static final String VERSION_COLUMN = "_tablecdc_version";

@@ -66,6 +66,9 @@ import java.util.zip.InflaterInputStream;
  * {@link #addUser}; any other user, or a wrong password, is refused as the server refuses it: HTTP 403 with
  * {@code X-ClickHouse-Exception-Code: 516} and {@code Code: 516. DB::Exception: <user>: Authentication failed: …
  * (AUTHENTICATION_FAILED)}. Every known user has every right (the engine has no access control).
+ *
+ * <p>Why it is long: it is the whole of the HTTP interface above, one request's handling read top to bottom; the
+ * native compression is {@link NativeCompression}'s.
  */
 public final class ChdbHttpFront implements AutoCloseable {
 
