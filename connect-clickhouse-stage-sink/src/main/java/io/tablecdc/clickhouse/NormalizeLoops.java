@@ -87,14 +87,18 @@ final class NormalizeLoops {
         });
     }
 
-    /** Holds the table while its staged batches fill its buffer (its partitions are paused by the caller). */
-    void holdForBuffer(TableKey key, TableNormalizer normalizer) {
+    /**
+     * Holds the table, whose staged batches ({@code pending}, as the caller read them) fill its buffer; the caller
+     * pauses its partitions, and {@link #releaseDrained} resumes them. The hold begins whatever the count is by now:
+     * its loop may have drained meanwhile, and a pause without a hold would never end.
+     */
+    void holdForBuffer(TableKey key, long pending) {
         TablePause pause = bufferPauses.computeIfAbsent(key, k -> new TablePause(log, Duration.ofMinutes(1)));
-        if (normalizer.pendingBatches() >= config.normalizeBufferBatches() && pause.begin()) {
+        if (pause.begin()) {
             metrics.table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
             pause.log("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
                     + " pausing its partitions" + (pause.quiet() ? "" : " (pauses within a minute of the last are logged at debug)"),
-                    key.flow(), key.table(), normalizer.pendingBatches(), config.normalizeBufferBatches());
+                    key.flow(), key.table(), pending, config.normalizeBufferBatches());
             try {
                 catalog.get().progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
             } catch (RuntimeException e) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -94,8 +95,7 @@ class PgSourceOutageIT {
             pg.awaitEqual(tables, Duration.ofSeconds(120));
 
             // the flow stops; the source goes away; table b is to be copied again; the flow resumes into the outage
-            rest.stop(flow);
-            rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            awaitStopped(rest, flow);
             long before = proxy.accepted();
             proxy.refuse();
             pg.sql("UPDATE " + schema + ".a SET v = 1 WHERE id <= 100", "UPDATE " + schema + ".b SET v = 2 WHERE id <= 50");
@@ -103,9 +103,10 @@ class PgSourceOutageIT {
             assertTrue(reset != null && reset.contains("errored (reset)"), String.valueOf(reset));
             rest.resume(flow);
             // the reset table is due 10 s after the reset: its copy meets the outage for several seconds
-            Thread.sleep(18_000);
+            List<String> timeline = watch(rest, flow, Duration.ofSeconds(18));
             assertEquals(List.of("RUNNING", "RUNNING", "RUNNING"), rest.states(flow),
-                    "the connector and both tasks stay up while the source cannot be reached");
+                    "the connector and both tasks stay up while the source cannot be reached; since the resume: "
+                            + timeline);
             long refused = proxy.accepted() - before;
             proxy.pass();
 
@@ -117,15 +118,15 @@ class PgSourceOutageIT {
             assertTrue(refused > 2, "the tasks tried the source during the outage (" + refused + " connections)");
 
             // the same with the catalog away when the connector and its tasks start
-            rest.stop(flow);
-            rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            awaitStopped(rest, flow);
             long catalogBefore = catalogProxy.accepted();
             catalogProxy.refuse();
             pg.sql("UPDATE " + schema + ".a SET v = 3 WHERE id <= 10", "INSERT INTO " + schema + ".b VALUES (6000, 6)");
             rest.resume(flow);
-            Thread.sleep(8_000);
+            timeline = watch(rest, flow, Duration.ofSeconds(8));
             assertEquals(List.of("RUNNING", "RUNNING", "RUNNING"), rest.states(flow),
-                    "the connector and both tasks stay up while the catalog cannot be reached");
+                    "the connector and both tasks stay up while the catalog cannot be reached; since the resume: "
+                            + timeline);
             long catalogRefused = catalogProxy.accepted() - catalogBefore;
             catalogProxy.pass();
             pg.awaitEqual(tables, Duration.ofSeconds(120));
@@ -133,5 +134,32 @@ class PgSourceOutageIT {
             rest.delete(flow);
         }
         rest.delete(prefix + "-sink");
+    }
+
+    /**
+     * Stops the flow and waits until its tasks are stopped too, not only the connector: a task still stopping when the
+     * outage begins may wait in a call to the source or the catalog for its connection timeout (10 s), and the worker
+     * handles the next request, the resume, only once its tasks stopped or its graceful timeout (10 s) ran out.
+     */
+    private static void awaitStopped(ConnectRestClient rest, String flow) throws InterruptedException {
+        rest.stop(flow);
+        rest.awaitStatus(flow, s -> {
+            boolean taskRunning = false;
+            for (var task : s.path("tasks")) {
+                taskRunning |= "RUNNING".equals(task.path("state").asText());
+            }
+            return "STOPPED".equals(s.path("connector").path("state").asText()) && !taskRunning;
+        }, Duration.ofSeconds(60));
+    }
+
+    /** The flow's states once a second for {@code duration}, each with the milliseconds since the call. */
+    private static List<String> watch(ConnectRestClient rest, String flow, Duration duration) throws InterruptedException {
+        long start = System.nanoTime();
+        List<String> seen = new ArrayList<>();
+        while (System.nanoTime() - start < duration.toNanos()) {
+            seen.add((System.nanoTime() - start) / 1_000_000 + " ms " + rest.states(flow));
+            Thread.sleep(1_000);
+        }
+        return seen;
     }
 }

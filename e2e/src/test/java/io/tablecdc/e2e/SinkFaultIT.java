@@ -16,6 +16,7 @@ import org.apache.kafka.connect.data.Decimal;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.SchemaBuilder;
 import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -78,7 +79,7 @@ class SinkFaultIT {
     private record Case(Fault fault, String name, String database, String flow, String table, String topic,
                         String clickhouseTable, String catalogUrl, Map<Long, String> expected,
                         Map<String, String> workerProps, FaultInjector injector) {
-        static Case of(Fault fault) throws Exception {
+        static Case of(Fault fault, Fault... more) throws Exception {
             String name = fault.name();
             String database = ("sinkfault_" + name).replace('-', '_');
             String flow = "flow-" + name;
@@ -89,7 +90,8 @@ class SinkFaultIT {
             String group = "sinkfault-" + name + "-" + System.nanoTime();
             return new Case(fault, name, database, flow, table, topic, "fault_" + name.replace('-', '_'), catalogUrl,
                     expected, ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath()),
-                    FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"), fault));
+                    FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"),
+                            Stream.concat(Stream.of(fault), Stream.of(more)).toArray(Fault[]::new)));
         }
 
         /** A worker process with the fault armed (the Byteman agent attached). */
@@ -131,6 +133,33 @@ class SinkFaultIT {
         ConnectWorker worker = c.startWorkerWithFault("worker");
         try {
             c.deployAndAwaitFault(worker);
+            c.assertLoadedOnce(worker);
+        } finally {
+            worker.close();
+        }
+    }
+
+    /**
+     * A table's staged batches fill its normalize buffer and its partitions are held; the put() that decided so is
+     * slowed at the hold (a hang at its entry), while the table's normalize loop, slowed at its first load, drains.
+     * The hold still begins and ends: the table resumes and loads every batch. Before the fix, the hold read the count
+     * again, found it drained and began nothing, while the partitions stayed paused for good (randomized run seed
+     * 8752, where a ClickHouse outage had filled the buffer and the table stopped at its recovery).
+     */
+    @Test
+    void aTableHeldAtItsBufferWhileItsNormalizeDrainsResumes() throws Exception {
+        Fault hold = Fault.at("sink-held-at-buffer", "io.tablecdc.clickhouse.NormalizeLoops", "holdForBuffer", "AT ENTRY")
+                .hang(8_000);
+        Fault slowLoad = Fault.at("sink-first-load-slow", "io.tablecdc.clickhouse.TableNormalizer", "load", "AT ENTRY")
+                .hang(3_000);
+        Case c = Case.of(hold, slowLoad);
+        ConnectWorker worker = c.startWorkerWithFault("worker");
+        try {
+            Map<String, String> config = sinkConfig(c.catalogUrl, c.topic);
+            config.put("normalize.buffer.batches", "2");
+            worker.rest().putConfig("sink-" + c.name, config);
+            c.injector.awaitFired(slowLoad, Duration.ofSeconds(120));
+            c.injector.awaitFired(hold, Duration.ofSeconds(120));
             c.assertLoadedOnce(worker);
         } finally {
             worker.close();
