@@ -416,9 +416,12 @@ class ChaosIT {
                     2_000 + random.nextInt(13_000));
         }
 
-        /** The same outage of an HTTP server (the object store, BigQuery) as every request answered with 503. */
+        /**
+         * The same outage of an HTTP server (the object store, BigQuery, ClickHouse behind a load balancer) as every
+         * request answered with 503.
+         */
         Outage httpErrors() {
-            return dependency.equals("objectstore") || dependency.equals("bigquery")
+            return dependency.equals("objectstore") || dependency.equals("bigquery") || dependency.equals("clickhouse")
                     ? new Outage(dependency, "http-503", delayMs, durationMs) : this;
         }
 
