@@ -3,9 +3,10 @@
 # <project root>/.cache/schema-registry/ and prints the install folder, which holds:
 #   server/quarkus-run.jar   Apicurio Registry (in-memory H2 storage), run with a JDK 17+
 #   converter/apicurio-avro/ Apicurio's Avro converter with its dependencies, laid out as one Connect plugin
-#                            folder (Kafka's own jars left out: the worker provides them), plus a jar holding the
-#                            ServiceLoader manifest that plugin.discovery=service_load needs (the converter's jars
-#                            ship none; Kafka's `connect-plugin-path sync-manifests` writes the same file)
+#                            folder (Kafka's own jars left out: the worker provides them), plus a jar (made with
+#                            the JDK's jar tool) holding the ServiceLoader manifest that plugin.discovery=service_load
+#                            needs (the converter's jars ship none; Kafka's `connect-plugin-path sync-manifests`
+#                            writes the same file)
 # Idempotent: once installed, a run only prints that folder. See docs/test-stack.md.
 set -euo pipefail
 
@@ -75,13 +76,11 @@ plugin="$tmp/home/converter/apicurio-avro"
 "${mvn_cmd[@]}" -f "$tmp/project/pom.xml" dependency:copy-dependencies \
   -DincludeScope=runtime -DexcludeGroupIds=org.apache.kafka -DoutputDirectory="$plugin" >&2
 
-python3 - "$plugin/tablecdc-test-service-manifests.jar" <<'PY'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1], "w") as jar:
-    jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
-    jar.writestr("META-INF/services/org.apache.kafka.connect.storage.Converter",
-                 "io.apicurio.registry.utils.converter.AvroConverter\n")
-PY
+mkdir -p "$tmp/manifests/META-INF/services"
+echo "io.apicurio.registry.utils.converter.AvroConverter" > "$tmp/manifests/META-INF/services/org.apache.kafka.connect.storage.Converter"
+jar_tool="${JAVA_HOME:+$JAVA_HOME/bin/}jar"
+command -v "$jar_tool" >/dev/null || jar_tool=jar
+"$jar_tool" --create --file "$plugin/tablecdc-test-service-manifests.jar" -C "$tmp/manifests" META-INF
 
 mv "$tmp/home" "$home"
 echo "$stamp" > "$marker"

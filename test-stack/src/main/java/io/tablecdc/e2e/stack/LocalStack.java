@@ -114,22 +114,17 @@ public final class LocalStack {
     }
 
     /**
-     * A second in-process Connect worker (its own cluster) whose {@code plugin.path} holds the connector archives and
-     * the schema registry's converter, so that the shared worker loads exactly what it always does (or the external
-     * worker named by TABLECDC_CONNECT_URL, whose plugin.path must then hold the converter too).
+     * A second in-process Connect worker (its own cluster, on the stack's broker) whose {@code plugin.path} holds the
+     * connector archives and the schema registry's converter, so that the shared worker loads exactly what it always
+     * does. It is started here even when TABLECDC_CONNECT_URL names an external worker, as the crash tests start theirs.
      */
     public synchronized ConnectWorker connectWithSchemaRegistry() {
         if (registryConnect == null) {
-            ConnectWorker external = ConnectWorker.external();
-            if (external != null) {
-                registryConnect = external;
-            } else {
-                Map<String, String> props = ConnectWorker.workerProperties(kafka().bootstrapServers(),
-                        "tablecdc-connect-registry", pluginPath());
-                props.put("plugin.path", pluginPath().toAbsolutePath() + ","
-                        + schemaRegistry().converterPluginPath().toAbsolutePath());
-                registryConnect = track(ConnectWorker.startInProcess(props));
-            }
+            Map<String, String> props = ConnectWorker.workerProperties(kafka().bootstrapServers(),
+                    "tablecdc-connect-registry", pluginPath());
+            props.put("plugin.path", pluginPath().toAbsolutePath() + ","
+                    + schemaRegistry().converterPluginPath().toAbsolutePath());
+            registryConnect = track(ConnectWorker.startInProcess(props));
         }
         return registryConnect;
     }
