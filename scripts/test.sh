@@ -6,6 +6,7 @@ cd "$TABLECDC_ROOT"
 
 bash scripts/install-chdb.sh >/dev/null
 bash scripts/install-bq-emulator.sh >/dev/null
+bash scripts/install-schema-registry.sh >/dev/null
 bash scripts/install-compose-config.sh >/dev/null
 
 mvnw verify "$@"

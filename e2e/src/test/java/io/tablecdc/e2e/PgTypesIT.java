@@ -355,7 +355,7 @@ class PgTypesIT {
      * each side renders for it ({@code %s} is the column). The ClickHouse side renders what arrived; the Postgres side
      * what the types table of docs/types.md says arrives, from the source value.
      */
-    private record Col(String name, String type, String value1, String value2, String pg, String ch) {
+    record Col(String name, String type, String value1, String value2, String pg, String ch) {
         String pgText() {
             return "coalesce(" + pg.replace("%s", name) + ", '-')";
         }
@@ -375,7 +375,7 @@ class PgTypesIT {
     private static final String PG_ARRAY = "coalesce(array_to_string(%s, '~', '-'), '')";
     private static final String CH_ARRAY = "arrayStringConcat(arrayMap(x -> ifNull(toString(x), '-'), %s), '~')";
 
-    private static final Col[] COLS = {
+    static final Col[] COLS = {
         new Col("i2", "int2", "1", "'-32768'", "%s::text", "toString(%s)"),
         new Col("i4", "int4", "1", "2147483647", "%s::text", "toString(%s)"),
         new Col("i8", "int8", "1", "'-9223372036854775808'", "%s::text", "toString(%s)"),

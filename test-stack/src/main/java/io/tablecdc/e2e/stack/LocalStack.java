@@ -3,6 +3,7 @@ package io.tablecdc.e2e.stack;
 import java.nio.file.Path;
 import java.util.ArrayDeque;
 import java.util.Deque;
+import java.util.Map;
 
 import org.apache.kafka.common.utils.internals.Exit;
 import org.slf4j.Logger;
@@ -29,6 +30,8 @@ public final class LocalStack {
     private LocalClickHouse clickhouse;
     private LocalObjectStore objectStore;
     private LocalBigQuery bigquery;
+    private LocalSchemaRegistry schemaRegistry;
+    private ConnectWorker registryConnect;
     private Path pluginPath;
 
     private LocalStack() {
@@ -100,6 +103,30 @@ public final class LocalStack {
                     ConnectWorker.workerProperties(kafka().bootstrapServers(), "tablecdc-connect", pluginPath())));
         }
         return connect;
+    }
+
+    /** The schema registry with Apicurio's Avro converter (or the registry named by TABLECDC_SCHEMA_REGISTRY_URL). */
+    public synchronized LocalSchemaRegistry schemaRegistry() {
+        if (schemaRegistry == null) {
+            schemaRegistry = track(unchecked(() -> LocalSchemaRegistry.start(StackPaths.workDir("schema-registry"))));
+        }
+        return schemaRegistry;
+    }
+
+    /**
+     * A second in-process Connect worker (its own cluster, on the stack's broker) whose {@code plugin.path} holds the
+     * connector archives and the schema registry's converter, so that the shared worker loads exactly what it always
+     * does. It is started here even when TABLECDC_CONNECT_URL names an external worker, as the crash tests start theirs.
+     */
+    public synchronized ConnectWorker connectWithSchemaRegistry() {
+        if (registryConnect == null) {
+            Map<String, String> props = ConnectWorker.workerProperties(kafka().bootstrapServers(),
+                    "tablecdc-connect-registry", pluginPath());
+            props.put("plugin.path", pluginPath().toAbsolutePath() + ","
+                    + schemaRegistry().converterPluginPath().toAbsolutePath());
+            registryConnect = track(ConnectWorker.startInProcess(props));
+        }
+        return registryConnect;
     }
 
     /** Registers something this stack must stop at exit. */
