@@ -239,12 +239,12 @@ class SinkFaultIT {
         return config;
     }
 
-    private static long stagedBatches(String database, String flow, String table) throws Exception {
+    static long stagedBatches(String database, String flow, String table) throws Exception {
         return catalogLong(database, "SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?",
                 flow, table);
     }
 
-    private static long normalizedBatch(String database, String flow, String table) throws Exception {
+    static long normalizedBatch(String database, String flow, String table) throws Exception {
         return catalogLong(database, "SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
                 + " WHERE flow_name = ? AND source_table_identifier = ?", flow, table);
     }

@@ -5,9 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.math.BigDecimal;
 import java.net.URI;
-import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -50,15 +47,16 @@ class SinkOutageIT {
     @CsvSource({
             "catalog, refuse, 6000",
             "clickhouse, hang, 6000",
+            "clickhouse, http-503, 6000",
             "objectstore, refuse, 6000",
     })
     void theSinkRidesOutAnOutageOfADependency(String dependency, String how, long outageMs) throws Exception {
         String name = dependency + "-" + how;
-        String database = "sinkoutage_" + dependency + "_" + how;
+        String database = ("sinkoutage_" + dependency + "_" + how).replace('-', '_');
         String flow = "flow-outage-" + name;
-        String table = "outage." + dependency + "_" + how;
+        String table = ("outage." + dependency + "_" + how).replace('-', '_');
         String topic = "sinkoutage." + name;
-        String clickhouseTable = "outage_" + dependency + "_" + how;
+        String clickhouseTable = ("outage_" + dependency + "_" + how).replace('-', '_');
         String catalogUrl = stack.postgres().createDatabase(database);
         URI clickhouseUri = URI.create(stack.clickhouse().httpUrl());
         URI storeUri = URI.create(stack.objectStore().endpoint());
@@ -68,7 +66,12 @@ class SinkOutageIT {
             case "objectstore" -> FaultProxy.start(name, storeUri.getHost(), storeUri.getPort());
             default -> throw new IllegalArgumentException(dependency);
         };
-        Consumer<FaultProxy> outage = "hang".equals(how) ? FaultProxy::hang : FaultProxy::refuse;
+        Consumer<FaultProxy> outage = switch (how) {
+            case "hang" -> FaultProxy::hang;
+            // a load balancer in front of ClickHouse answering every request with 503
+            case "http-503" -> p -> p.httpError(503);
+            default -> FaultProxy::refuse;
+        };
         String connector = "sink-outage-" + name;
         Map<Long, String> expected = new ConcurrentHashMap<>();
         try (proxy; Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl())
@@ -90,18 +93,31 @@ class SinkOutageIT {
             stack.connect().rest().putConfig(connector, config);
             stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(90));
 
-            CompletableFuture<Void> producing = CompletableFuture.runAsync(() -> produce(flow, table, topic, expected));
-            Thread.sleep(2000);
+            // the first batch loaded first: the sink consumes and loads before the outage begins, so the outage meets
+            // the sink's calls (its consumer starts on a topic made by the producer, which takes seconds)
+            produce(flow, table, topic, expected, 1, 1);
+            long loadDeadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+            while (SinkFaultIT.normalizedBatch(database, flow, table) < 1 && System.nanoTime() < loadDeadline) {
+                Thread.sleep(200);
+            }
+            assertEquals(1, SinkFaultIT.normalizedBatch(database, flow, table), "the first batch loaded before the outage");
+            CompletableFuture<Void> producing = CompletableFuture.runAsync(() -> produce(flow, table, topic, expected, 2, BATCHES));
+            Thread.sleep(1000);
+            long acceptedBefore = proxy.accepted();
+            long heldBefore = proxy.held();
             outage.accept(proxy);
             Thread.sleep(outageMs);
+            // a refused or erring proxy counts the connections it turned away, a hung one the chunks it held
+            long met = "hang".equals(how) ? proxy.held() - heldBefore : proxy.accepted() - acceptedBefore;
             proxy.pass();
             producing.get(2, TimeUnit.MINUTES);
+            assertTrue(met > 0, "the sink called " + dependency + " during the outage");
 
             long deadline = System.nanoTime() + Duration.ofSeconds(150).toNanos();
             long count = -1;
             long staged = -1;
             while (System.nanoTime() < deadline) {
-                staged = stagedBatches(database, flow, table);
+                staged = SinkFaultIT.stagedBatches(database, flow, table);
                 try {
                     count = clickhouse.queryAll("SELECT count() AS n FROM " + clickhouseTable + " FINAL").get(0).getLong("n");
                 } catch (RuntimeException notYet) {
@@ -128,14 +144,14 @@ class SinkOutageIT {
         }
     }
 
-    private static void produce(String flow, String table, String topic, Map<Long, String> expected) {
-        long version = 0;
+    /** Batches {@code from} to {@code to}, 300 ms apart; each rewrites half of the previous batch's rows. */
+    private static void produce(String flow, String table, String topic, Map<Long, String> expected, int from, int to) {
         try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
-            for (int batch = 1; batch <= BATCHES; batch++) {
+            for (int batch = from; batch <= to; batch++) {
                 for (int i = 0; i < ROWS_PER_BATCH; i++) {
                     long id = (long) (batch - 1) * ROWS_PER_BATCH / 2 + i + 1;
                     String customer = "c" + id + "-b" + batch;
-                    version++;
+                    long version = (long) (batch - 1) * ROWS_PER_BATCH + i + 1;
                     producer.send(topic, new Struct(KEY).put("id", id),
                             new Struct(VALUE).put("id", id).put("customer", customer).put("amount", new BigDecimal(id).movePointLeft(2)),
                             Headers.of(flow, table, expected.containsKey(id) ? "u" : "c", version, batch, i == ROWS_PER_BATCH - 1));
@@ -145,20 +161,6 @@ class SinkOutageIT {
             }
         } catch (Exception e) {
             throw new IllegalStateException(e);
-        }
-    }
-
-    private static long stagedBatches(String database, String flow, String table) throws Exception {
-        try (Connection c = stack.postgres().connect(database);
-             PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?")) {
-            ps.setString(1, flow);
-            ps.setString(2, table);
-            try (ResultSet rs = ps.executeQuery()) {
-                rs.next();
-                return rs.getLong(1);
-            }
-        } catch (java.sql.SQLException notYet) {
-            return -1;
         }
     }
 }

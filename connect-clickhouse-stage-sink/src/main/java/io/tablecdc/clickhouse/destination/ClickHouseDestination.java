@@ -202,7 +202,7 @@ public final class ClickHouseDestination implements AutoCloseable {
         if (legacy) {
             params.put("version_error", LegacyVersions.error(database, table));
         }
-        await(client.execute(ddl.insertSelect(table, columns, source.tableFunction(), legacy), params, settings),
+        await(client.query(ddl.insertSelect(table, columns, source.tableFunction(), legacy), params, settings),
                 "load into " + table);
     }
 
@@ -217,7 +217,7 @@ public final class ClickHouseDestination implements AutoCloseable {
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
         cluster.insertSettings().forEach(settings::serverSetting);
         Map<String, Object> params = new HashMap<>(source.parameters());
-        await(client.execute(ddl.insertSelectFilling(sourceTable, table, columns, lookupColumns, source.tableFunction()), params,
+        await(client.query(ddl.insertSelectFilling(sourceTable, table, columns, lookupColumns, source.tableFunction()), params,
                 settings), "load into " + table);
     }
 
@@ -247,9 +247,15 @@ public final class ClickHouseDestination implements AutoCloseable {
     }
 
     private void execute(String sql, Map<String, Object> params) throws Exception {
-        await(client.execute(sql, params), sql);
+        await(client.query(sql, params), sql);
     }
 
+    /**
+     * Waits for a call's answer. Statements go through {@code Client.query}, not {@code Client.execute}: the latter
+     * completes its answer with {@code thenApplyAsync} on the JVM's common fork-join pool (one thread on a worker of two
+     * cores), so a load waited for whatever else in the worker ran there (found by {@code SinkOutageIT}: a task on
+     * that pool held every load of the sink for 20 s).
+     */
     private void await(java.util.concurrent.CompletableFuture<? extends AutoCloseable> response, String what) throws Exception {
         try {
             response.get(timeoutMs, TimeUnit.MILLISECONDS).close();

@@ -48,6 +48,7 @@ class FaultProxyTest {
                     }
                 });
                 assertThrows(TimeoutException.class, () -> stalled.get(2, TimeUnit.SECONDS), "no answer while hung");
+                assertTrue(proxy.held() >= 1, "the query met the hang: " + proxy.held());
                 proxy.pass();
                 assertEquals(1, stalled.get(10, TimeUnit.SECONDS), "the held query completes once the proxy passes");
             }

@@ -42,6 +42,7 @@ public final class FaultProxy implements AutoCloseable {
     private volatile Mode mode = Mode.PASS;
     private volatile long slowMillis;
     private final AtomicLong slowed = new AtomicLong();
+    private final AtomicLong held = new AtomicLong();
     private volatile int errorStatus;
     private final AtomicLong errorsAnswered = new AtomicLong();
     private volatile boolean closed;
@@ -110,6 +111,11 @@ public final class FaultProxy implements AutoCloseable {
         }
         slowMillis = delayMillis;
         set(Mode.SLOW);
+    }
+
+    /** Chunks held while the proxy hung ({@link #hang}): a call that met the hang. */
+    public long held() {
+        return held.get();
     }
 
     /** Chunks forwarded late so far ({@link #slow}). */
@@ -192,6 +198,9 @@ public final class FaultProxy implements AutoCloseable {
             try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
                 int n;
                 while ((n = in.read(buffer)) >= 0) {
+                    if (mode == Mode.HANG) {
+                        held.incrementAndGet();
+                    }
                     while (mode == Mode.HANG && !closed) {
                         Thread.sleep(20);
                     }
