@@ -108,6 +108,10 @@ class BigQueryQueryDestinationIT {
             while (!Thread.currentThread().isInterrupted()) {
                 try {
                     for (Table t : bq.listTables(DatasetId.of(project, SCRATCH), BigQuery.TableListOption.pageSize(1_000)).getValues()) {
+                        if (t.getTableId().getTable().startsWith("tablecdc_probe_")) {
+                            // the PUT's own validate() creates and drops a probe table (checked above): not a batch's
+                            continue;
+                        }
                         Table full = bq.getTable(t.getTableId());
                         if (full != null) {
                             seen.put(t.getTableId().getTable(), full.getExpirationTime() == null ? -1L : full.getExpirationTime());
