@@ -435,33 +435,47 @@ class PgTypesIT {
      * A table with a column of every type of docs/types.md, copied and then streamed (inserts of the same values, an
      * update): ClickHouse equals Postgres value by value, each rendered as the same text.
      */
+    /**
+     * Table {@code <schema>.all} of every column of {@link #COLS} (their types named in {@code <schema>}): its DDL, the
+     * insert of rows 1 and 2 (row 3 is all NULLs, inserted by id alone), each row rendered as text in Postgres and in
+     * ClickHouse, and the column names after the id (each preceded by a comma).
+     */
+    record AllTypes(String ddl, String insert, String pgRow, String chRow, String names) {
+        static AllTypes in(String schema) {
+            StringBuilder ddl = new StringBuilder("CREATE TABLE " + schema + ".all (id int PRIMARY KEY");
+            StringBuilder row1 = new StringBuilder("(1");
+            StringBuilder row2 = new StringBuilder("(2");
+            StringBuilder pgRow = new StringBuilder("id::text");
+            StringBuilder chRow = new StringBuilder("concat(toString(id)");
+            StringBuilder names = new StringBuilder();
+            for (Col col : COLS) {
+                String type = col.type().replace("ty.", schema + ".");
+                ddl.append(", ").append(col.name()).append(' ').append(type);
+                row1.append(", ").append(col.value1()).append("::").append(type);
+                row2.append(", ").append(col.value2()).append("::").append(type);
+                pgRow.append(" || '|' || ").append(col.pgText());
+                chRow.append(", '|', ").append(col.chText());
+                names.append(", ").append(col.name());
+            }
+            return new AllTypes(ddl + ")", "INSERT INTO " + schema + ".all VALUES " + row1 + "), " + row2 + ")",
+                    pgRow.toString(), chRow + ")", names.toString());
+        }
+    }
+
     @Test
     void everyTypeArrivesAsTheTypesTableSaysCopiedAndStreamed() throws Exception {
         String prefix = "pgty";
         String flow = "pgty-flow";
         String sink = "pgty-sink";
-        StringBuilder ddl = new StringBuilder("CREATE TABLE ty.all (id int PRIMARY KEY");
-        StringBuilder row1 = new StringBuilder("(1");
-        StringBuilder row2 = new StringBuilder("(2");
-        StringBuilder pgRow = new StringBuilder("id::text");
-        StringBuilder chRow = new StringBuilder("concat(toString(id)");
-        StringBuilder names = new StringBuilder();
-        for (Col col : COLS) {
-            ddl.append(", ").append(col.name()).append(' ').append(col.type());
-            row1.append(", ").append(col.value1()).append("::").append(col.type());
-            row2.append(", ").append(col.value2()).append("::").append(col.type());
-            pgRow.append(" || '|' || ").append(col.pgText());
-            chRow.append(", '|', ").append(col.chText());
-            names.append(", ").append(col.name());
-        }
+        AllTypes all = AllTypes.in("ty");
         pg.sql("DROP PUBLICATION IF EXISTS pgty_pub",
                 "DROP SCHEMA IF EXISTS ty CASCADE",
                 "CREATE SCHEMA ty",
                 "CREATE TYPE ty.pair AS (a int, b text)",
                 "CREATE DOMAIN ty.posint AS int CHECK (VALUE > 0)",
                 "CREATE TYPE ty.mood AS ENUM ('happy', 'sad')",
-                ddl.append(")").toString(),
-                "INSERT INTO ty.all VALUES " + row1 + "), " + row2 + ")",
+                all.ddl(),
+                all.insert(),
                 "INSERT INTO ty.all (id) VALUES (3)",
                 "CREATE PUBLICATION pgty_pub FOR TABLE ty.all");
 
@@ -471,12 +485,12 @@ class PgTypesIT {
         rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
         rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
         pg.awaitTable(flow, "ty.all", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
-        Map<String, String[]> tables = Map.of("ty.all", new String[] {pgRow.toString(), chRow.append(")").toString()});
+        Map<String, String[]> tables = Map.of("ty.all", new String[] {all.pgRow(), all.chRow()});
         PgChecks iso = isoIntervals();
         iso.awaitEqual(tables, Duration.ofSeconds(120));
 
         // streamed: the same values again under new keys, and an update
-        pg.transaction("INSERT INTO ty.all SELECT id + 100" + names + " FROM ty.all",
+        pg.transaction("INSERT INTO ty.all SELECT id + 100" + all.names() + " FROM ty.all",
                 "UPDATE ty.all SET t = t || '!', i4 = i4 - 1, ai = ai || 4, f8i = '-Infinity', af8 = af8 || 'NaN'::float8 WHERE id = 101");
         iso.awaitEqual(tables, Duration.ofSeconds(120));
         assertEquals(6, iso.postgresRows("ty.all", "id").size());

@@ -85,29 +85,15 @@ class RegistryConverterIT {
         String prefix = "pgrc";
         String flow = "pgrc-flow";
         String sink = "pgrc-sink";
-        StringBuilder ddl = new StringBuilder("CREATE TABLE rc.all (id int PRIMARY KEY");
-        StringBuilder row1 = new StringBuilder("(1");
-        StringBuilder row2 = new StringBuilder("(2");
-        StringBuilder pgRow = new StringBuilder("id::text");
-        StringBuilder chRow = new StringBuilder("concat(toString(id)");
-        StringBuilder names = new StringBuilder();
-        for (PgTypesIT.Col col : PgTypesIT.COLS) {
-            String type = col.type().replace("ty.", "rc.");
-            ddl.append(", ").append(col.name()).append(' ').append(type);
-            row1.append(", ").append(col.value1()).append("::").append(type);
-            row2.append(", ").append(col.value2()).append("::").append(type);
-            pgRow.append(" || '|' || ").append(col.pgText());
-            chRow.append(", '|', ").append(col.chText());
-            names.append(", ").append(col.name());
-        }
+        PgTypesIT.AllTypes all = PgTypesIT.AllTypes.in("rc");
         pg.sql("DROP PUBLICATION IF EXISTS pgrc_pub",
                 "DROP SCHEMA IF EXISTS rc CASCADE",
                 "CREATE SCHEMA rc",
                 "CREATE TYPE rc.pair AS (a int, b text)",
                 "CREATE DOMAIN rc.posint AS int CHECK (VALUE > 0)",
                 "CREATE TYPE rc.mood AS ENUM ('happy', 'sad')",
-                ddl.append(")").toString(),
-                "INSERT INTO rc.all VALUES " + row1 + "), " + row2 + ")",
+                all.ddl(),
+                all.insert(),
                 "INSERT INTO rc.all (id) VALUES (3)",
                 "CREATE TABLE rc.keyed (k_n numeric(12,3), k_ts timestamptz, k_u uuid, v text, PRIMARY KEY (k_n, k_ts, k_u))",
                 "INSERT INTO rc.keyed VALUES (-1.5, '2024-02-29 12:34:56.123456+05:30', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'a'),"
@@ -127,12 +113,12 @@ class RegistryConverterIT {
             pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
         }
         Map<String, String[]> tables = new LinkedHashMap<>();
-        tables.put("rc.all", new String[] {pgRow.toString(), chRow.append(")").toString()});
+        tables.put("rc.all", new String[] {all.pgRow(), all.chRow()});
         tables.put("rc.keyed", new String[] {KEYED_PG, KEYED_CH});
         pg.awaitEqual(tables, Duration.ofSeconds(120));
 
         // streamed: the same values again under new keys, updates (a key column too), deletes
-        pg.transaction("INSERT INTO rc.all SELECT id + 100" + names + " FROM rc.all",
+        pg.transaction("INSERT INTO rc.all SELECT id + 100" + all.names() + " FROM rc.all",
                 "UPDATE rc.all SET t = t || '!', i4 = i4 - 1, n = 0.01, ai = ai || 4, f8i = '-Infinity', af8 = af8 || 'NaN'::float8"
                         + " WHERE id = 101",
                 "UPDATE rc.all SET tz = NULL, j = NULL, by = '\\xdeadbeef' WHERE id = 102",
