@@ -116,14 +116,15 @@ final class PublicationMembership {
     /**
      * Hands each leaving table the stream has passed ({@code acknowledged}, by Kafka) to {@code left}, unless a copy
      * of it is in flight ({@code copying}, {@code catchup}): that copy finishes or fails first, its lease is not taken
-     * from under it.
+     * from under it. A table detached from the shared slot ({@code lagging}, or being detached) leaves only once it has
+     * rejoined: its changes from its detach marker up to its removal are in its private slot alone.
      */
     void leaveOncePassed(Lsn acknowledged, Consumer<String> left) {
         for (Map.Entry<String, Lsn> gone : List.copyOf(leaving.entrySet())) {
             if (!acknowledged.isBefore(gone.getValue())) {
-                // a copy in flight (copying, catchup) finishes or fails first: its lease is not taken from under it
                 Optional<TableState> state = catalog.progress().getTable(flow, gone.getKey());
-                if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP)) {
+                if (state.isEmpty() || (state.get().phase() != Phase.COPYING && state.get().phase() != Phase.CATCHUP
+                        && state.get().phase() != Phase.LAGGING && state.get().detachSlot() == null)) {
                     left.accept(gone.getKey());
                 }
             }

@@ -368,10 +368,8 @@ final class TableCopy {
             finished = true;
             return true;
         }
-        if (SourceDatabase.describe(control, config.publication(), table).isEmpty()) {
-            throw new IllegalArgumentException("table " + table + " is not in publication " + config.publication()
-                    + " any more");
-        }
+        // a table that left the publication while detached rejoins all the same: the stream publishes its changes
+        // up to its removal, which only its private slot has, and then leaves the flow
         rejoining = true;
         slotName = detachSlot;
         consistentPoint = detachLsn;

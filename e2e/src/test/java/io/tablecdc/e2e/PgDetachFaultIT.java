@@ -245,6 +245,66 @@ class PgDetachFaultIT {
         }
     }
 
+    /**
+     * A table that leaves the publication while it is detached rejoins before it leaves the flow: its changes from its
+     * detach marker up to its removal are in its private slot alone. ClickHouse ends with what the table held when it
+     * left (a copy made in the removal's transaction), not with what was written to it afterwards.
+     */
+    @org.junit.jupiter.api.Test
+    void aDetachedTableThatLeavesThePublicationRejoinsBeforeItLeaves() throws Exception {
+        String schema = "d_leaving";
+        String flow = "pgdetach-leaving-flow";
+        String stuck = schema + ".stuck";
+        pg.sql("DROP PUBLICATION IF EXISTS d_leaving_pub",
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 100) g",
+                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(1, 10) g",
+                "CREATE PUBLICATION d_leaving_pub FOR TABLE " + stuck + ", " + schema + ".other");
+        String rows = "id::text || '|' || v::text";
+        String chRows = "concat(toString(id), '|', toString(v))";
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "d_leaving_pub",
+                "pgdetach-leaving");
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "2");
+        source.put("table.sync.copy", "all");
+        source.put("max.unnormalized.batches", "3");
+        source.put("detach.after.ms", "1000");
+        var rest = stack.connect().rest();
+        rest.putConfig("pgdetach-leaving-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-leaving-stage",
+                "pgdetach-leaving"));
+        try {
+            rest.putConfig(flow, source);
+            rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+            pg.awaitTable(flow, stuck, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            pg.awaitEqual(Map.of(stuck, new String[] {rows, chRows}), Duration.ofSeconds(90));
+            clickhouse.execute("ALTER TABLE d_leaving_stuck ADD CONSTRAINT refuse CHECK id < 0").get().close();
+            for (int i = 1; i <= 4; i++) {
+                pg.batchEach(flow, stuck, "UPDATE " + stuck + " SET v = v + 1 WHERE id <= " + (i * 10));
+            }
+            pg.awaitTable(flow, stuck, row -> "lagging".equals(row.get("phase")), Duration.ofSeconds(90));
+            // changes only the private slot has, then the removal, with a copy of what the table held at that moment
+            pg.sql("UPDATE " + stuck + " SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM " + stuck + " WHERE id % 7 = 0");
+            pg.transaction("ALTER PUBLICATION d_leaving_pub DROP TABLE " + stuck,
+                    "CREATE TABLE " + schema + ".stuck_at_removal AS SELECT * FROM " + stuck);
+            pg.sql("UPDATE " + stuck + " SET v = -1", "INSERT INTO " + schema + ".other VALUES (11, 11)");
+            heal("d_leaving_stuck");
+            pg.awaitTable(flow, stuck, row -> "errored".equals(row.get("phase")) && row.get("last_error") != null
+                    && row.get("last_error").startsWith("left publication"), Duration.ofSeconds(120));
+            pg.expectAs(stuck, schema + ".stuck_at_removal");
+            pg.awaitEqual(Map.of(stuck, new String[] {rows, chRows}, schema + ".other", new String[] {rows, chRows}),
+                    Duration.ofSeconds(90));
+            awaitTrue(() -> privateSlots(schema) == 0, Duration.ofSeconds(60), "the private slot is dropped");
+            System.out.println("pg detach, leaving: the detached table rejoined, then left; ClickHouse holds what it"
+                    + " held at its removal");
+        } finally {
+            rest.delete(flow);
+            rest.delete("pgdetach-leaving-sink");
+        }
+    }
+
     private static void heal(String chTable) throws Exception {
         clickhouse.execute("ALTER TABLE " + chTable + " DROP CONSTRAINT IF EXISTS refuse").get().close();
     }
