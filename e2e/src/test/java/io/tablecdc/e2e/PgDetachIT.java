@@ -184,7 +184,7 @@ class PgDetachIT {
             String status = StatusScript.run(stack, catalogUrl, "--flow", flow);
             String stuckLine = status.lines().map(String::trim).filter(l -> l.startsWith(stuck)).findFirst()
                     .orElse("");
-            assertTrue(stuckLine.contains("lagging("), status);
+            assertTrue(stuckLine.contains("lagging(" + detachLsn + ")"), status);
             String confirmedAtDetach = slot(mainSlot).get("confirmed_flush_lsn");
 
             // while it is detached: the others stream (freshness of one of them), the shared slot is confirmed past
@@ -316,6 +316,10 @@ class PgDetachIT {
             assertEquals("copying", killedRejoining.get("phase"), "the second kill was meant to land while it rejoins: "
                     + killedRejoining);
             assertEquals(slot, killedRejoining.get("detach_slot"), killedRejoining.toString());
+            // no task of the flow runs now: the status shows the rejoin the kill interrupted
+            String status = StatusScript.run(stack, catalogUrl, "--flow", flow);
+            assertTrue(status.lines().anyMatch(l -> l.trim().startsWith("dk.stuck") && l.contains("rejoining(" + detachLsn
+                    + ")")), status);
 
             ConnectWorker third = ConnectWorker.startProcess(workerProps, StackPaths.workDir("dk-worker-3"),
                     Duration.ofSeconds(120));
