@@ -76,15 +76,20 @@ public final class CopyLeases {
                 + " copy_attempt = s.copy_attempt + 1, next_retry_at = NULL"
                 + " WHERE (s.flow_name, s.source_table_identifier) = ("
                 + "   SELECT c.flow_name, c.source_table_identifier FROM " + STATE + " c"
-                + "   WHERE c.flow_name = ? AND (c.phase = 'pending'"
+                + "   WHERE c.flow_name = ? AND (((c.phase = 'pending'"
                 + "     OR (c.phase = 'copying' AND c.copy_lease_until < now())"
                 + "     OR (c.phase = 'errored' AND c.next_retry_at <= now()))"
                 + "   AND (CAST(? AS text[]) IS NULL OR c.source_table_identifier = ANY (CAST(? AS text[])))"
-                + "   AND NOT (c.source_table_identifier = ANY (CAST(? AS text[])))"
+                + "   AND NOT (c.source_table_identifier = ANY (CAST(? AS text[]))))"
+                // a detached table rejoins once the sink loaded every batch it has, whether it is copied or not
+                + "     OR (c.phase = 'lagging' AND c.normalized_batch_id >= c.synced_batch_id)"
+                + "     OR (c.phase = 'copying' AND c.detach_lsn IS NOT NULL AND c.copy_lease_until < now()))"
                 + "   ORDER BY c.phase <> 'pending', c.copy_attempt, c.source_table_identifier"
                 + "   LIMIT 1 FOR UPDATE SKIP LOCKED)"
-                + " RETURNING s.source_table_identifier, s.copy_attempt, s.copy_lease_until, s.copy_failures",
-                rs -> new CopyClaim(rs.getString(1), rs.getInt(2), instant(rs.getTimestamp(3)), rs.getInt(4)),
+                + " RETURNING s.source_table_identifier, s.copy_attempt, s.copy_lease_until, s.copy_failures,"
+                + " s.detach_slot, s.detach_lsn",
+                rs -> new CopyClaim(rs.getString(1), rs.getInt(2), instant(rs.getTimestamp(3)), rs.getInt(4),
+                        rs.getString(5), rs.getString(6)),
                 owner, seconds(lease), flow, nullable(onlyTables), nullable(onlyTables), exceptTables));
     }
 
@@ -128,8 +133,10 @@ public final class CopyLeases {
      */
     public boolean releaseCopy(String flow, String table, String owner) {
         Objects.requireNonNull(owner, "owner");
-        return db.onTable("releaseCopy", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'pending',"
-                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL"
+        // a detached table's rejoin goes back to lagging, to be claimed again once drained
+        return db.onTable("releaseCopy", flow, table, c -> update(c, "UPDATE " + STATE + " SET"
+                + " phase = CASE WHEN detach_lsn IS NULL THEN 'pending' ELSE 'lagging' END,"
+                + " phase_lsn = detach_lsn, copy_lease_owner = NULL, copy_lease_until = NULL"
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
                 + " AND copy_lease_owner = ?", flow, table, owner) == 1);
     }
@@ -206,7 +213,7 @@ public final class CopyLeases {
         Objects.requireNonNull(owner, "owner");
         requireLsn(lsn);
         return db.onTable("markCopyCatchup", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'catchup',"
-                + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL"
+                + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL," + PgPhases.UNDETACHED
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND" + HOLDS_COPY,
                 lsn, flow, table, owner, attempt) == 1 || PgPhases.inPhase(c, flow, table, Phase.CATCHUP, lsn));
     }

@@ -119,7 +119,7 @@ public final class Flows {
             update(c, "UPDATE " + FLOW + " SET source_slot = ? WHERE flow_name = ?", newSlot, flow);
             List<String> tables = list(c, "UPDATE " + STATE + " SET phase = 'pending',"
                     + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
-                    + " copy_failures = 0, next_retry_at = NULL, last_error = NULL"
+                    + " copy_failures = 0, next_retry_at = NULL, last_error = NULL," + PgPhases.UNDETACHED
                     + " WHERE flow_name = ? RETURNING source_table_identifier", rs -> rs.getString(1), flow);
             tables.sort(null);
             return tables;

@@ -29,12 +29,18 @@ public final class PgPhases {
 
     /** The start of every update that marks a table {@code errored} and records its error, copy lease dropped. */
     static final String ERRORED = "UPDATE " + STATE + " SET phase = 'errored',"
-            + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL,"
+            + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + PgPhases.UNDETACHED + ","
             + " last_error = ?, last_error_at = ?, next_retry_at = ?,";
 
     /** The error count of {@link #ERRORED}: one more when the error is newer than the stored one. */
     static final String COUNT_ERROR = " error_count = error_count + CASE WHEN last_error_at IS NULL OR last_error_at < ?"
             + "   THEN 1 ELSE 0 END";
+
+    /**
+     * The columns of a detach set back: the table's private slot is no longer its (the apply task drops such slots).
+     * A table that goes back to a copy from scratch needs no private slot.
+     */
+    static final String UNDETACHED = " detach_slot = NULL, detach_lsn = NULL, detached_at = NULL";
 
     private final CatalogDb db;
 
@@ -53,7 +59,7 @@ public final class PgPhases {
         return db.onTable("setPending", flow, table, c -> update(c, "INSERT INTO " + STATE + " AS s"
                 + " (flow_name, source_table_identifier, phase) VALUES (?, ?, 'pending')"
                 + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET phase = 'pending',"
-                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL", flow, table) == 1);
+                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED, flow, table) == 1);
     }
 
     /**
@@ -160,6 +166,88 @@ public final class PgPhases {
                 errorText(error), at, nullable(nextRetryAt), counted, at, flow, table, at) == 1);
     }
 
+    // ---------------------------------------------------------------- detaching a table from the shared slot
+
+    /**
+     * The first step of detaching a {@code ready} table: records the name of its private slot before the slot is
+     * created, only while fewer than {@code maxTables} tables of the flow have one. Not idempotent by nature (each
+     * call names another slot); a detach whose slot or marker could not be made is undone by {@link #abandonDetach}.
+     *
+     * @return true if the table is now being detached with {@code slot}
+     */
+    public boolean beginDetach(String flow, String table, String slot, int maxTables) {
+        Objects.requireNonNull(slot, "slot");
+        return db.inTransaction("beginDetach", flow, c -> {
+            // one detach decision of the flow at a time, so that two never both pass the count
+            exists(c, "SELECT pg_advisory_xact_lock(hashtext('tablecdc.detach'), hashtext(?))", flow);
+            return update(c, "UPDATE " + STATE + " SET detach_slot = ?"
+                    + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'ready' AND detach_slot IS NULL"
+                    + " AND (SELECT count(*) FROM " + STATE + " WHERE flow_name = ? AND detach_slot IS NOT NULL) < ?",
+                    slot, flow, table, flow, maxTables) == 1;
+        });
+    }
+
+    /**
+     * Where the apply task met the table's detach marker: its changes committed at or after {@code lsn} are the
+     * private slot's from now on. Only for the table's current detach ({@code slot}). May be called again after a
+     * crash: true again when the marker is recorded at {@code lsn}.
+     *
+     * @return false if the table is no longer being detached with {@code slot} (the marker is to be ignored)
+     */
+    public boolean markDetached(String flow, String table, String slot, String lsn) {
+        Objects.requireNonNull(slot, "slot");
+        requireLsn(lsn);
+        return db.onTable("markDetached", flow, table, c -> update(c, "UPDATE " + STATE
+                + " SET detach_lsn = ?, detached_at = now()"
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'ready' AND detach_slot = ?"
+                + " AND detach_lsn IS NULL", lsn, flow, table, slot) == 1
+                || exists(c, "SELECT 1 FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ?"
+                + " AND detach_slot = ? AND detach_lsn = ?", flow, table, slot, lsn));
+    }
+
+    /**
+     * Moves every {@code ready} table of the flow whose detach marker lies at or before {@code durableLsn} (every change
+     * the apply task kept of it is acknowledged by Kafka) to {@code lagging(detach_lsn)}. May be called again.
+     *
+     * @return the tables that became lagging now
+     */
+    public List<String> markLagging(String flow, String durableLsn) {
+        requireLsn(durableLsn);
+        return db.onFlow("markLagging", flow, c -> {
+            List<String> lagging = list(c, "UPDATE " + STATE + " SET phase = 'lagging', phase_lsn = detach_lsn"
+                    + " WHERE flow_name = ? AND phase = 'ready' AND detach_lsn IS NOT NULL"
+                    + " AND detach_lsn::pg_lsn <= ?::pg_lsn RETURNING source_table_identifier",
+                    rs -> rs.getString(1), flow, durableLsn);
+            lagging.sort(null);
+            return lagging;
+        });
+    }
+
+    /**
+     * Undoes a detach whose slot or marker could not be made: the table streams on as before. Only before its marker
+     * was met.
+     *
+     * @return true if the detach was undone now
+     */
+    public boolean abandonDetach(String flow, String table, String slot) {
+        return db.onTable("abandonDetach", flow, table, c -> update(c, "UPDATE " + STATE + " SET" + UNDETACHED
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND detach_slot = ? AND detach_lsn IS NULL",
+                flow, table, slot) == 1);
+    }
+
+    /** The private slots the flow's tables hold now, by table. Read-only. */
+    public Map<String, String> detachSlots(String flow) {
+        return db.onFlow("detachSlots", flow, c -> {
+            Map<String, String> slots = new HashMap<>();
+            for (String[] row : list(c, "SELECT source_table_identifier, detach_slot FROM " + STATE
+                    + " WHERE flow_name = ? AND detach_slot IS NOT NULL",
+                    rs -> new String[] {rs.getString(1), rs.getString(2)}, flow)) {
+                slots.put(row[0], row[1]);
+            }
+            return slots;
+        });
+    }
+
     // ---------------------------------------------------------------- publication membership and restarts
 
     /**
@@ -200,7 +288,7 @@ public final class PgPhases {
      */
     public boolean markLeft(String flow, String table, String reason) {
         return db.onTable("markLeft", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'errored',"
-                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, last_error = ?,"
+                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED + ", last_error = ?,"
                 + " last_error_at = now(), next_retry_at = NULL"
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NOT NULL", reason, flow, table) == 1);
     }
@@ -228,7 +316,7 @@ public final class PgPhases {
     public static Optional<String> restartTable(Connection c, String flow, String table, String reason,
                                                 int delaySeconds) throws SQLException {
         return first(c, "UPDATE " + STATE + " AS s SET phase = 'errored',"
-                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL, copy_attempt = 0,"
+                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED + ", copy_attempt = 0,"
                 + " copy_failures = 0, error_count = 0, last_error = ?, last_error_at = now(),"
                 + " next_retry_at = now() + make_interval(secs => ?)"
                 + " FROM (SELECT phase FROM " + STATE + " WHERE flow_name = ?"

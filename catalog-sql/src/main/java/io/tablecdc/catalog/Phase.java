@@ -4,7 +4,8 @@ import java.util.Locale;
 
 /**
  * A Postgres pipeline table's phase: {@code pending → copying → catchup(lsn) → ready(lsn)}, plus
- * {@code errored}. Query CDC tables have no phase.
+ * {@code errored}, and {@code ready → lagging(lsn) → copying → catchup → ready} for a table detached from the shared
+ * slot while its ClickHouse side catches up. Query CDC tables have no phase.
  */
 public enum Phase {
     /** Known to the flow, waiting for a copy task. */
@@ -15,6 +16,11 @@ public enum Phase {
     CATCHUP,
     /** The apply task's durable position passed {@code phase_lsn}; only the apply task streams it. */
     READY,
+    /**
+     * Detached from the flow's shared slot at {@code phase_lsn} ({@code detach_lsn}): its changes committed at or
+     * after it wait in its private slot ({@code detach_slot}) until a copy task catches it up and hands it back.
+     */
+    LAGGING,
     /** Failed; retried by a copy task from {@code next_retry_at} when that is set. */
     ERRORED;
 

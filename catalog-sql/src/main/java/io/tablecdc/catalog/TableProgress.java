@@ -36,7 +36,7 @@ public final class TableProgress {
             + " synced_rows_count, phase, phase_lsn, copy_attempt, copy_lease_owner, copy_lease_until,"
             + " paused_reason, paused_at, last_error, last_error_at, error_count, next_retry_at, inserts_count,"
             + " updates_count, deletes_count, first_row_received_at, first_row_commit_time, updated_at,"
-            + " copy_rows_done, copy_rows_total, clamped_values_count";
+            + " copy_rows_done, copy_rows_total, clamped_values_count, detach_slot, detach_lsn, detached_at";
 
     /** The update that closes a table's error episode, before its {@code WHERE}. */
     static final String CLEAR_ERROR = "UPDATE " + STATE
@@ -288,6 +288,7 @@ public final class TableProgress {
                 rs.getString(17), instant(rs.getTimestamp(18)), rs.getInt(19), instant(rs.getTimestamp(20)),
                 new RowCounts(rs.getLong(21), rs.getLong(22), rs.getLong(23), rs.getLong(29)),
                 instant(rs.getTimestamp(24)), instant(rs.getTimestamp(25)), instant(rs.getTimestamp(26)),
-                nullableLong(rs, 27), nullableLong(rs, 28));
+                nullableLong(rs, 27), nullableLong(rs, 28), rs.getString(30), rs.getString(31),
+                instant(rs.getTimestamp(32)));
     }
 }

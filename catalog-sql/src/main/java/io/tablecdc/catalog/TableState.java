@@ -31,6 +31,10 @@ import java.time.Instant;
  * @param updatedAt           last change of this row (catalog clock)
  * @param copyRowsDone        rows a Postgres copy sent so far; null when never copied
  * @param copyRowsTotal       rows that copy expects in all (an estimate until it ends)
+ * @param detachSlot          the private slot of a table being detached or detached from the shared slot; else null
+ * @param detachLsn           the detach marker's LSN: the table's changes committed at or after it are the private
+ *                            slot's; null until the apply task met the marker
+ * @param detachedAt          when the apply task met the detach marker
  */
 public record TableState(String flow, String table, String cursor, Instant lastAttemptAt, Instant lastSyncedAt,
                          Instant lastNormalizedAt, long syncedBatchId, long normalizedBatchId, long syncedRows,
@@ -38,7 +42,8 @@ public record TableState(String flow, String table, String cursor, Instant lastA
                          Instant copyLeaseUntil, String pausedReason, Instant pausedAt, String lastError,
                          Instant lastErrorAt, int errorCount, Instant nextRetryAt, RowCounts normalizedCounts,
                          Instant firstRowReceivedAt, Instant firstRowCommitTime, Instant updatedAt,
-                         Long copyRowsDone, Long copyRowsTotal) {
+                         Long copyRowsDone, Long copyRowsTotal, String detachSlot, String detachLsn,
+                         Instant detachedAt) {
 
     /** Batches synced but not yet normalized: what the normalize buffer limits. */
     public long unnormalizedBatches() {

@@ -534,6 +534,70 @@ class CatalogTest {
     }
 
     @Test
+    void aDetachedTableLagsAtItsMarkerRejoinsOnceDrainedAndIsHandedBackWithoutItsSlot() {
+        String f = "detach";
+        for (String tb : List.of("public.a", "public.b", "public.c")) {
+            catalog.progress().initTable(f, tb, Phase.PENDING);
+            assertTrue(catalog.phases().markReady(f, tb, "0/1"));
+        }
+        catalog.progress().recordSync(f, "public.a", new SyncedBatch("0/10", 5, 3, t(1), t(0)), t(2));
+        assertTrue(catalog.phases().beginDetach(f, "public.a", "tablecdc_detach_x_1", 2));
+        assertFalse(catalog.phases().beginDetach(f, "public.a", "tablecdc_detach_x_2", 2), "already being detached");
+        assertTrue(catalog.phases().beginDetach(f, "public.b", "tablecdc_detach_x_3", 2));
+        assertFalse(catalog.phases().beginDetach(f, "public.c", "tablecdc_detach_x_4", 2), "detach.max.tables reached");
+        assertTrue(catalog.phases().abandonDetach(f, "public.b", "tablecdc_detach_x_3"));
+        assertEquals(Map.of("public.a", "tablecdc_detach_x_1"), catalog.phases().detachSlots(f));
+
+        assertFalse(catalog.phases().markDetached(f, "public.a", "tablecdc_detach_x_9", "0/20"), "another slot's marker");
+        assertTrue(catalog.phases().markDetached(f, "public.a", "tablecdc_detach_x_1", "0/20"));
+        assertTrue(catalog.phases().markDetached(f, "public.a", "tablecdc_detach_x_1", "0/20"), "a repeat after a crash");
+        assertFalse(catalog.phases().markDetached(f, "public.a", "tablecdc_detach_x_1", "0/30"), "a later marker");
+        assertFalse(catalog.phases().abandonDetach(f, "public.a", "tablecdc_detach_x_1"), "its marker was met");
+        // lagging only once everything the apply task kept of it (committed before the marker) is acknowledged
+        assertEquals(List.of(), catalog.phases().markLagging(f, "0/1F"));
+        assertEquals(Phase.READY, table(f, "public.a").phase());
+        assertEquals(List.of("public.a"), catalog.phases().markLagging(f, "0/20"));
+        assertEquals(List.of(), catalog.phases().markLagging(f, "0/20"));
+        TableState lagging = table(f, "public.a");
+        assertEquals(Phase.LAGGING, lagging.phase());
+        assertEquals("0/20", lagging.phaseLsn());
+        assertNotNull(lagging.detachedAt());
+
+        // not claimed while batches wait for normalize; a claim once drained is a rejoin naming the slot and marker
+        assertTrue(catalog.copies().claimCopy(f, "task-1", Duration.ofMinutes(1), List.of(), List.of()).isEmpty(),
+                "three batches wait for normalize; and the flow copies no table here");
+        catalog.progress().recordNormalize(f, "public.a", 5, new RowCounts(3, 0, 0), t(3));
+        CopyClaim rejoin = catalog.copies().claimCopy(f, "task-1", Duration.ofMinutes(1), List.of(), List.of())
+                .orElseThrow();
+        assertEquals("public.a", rejoin.table());
+        assertTrue(rejoin.rejoin());
+        assertEquals("tablecdc_detach_x_1", rejoin.detachSlot());
+        assertEquals("0/20", rejoin.detachLsn());
+        // a rejoin given back (its task stopped) is lagging again, then claimed again
+        assertTrue(catalog.copies().releaseCopy(f, "public.a", "task-1"));
+        assertEquals(Phase.LAGGING, table(f, "public.a").phase());
+        assertEquals("0/20", table(f, "public.a").phaseLsn());
+        CopyClaim again = catalog.copies().claimCopy(f, "task-2", Duration.ofMinutes(1), List.of(), List.of())
+                .orElseThrow();
+        assertEquals("tablecdc_detach_x_1", again.detachSlot());
+        assertTrue(catalog.copies().markCopyCatchup(f, "public.a", "task-2", again.attempt(), "0/40"));
+        TableState handedBack = table(f, "public.a");
+        assertEquals(Phase.CATCHUP, handedBack.phase());
+        assertNull(handedBack.detachSlot());
+        assertNull(handedBack.detachLsn());
+        assertNull(handedBack.detachedAt());
+        assertEquals(Map.of(), catalog.phases().detachSlots(f));
+        assertEquals(List.of("public.a"), catalog.phases().markCaughtUpReady(f, "0/40"));
+
+        // a table copied again from scratch (its slot lost, a reset) keeps no detach
+        assertTrue(catalog.phases().beginDetach(f, "public.c", "tablecdc_detach_x_5", 2));
+        assertTrue(catalog.phases().markDetached(f, "public.c", "tablecdc_detach_x_5", "0/50"));
+        assertTrue(catalog.phases().restartTable(f, "public.c", "its private slot is gone", 0).isPresent());
+        assertNull(table(f, "public.c").detachSlot());
+        assertNull(table(f, "public.c").detachLsn());
+    }
+
+    @Test
     void phasesMoveFromCatchupToReadyByLsnOrder() {
         String f = "phases";
         for (String tb : List.of("public.a", "public.b", "public.c")) {

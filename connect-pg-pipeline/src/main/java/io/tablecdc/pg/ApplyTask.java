@@ -6,6 +6,8 @@ import java.sql.SQLException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -120,6 +122,10 @@ public class ApplyTask extends SourceTask {
     private boolean holdLimitLogged;
     /** What the changes held for tables being handed over weigh, against their limits. */
     private HoldBudget hold;
+    /** Detaches tables whose ClickHouse side fell behind from the shared slot; looks after their private slots. */
+    private Detacher detacher;
+    private Lsn laggingCheckedAt;
+    private long slotsCheckedAt;
     /** Size of the message being handled. */
     private int messageBytes;
     private long statusSentAt;
@@ -152,6 +158,8 @@ public class ApplyTask extends SourceTask {
         RunState state = RunState.SKIPPING;
         /** STREAMING: the cut-off (changes committed at or after it are sent); HOLDING: the marker's LSN. */
         Lsn lsn;
+        /** STREAMING a table being detached: its detach marker's LSN (changes committed at or after it are not sent). */
+        Lsn until;
         Phase phase;
         String reason;
     }
@@ -183,6 +191,7 @@ public class ApplyTask extends SourceTask {
                 catalog = Catalog.open(config.catalog(), "source " + flow + " apply");
                 slots = new SlotManager(flow, config, catalog, this::storedPosition);
                 membership = new PublicationMembership(config, flow, catalog);
+                detacher = new Detacher(config, flow, catalog, metrics);
             }
             startStreaming();
         } catch (FlowIdentityMismatchException e) {
@@ -244,6 +253,8 @@ public class ApplyTask extends SourceTask {
         position = new FlowPosition(stored == null ? slotStart : Lsn.max(Lsn.parse(stored), slotStart), slotStart);
         changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
         batcher = newBatcher(position.read());
+        detacher.mainSlot(slot);
+        detacher.abandonUnfinished(sql, catalog.progress().listTables(flow));
         List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
         if (!stale.isEmpty()) {
             log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -327,6 +338,7 @@ public class ApplyTask extends SourceTask {
      * copied again), so the position starts over at the new slot's, under the new slot's offset partition.
      */
     private void restartOnNewSlot(Lsn start) {
+        detacher.mainSlot(slot);
         position = new FlowPosition(start, start);
         batcher = newBatcher(start);
         unsyncedToCatalog = new ArrayList<>();
@@ -337,7 +349,7 @@ public class ApplyTask extends SourceTask {
             TableRun run = tables.computeIfAbsent(state.table(), t -> new TableRun());
             run.state = RunState.SKIPPING;
             run.lsn = null;
-            follow(state.table(), run, state.phase(), state.phaseLsn(), start, null);
+            follow(state.table(), run, state.phase(), state.phaseLsn(), state.detachLsn(), start, null);
         }
     }
 
@@ -409,7 +421,7 @@ public class ApplyTask extends SourceTask {
             TableState state = states.get(table);
             metrics.table(table).batchIdKnown(state == null ? 0 : state.syncedBatchId());
             follow(table, run, state == null ? Phase.PENDING : state.phase(), state == null ? null : state.phaseLsn(),
-                    slotStart, null);
+                    state == null ? null : state.detachLsn(), slotStart, null);
         }
         publicationCheckedAt = System.nanoTime();
     }
@@ -420,7 +432,8 @@ public class ApplyTask extends SourceTask {
      * anything else is skipped. Held changes are released into {@code out} or discarded. Called between
      * transactions only.
      */
-    private void follow(String table, TableRun run, Phase phase, String phaseLsn, Lsn at, List<SourceRecord> out) {
+    private void follow(String table, TableRun run, Phase phase, String phaseLsn, String detachLsn, Lsn at,
+                        List<SourceRecord> out) {
         Phase before = run.phase;
         run.phase = phase;
         if ((phase == null || phase == Phase.PENDING) && !config.copies(table)) {
@@ -432,17 +445,27 @@ public class ApplyTask extends SourceTask {
             }
             TableState now = catalog.progress().getTable(flow, table).orElseThrow();
             if (now.phase() != Phase.PENDING) {
-                follow(table, run, now.phase(), now.phaseLsn(), at, out);
+                follow(table, run, now.phase(), now.phaseLsn(), now.detachLsn(), at, out);
             }
             return;
         }
         switch (phase == null ? Phase.PENDING : phase) {
             case CATCHUP, READY -> {
                 Lsn cutoff = Lsn.parse(phaseLsn);
-                if (run.state == RunState.STREAMING && cutoff.equals(run.lsn)) {
-                    return;
+                // a table being detached: its changes committed from its detach marker on are its private slot's
+                Lsn until = phase == Phase.READY && detachLsn != null ? Lsn.parse(detachLsn) : null;
+                if (!(run.state == RunState.STREAMING && cutoff.equals(run.lsn))) {
+                    stream(table, run, cutoff, out);
                 }
-                stream(table, run, cutoff, out);
+                run.until = until;
+            }
+            case LAGGING -> {
+                skip(table, run);
+                metrics.table(table).paused(Detacher.PAUSED_REASON);
+                if (before != phase) {
+                    log.info("flow {}, table {}: detached at {}; its changes wait in its private slot until the sink has"
+                            + " loaded its batches and a copy task hands it back", flow, table, phaseLsn);
+                }
             }
             case COPYING -> {
                 if (phaseLsn != null) {
@@ -484,7 +507,12 @@ public class ApplyTask extends SourceTask {
         }
         run.state = RunState.STREAMING;
         run.lsn = cutoff;
+        run.until = null;
         run.reason = null;
+        if (Detacher.PAUSED_REASON.equals(metrics.table(table).pausedReason())) {
+            metrics.table(table).resumed();
+            metrics.table(table).detachedWal(-1);
+        }
         metrics.table(table).errorEpisodeEnded("apply");
     }
 
@@ -498,6 +526,7 @@ public class ApplyTask extends SourceTask {
         }
         run.state = RunState.SKIPPING;
         run.lsn = null;
+        run.until = null;
     }
 
     /** Reads the flow's tables from the catalog and follows phase changes (between transactions only). */
@@ -528,7 +557,19 @@ public class ApplyTask extends SourceTask {
                         table, acked);
             }
         }
-        for (TableState state : catalog.progress().listTables(flow)) {
+        if (tables.values().stream().anyMatch(r -> r.until != null) && !acked.equals(laggingCheckedAt)) {
+            laggingCheckedAt = acked;
+            for (String table : catalog.phases().markLagging(flow, acked.toString())) {
+                log.info("flow {}, table {}: lagging (the flow's acknowledged position {} passed its detach marker)", flow,
+                        table, acked);
+            }
+        }
+        if (now - slotsCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
+            slotsCheckedAt = now;
+            detacher.checkSlots(sql);
+        }
+        List<TableState> states = catalog.progress().listTables(flow);
+        for (TableState state : states) {
             TableRun run = tables.get(state.table());
             if (run != null) {
                 Phase phase = state.phase();
@@ -538,9 +579,16 @@ public class ApplyTask extends SourceTask {
                     // from here, as a table not copied does where the flow finds it
                     phase = Phase.PENDING;
                 }
-                follow(state.table(), run, phase, state.phaseLsn(), position.read(), out);
+                follow(state.table(), run, phase, state.phaseLsn(), state.detachLsn(), position.read(), out);
             }
         }
+        Set<String> streamed = new HashSet<>();
+        tables.forEach((table, run) -> {
+            if (run.state == RunState.STREAMING && run.until == null) {
+                streamed.add(table);
+            }
+        });
+        detacher.consider(states, streamed);
     }
 
     /**
@@ -567,7 +615,7 @@ public class ApplyTask extends SourceTask {
             return;
         }
         tables.put(table, run);
-        follow(table, run, state.phase(), state.phaseLsn(), at, out);
+        follow(table, run, state.phase(), state.phaseLsn(), state.detachLsn(), at, out);
     }
 
     private void openStream() throws SQLException {
@@ -762,6 +810,9 @@ public class ApplyTask extends SourceTask {
         } else if (message instanceof LogicalMessage marker && !marker.transactional()
                 && TableCopy.MARKER_PREFIX.equals(marker.prefix())) {
             handoverMarker(marker, out);
+        } else if (message instanceof LogicalMessage marker && !marker.transactional()
+                && Detacher.MARKER_PREFIX.equals(marker.prefix())) {
+            detachMarker(marker);
         }
         // Origin, other logical messages: nothing to do
     }
@@ -769,7 +820,7 @@ public class ApplyTask extends SourceTask {
     /** Whether the open transaction's changes of {@code table} are this task's (the cut-off rule). */
     private boolean included(String table) {
         TableRun run = tables.get(table);
-        return run != null && keeps(run.state, run.lsn, txnCommitLsn);
+        return run != null && keeps(run.state, run.lsn, run.until, txnCommitLsn);
     }
 
     /**
@@ -780,10 +831,45 @@ public class ApplyTask extends SourceTask {
      * keeps none.
      */
     static boolean keeps(RunState state, Lsn lsn, Lsn commitLsn) {
+        return keeps(state, lsn, null, commitLsn);
+    }
+
+    /**
+     * {@link #keeps(RunState, Lsn, Lsn)} for a streamed table being detached at marker {@code until} (null: none):
+     * changes committed at or after {@code until} are its private slot's (whose consistent point lies before the
+     * marker), the ones committed before it are this task's; {@code until} is the end of the marker's record, so the
+     * boundary is the copy handover's with the sides swapped.
+     */
+    static boolean keeps(RunState state, Lsn lsn, Lsn until, Lsn commitLsn) {
         return switch (state) {
-            case STREAMING, HOLDING -> !commitLsn.isBefore(lsn);
+            case STREAMING -> !commitLsn.isBefore(lsn) && (until == null || commitLsn.isBefore(until));
+            case HOLDING -> !commitLsn.isBefore(lsn);
             case SKIPPING -> false;
         };
+    }
+
+    /**
+     * A detach marker ({@link Detacher}): if the catalog still detaches the table with the marker's private slot, the
+     * marker's LSN is recorded and the table's changes committed from it on are no longer sent.
+     */
+    private void detachMarker(LogicalMessage marker) {
+        String[] parts = Detacher.parseMarker(flow, marker.contentText());
+        if (parts == null) {
+            return;
+        }
+        String table = parts[0];
+        TableRun run = tables.get(table);
+        if (run == null || run.state != RunState.STREAMING) {
+            return;
+        }
+        if (!catalog.phases().markDetached(flow, table, parts[1], marker.lsn().toString())) {
+            log.info("flow {}, table {}: ignoring the detach marker of slot {} at {} (the table is not detached with it)",
+                    flow, table, parts[1], marker.lsn());
+            return;
+        }
+        run.until = marker.lsn();
+        log.info("flow {}, table {}: detached at {}: its changes committed from there on are left to private slot {}",
+                flow, table, marker.lsn(), parts[1]);
     }
 
     /**
@@ -806,7 +892,7 @@ public class ApplyTask extends SourceTask {
             return;
         }
         TableState state = catalog.progress().getTable(flow, table).orElseThrow();
-        follow(table, run, state.phase(), state.phaseLsn(), position.read(), out);
+        follow(table, run, state.phase(), state.phaseLsn(), state.detachLsn(), position.read(), out);
     }
 
     private void change(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
@@ -1018,6 +1104,9 @@ public class ApplyTask extends SourceTask {
 
     private void closeQuietly() {
         closeSource();
+        if (detacher != null) {
+            detacher.close();
+        }
         Resources.closeQuietly(catalog, "the catalog");
         Resources.closeQuietly(sharedMetrics != null ? null : metrics, "the metrics");
     }

@@ -93,12 +93,16 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
      */
     @Override
     public List<Map<String, String>> taskConfigs(int maxTasks) {
-        boolean copies = new PgPipelineConfig(props).copyMode() != PgPipelineConfig.CopyMode.NONE;
+        PgPipelineConfig config = new PgPipelineConfig(props);
+        boolean copies = config.copyMode() != PgPipelineConfig.CopyMode.NONE;
         int tasks = copies ? Math.max(1, maxTasks) : 1;
+        // a flow that copies nothing still catches its detached tables up when they rejoin: its one task does
+        boolean rejoins = config.detachMaxTables() > 0;
         List<Map<String, String>> configs = new ArrayList<>();
         for (int i = 0; i < tasks; i++) {
             PgPipelineTaskConfig.Role role = i > 0 ? PgPipelineTaskConfig.Role.COPY
-                    : copies && tasks == 1 ? PgPipelineTaskConfig.Role.APPLY_AND_COPY : PgPipelineTaskConfig.Role.APPLY;
+                    : (copies || rejoins) && tasks == 1 ? PgPipelineTaskConfig.Role.APPLY_AND_COPY
+                    : PgPipelineTaskConfig.Role.APPLY;
             configs.add(PgPipelineTaskConfig.taskProps(props, flow(props), role, i));
         }
         return configs;

@@ -11,6 +11,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Optional;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.connect.source.SourceRecord;
@@ -106,6 +107,13 @@ final class TableCopy {
     private final TableMetrics.Table metrics;
     /** In one task with the apply task: never sleeps while paused (streamed changes would wait). */
     private final boolean besideApply;
+    /** A detached table's rejoin: its private slot and detach marker ({@link Detacher}); null for a copy. */
+    private final String detachSlot;
+    private final Lsn detachLsn;
+    /** Catching the table up from its private slot rather than copying it. */
+    private boolean rejoining;
+    /** Inside a transaction committed before the detach marker (the apply task sent it): nothing of it is sent. */
+    private boolean skipTxn;
 
     private Step step = Step.START;
     private volatile boolean finished;
@@ -160,6 +168,8 @@ final class TableCopy {
         this.catalog = catalog;
         this.metrics = metrics.table(table);
         this.besideApply = besideApply;
+        this.detachSlot = claim.detachSlot();
+        this.detachLsn = claim.rejoin() ? Lsn.parse(claim.detachLsn()) : null;
     }
 
     String table() {
@@ -245,6 +255,9 @@ final class TableCopy {
         replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " copy");
         // every copy connects anew (after a restart of the source too): the same cluster as the flow's, or nothing
         checkCluster(SourceDatabase.identify(replication));
+        if (detachLsn != null && rejoin(mainSlot)) {
+            return;
+        }
         byte[] random = new byte[3];
         new SecureRandom().nextBytes(random);
         slotName = copySlotPrefix(config.slotPrefix(), mainSlot) + HexFormat.of().formatHex(random);
@@ -325,6 +338,49 @@ final class TableCopy {
         // a copy replaces whatever an earlier copy or stream left in the destination
         out.addAll(batcher.add(Change.truncate(table, null)));
         step = Step.COPY;
+    }
+
+    /**
+     * A detached table's rejoin: its changes committed from the detach marker on are streamed from its private slot,
+     * then it is handed back to the apply task at a new marker, as after a copy. A private slot that is gone or was
+     * invalidated cannot give them: a table this flow copies is copied from scratch instead (this claim goes on as a
+     * copy); one it does not copy is marked errored.
+     *
+     * @return true if the rejoin goes on; false if the claim goes on as a copy
+     */
+    private boolean rejoin(String mainSlot) throws SQLException {
+        Optional<SourceDatabase.Slot> slot = SourceDatabase.slot(control, detachSlot);
+        if (slot.isEmpty() || "lost".equals(slot.get().walStatus())) {
+            String problem = "private slot " + detachSlot + (slot.isEmpty() ? " is gone" : " was invalidated by the server");
+            if (slot.isPresent()) {
+                SourceDatabase.dropSlot(control, detachSlot);
+            }
+            if (config.copies(table)) {
+                log.warn("flow {}, table {}: {}; the table is copied again from scratch instead of rejoining", flow,
+                        table, problem);
+                return false;
+            }
+            String error = problem + ": its changes since it was detached cannot be streamed; "
+                    + ApplyTask.resetHint(config, flow, table);
+            catalog.phases().markErrored(flow, table, owner, error, Instant.now(), null);
+            log.error("flow {}, table {}: {}", flow, table, error);
+            closeConnections();
+            finished = true;
+            return true;
+        }
+        if (SourceDatabase.describe(control, config.publication(), table).isEmpty()) {
+            throw new IllegalArgumentException("table " + table + " is not in publication " + config.publication()
+                    + " any more");
+        }
+        rejoining = true;
+        slotName = detachSlot;
+        consistentPoint = detachLsn;
+        batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
+        log.info("flow {}, table {}: rejoining (attempt {}): streaming its changes committed from its detach marker {}"
+                + " from private slot {}", flow, table, attempt, detachLsn, detachSlot);
+        step = Step.DRAIN_COPY;
+        return true;
     }
 
     private long count(Connection c) throws SQLException {
@@ -455,13 +511,25 @@ final class TableCopy {
 
     private void handle(PgOutputMessage message, List<SourceRecord> out) throws SQLException {
         if (message instanceof Begin begin) {
-            batcher.begin(begin.finalLsn(), begin.commitTime(), Instant.now());
             inTxn = true;
             xid = begin.xid();
             ordinal = 0;
+            // a rejoin's private slot starts before its detach marker: what committed before it the apply task sent
+            // (the server skips it already when asked to start at the marker; this holds whatever it does)
+            skipTxn = rejoining && begin.finalLsn().isBefore(detachLsn);
+            if (!skipTxn) {
+                batcher.begin(begin.finalLsn(), begin.commitTime(), Instant.now());
+            }
         } else if (message instanceof Commit commit) {
-            out.addAll(batcher.commit(commit.endLsn()));
+            if (!skipTxn) {
+                out.addAll(batcher.commit(commit.endLsn()));
+            }
             inTxn = false;
+            skipTxn = false;
+        } else if (skipTxn) {
+            if (message instanceof Relation || message instanceof PgOutputMessage.Type) {
+                changeBuilder.accept(message);
+            }
         } else if (message instanceof Relation || message instanceof PgOutputMessage.Type) {
             changeBuilder.accept(message);
         } else if (message instanceof Insert || message instanceof Update || message instanceof Delete) {
@@ -490,6 +558,15 @@ final class TableCopy {
         if (catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
                 && catalog.copies().markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
             metrics.errorEpisodeEnded("copy");
+            if (rejoining) {
+                log.info("flow {}, table {}: rejoined: handed back to the apply task at {} (detached at {}; attempt {},"
+                        + " {} s)", flow, table, marker, detachLsn, attempt,
+                        TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt));
+                dropPrivateSlot();
+                closeConnections();
+                finished = true;
+                return;
+            }
             log.info("flow {}, table {}: handed over to the apply task at {} ({} rows copied, attempt {}, {} s, of"
                     + " which {} s paused for normalize)", flow, table, marker, rowsSent, attempt,
                     TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - startedAt),
@@ -500,6 +577,34 @@ final class TableCopy {
         }
         closeConnections();
         finished = true;
+    }
+
+    /**
+     * After a rejoin: the private slot is no longer the table's. Dropped once its walsender has let go of it (the
+     * apply task drops a slot no table holds at its next check if this does not).
+     */
+    private void dropPrivateSlot() throws InterruptedException {
+        Resources.closeQuietly(stream, "the rejoin's replication stream");
+        Resources.closeQuietly(replication, "the rejoin's replication connection");
+        stream = null;
+        replication = null;
+        for (int i = 0; i < 20; i++) {
+            try {
+                if (SourceDatabase.dropSlot(control, slotName)) {
+                    log.info("flow {}, table {}: dropped its private slot {}", flow, table, slotName);
+                    return;
+                }
+                if (SourceDatabase.slot(control, slotName).isEmpty()) {
+                    return;
+                }
+            } catch (SQLException e) {
+                log.info("flow {}, table {}: cannot drop private slot {} ({}); the apply task drops it", flow, table,
+                        slotName, e.getMessage());
+                return;
+            }
+            Thread.sleep(100);
+        }
+        log.info("flow {}, table {}: private slot {} is still in use; the apply task drops it", flow, table, slotName);
     }
 
     /** Records acknowledged batches in the catalog; true once everything sent is acknowledged and recorded. */
@@ -660,7 +765,8 @@ final class TableCopy {
         Instant now = Instant.now();
         // the retry budget counts failed attempts since the table was last ready (interrupted ones do not count)
         int failed = failures + 1;
-        boolean retry = failed <= config.maxTableRetries();
+        // a failed rejoin is retried as a copy from scratch, which a table not copied cannot have
+        boolean retry = failed <= config.maxTableRetries() && (!rejoining || config.copies(table));
         Instant next = retry ? now.plusMillis(config.tableRetryDelayMs()) : null;
         String error = "copy attempt " + attempt + " failed: " + reason
                 + (retry ? "" : "; " + ApplyTask.resetHint(config, flow, table));

@@ -83,11 +83,15 @@ class ConnectorTest {
         assertEquals(List.of("apply+copy"), tasks.stream().map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());
         assertEquals(List.of("apply", "copy"), connector.taskConfigs(2).stream()
                 .map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());
-        // without copies one task is enough, whatever tasks.max says
+        // without copies one task is enough, whatever tasks.max says; it catches detached tables up when they rejoin
         props.put("table.sync.copy", "none");
         tasks = connector.taskConfigs(3);
         assertEquals(1, tasks.size());
-        assertEquals("apply", tasks.get(0).get(PgPipelineTaskConfig.ROLE));
+        assertEquals("apply+copy", tasks.get(0).get(PgPipelineTaskConfig.ROLE));
+        // ... unless no table is ever detached: then it only applies
+        props.put("detach.max.tables", "0");
+        assertEquals(List.of("apply"), connector.taskConfigs(3).stream().map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());
+        props.remove("detach.max.tables");
         props.put("table.sync.copy", "except:shop.audit");
         tasks = connector.taskConfigs(3);
         assertEquals(List.of("apply", "copy", "copy"), tasks.stream().map(t -> t.get(PgPipelineTaskConfig.ROLE)).toList());

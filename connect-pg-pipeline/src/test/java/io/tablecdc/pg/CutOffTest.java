@@ -31,6 +31,36 @@ class CutOffTest {
         assertTrue(ApplyTask.keeps(RunState.HOLDING, CUT, Lsn.parse("0/5001")), "above: the apply task's");
     }
 
+    /**
+     * A table being detached at marker {@code m} (the end of the marker's record): the apply task keeps what committed
+     * before it; a transaction committed right after the marker (commit LSN {@code m}) is the private slot's, which
+     * starts decoding at {@code m} (the server skips a transaction whose commit record starts before it).
+     */
+    @Test
+    void aTableBeingDetachedKeepsChangesFromItsCutOffUntilBeforeItsDetachMarker() {
+        Lsn detach = Lsn.parse("0/9000");
+        assertFalse(ApplyTask.keeps(RunState.STREAMING, CUT, detach, Lsn.parse("0/4FFF")), "below the cut-off");
+        assertTrue(ApplyTask.keeps(RunState.STREAMING, CUT, detach, CUT), "at the cut-off");
+        assertTrue(ApplyTask.keeps(RunState.STREAMING, CUT, detach, Lsn.parse("0/8FFF")), "just before the marker");
+        assertFalse(ApplyTask.keeps(RunState.STREAMING, CUT, detach, detach), "committed right after the marker");
+        assertFalse(ApplyTask.keeps(RunState.STREAMING, CUT, detach, Lsn.parse("0/9001")), "after the marker");
+        assertTrue(ApplyTask.keeps(RunState.STREAMING, CUT, null, Lsn.parse("0/9001")), "not detached");
+    }
+
+    @Test
+    void aDetachMarkerNamesItsTableAndSlotAndOnlyItsFlowsParse() {
+        String content = Detacher.markerContent("f1", "s.orders", "tablecdc_detach_0a1b2c3d_beef01");
+        String[] parts = Detacher.parseMarker("f1", content);
+        assertEquals("s.orders", parts[0]);
+        assertEquals("tablecdc_detach_0a1b2c3d_beef01", parts[1]);
+        assertEquals("s.two\nlines", Detacher.parseMarker("f1", Detacher.markerContent("f1", "s.two\nlines", "x"))[0],
+                "a table name with a line break");
+        assertEquals(null, Detacher.parseMarker("f2", content));
+        assertTrue(Detacher.slotPrefix("tablecdc", "tablecdc_0123456789abcdef").matches("tablecdc_detach_[0-9a-f]{8}_"));
+        assertEquals(TableCopy.copySlotPrefix("tablecdc", "m").replace("_copy_", "_detach_"),
+                Detacher.slotPrefix("tablecdc", "m"));
+    }
+
     @Test
     void aSkippedTableKeepsNothing() {
         assertFalse(ApplyTask.keeps(RunState.SKIPPING, null, Lsn.parse("0/5001")));

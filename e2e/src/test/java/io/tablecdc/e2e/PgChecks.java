@@ -110,12 +110,12 @@ final class PgChecks {
 
     /**
      * phase, phase_lsn, last_error, copy_rows_done, copy_rows_total, copy_attempt, synced_batch_id, paused_reason,
-     * copy_lease_owner and normalized_batch_id of a table.
+     * copy_lease_owner, normalized_batch_id, detach_slot, detach_lsn and detached_at of a table.
      */
     Map<String, String> table(String flow, String table) throws SQLException {
         try (Connection c = catalog(); PreparedStatement ps = c.prepareStatement("SELECT phase, phase_lsn, last_error,"
                 + " copy_rows_done::text, copy_rows_total::text, copy_attempt::text, synced_batch_id::text, paused_reason,"
-                + " copy_lease_owner, normalized_batch_id::text"
+                + " copy_lease_owner, normalized_batch_id::text, detach_slot, detach_lsn, detached_at::text"
                 + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ?")) {
             ps.setString(1, flow);
             ps.setString(2, table);
@@ -125,7 +125,8 @@ final class PgChecks {
                 }
                 Map<String, String> row = new HashMap<>();
                 String[] names = {"phase", "phase_lsn", "last_error", "copy_rows_done", "copy_rows_total", "copy_attempt",
-                    "synced_batch_id", "paused_reason", "copy_lease_owner", "normalized_batch_id"};
+                    "synced_batch_id", "paused_reason", "copy_lease_owner", "normalized_batch_id", "detach_slot",
+                    "detach_lsn", "detached_at"};
                 for (int i = 0; i < names.length; i++) {
                     row.put(names[i], rs.getString(i + 1));
                 }

@@ -150,6 +150,8 @@ public final class TableMetrics implements AutoCloseable {
         private final Set<String> openEpisodes = ConcurrentHashMap.newKeySet();
         private final AtomicLong episodes = new AtomicLong();
         private volatile String pausedReason;
+        /** Postgres source: WAL bytes the private slot of this detached table keeps; -1 when not detached. */
+        private final AtomicLong detachedWalBytes = new AtomicLong(-1);
         private List<Object> handles;
 
         Table(Role role, String flow, String table) {
@@ -218,6 +220,15 @@ public final class TableMetrics implements AutoCloseable {
             // what is normalized was staged
             batchId.accumulateAndGet(id, Math::max);
             waiting.headMap(id, true).clear();
+        }
+
+        /** Postgres source: the WAL the table's private slot keeps while it is detached; -1 once it is not. */
+        public void detachedWal(long bytes) {
+            detachedWalBytes.set(bytes);
+        }
+
+        public long detachedWalBytes() {
+            return detachedWalBytes.get();
         }
 
         // ---------------------------------------------------------------------------------------- both
@@ -328,6 +339,9 @@ public final class TableMetrics implements AutoCloseable {
                         now -> (double) batchId()));
                 gauges.add(new Gauge("lag-seconds", "seconds since the newest point in time this table is replicated into Kafka up to",
                         this::lagSeconds));
+                gauges.add(new Gauge("detached-wal-bytes", "Postgres: bytes of WAL the private slot of this table keeps while"
+                        + " it is detached from the flow's shared slot (checked every 10 s); -1 when it is not detached",
+                        now -> (double) detachedWalBytes()));
             } else {
                 gauges.add(new Gauge("rows-staged-total", "rows of this table staged since the task started", now -> (double) rows()));
                 gauges.add(new Gauge("batches-staged-total", "batches of this table staged since the task started",

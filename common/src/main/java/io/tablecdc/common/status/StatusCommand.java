@@ -199,7 +199,8 @@ public final class StatusCommand {
                      Instant lastAttemptAt, Instant lastSyncedAt, Instant lastNormalizedAt,
                      Instant firstRowReceivedAt, Instant firstRowCommitTime, String pausedReason, Instant pausedAt,
                      String lastError, Instant lastErrorAt, int errorCount, Instant nextRetryAt,
-                     Long copyRowsDone, Long copyRowsTotal, long clampedValues) {
+                     Long copyRowsDone, Long copyRowsTotal, long clampedValues, String detachSlot,
+                     String detachLsn, Instant detachedAt) {
 
         static TableLine of(TableState t) {
             RowCounts n = t.normalizedCounts();
@@ -207,13 +208,20 @@ public final class StatusCommand {
                     t.syncedBatchId(), t.normalizedBatchId(), t.syncedRows(), n.inserts(), n.updates(), n.deletes(),
                     t.lastAttemptAt(), t.lastSyncedAt(), t.lastNormalizedAt(), t.firstRowReceivedAt(),
                     t.firstRowCommitTime(), t.pausedReason(), t.pausedAt(), t.lastError(), t.lastErrorAt(),
-                    t.errorCount(), t.nextRetryAt(), t.copyRowsDone(), t.copyRowsTotal(), n.clampedValues());
+                    t.errorCount(), t.nextRetryAt(), t.copyRowsDone(), t.copyRowsTotal(), n.clampedValues(),
+                    t.detachSlot(), t.detachLsn(), t.detachedAt());
         }
 
-        /** {@code copying 1200/20000 (6%)} while a copy runs; the phase and its LSN otherwise. */
+        /**
+         * {@code copying 1200/20000 (6%)} while a copy runs, {@code rejoining(lsn)} while a detached table is caught up
+         * from its private slot; the phase and its LSN otherwise.
+         */
         String phaseText() {
             if (phase == null) {
                 return "-";
+            }
+            if ("copying".equals(phase) && detachLsn != null) {
+                return "rejoining(" + detachLsn + ")";
             }
             if ("copying".equals(phase) && copyRowsDone != null) {
                 long total = Math.max(copyRowsTotal == null ? 0 : copyRowsTotal, copyRowsDone);
@@ -379,6 +387,9 @@ public final class StatusCommand {
                     o.put("phase_lsn", t.phaseLsn());
                     o.put("copy_rows_done", t.copyRowsDone());
                     o.put("copy_rows_total", t.copyRowsTotal());
+                    o.put("detach_slot", t.detachSlot());
+                    o.put("detach_lsn", t.detachLsn());
+                    o.put("detached_at", t.detachedAt());
                     o.put("cursor", t.cursor());
                     o.put("synced_batch_id", t.syncedBatchId());
                     o.put("normalized_batch_id", t.normalizedBatchId());

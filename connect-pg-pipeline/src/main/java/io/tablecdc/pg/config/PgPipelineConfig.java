@@ -118,10 +118,37 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " normalized (the same setting as the BigQuery source's): a copy task whose table's batches reach it pauses"
             + " at a batch boundary (paused_reason normalize_buffer_full), keeping its copy transaction and snapshot"
             + " open and its lease renewed, and goes on once the sink has loaded enough of them into ClickHouse. 1 sends"
-            + " the next batch only once the previous one is in ClickHouse. Applies to the copy of a table's rows only:"
-            + " neither its catch-up nor streamed tables are paused in this release. Not the sink's normalize.buffer.batches, which counts"
+            + " the next batch only once the previous one is in ClickHouse. A ready (streamed) table that reaches it is"
+            + " detached from the flow's shared slot once the sink has loaded none of its batches for detach.after.ms"
+            + " (see detach.max.tables), so that it holds back no other table. A copy's catch-up is never paused. Not the sink's normalize.buffer.batches, which counts"
             + " staged batches inside the sink.";
     private static final int MAX_UNNORMALIZED_BATCHES_DEFAULT = 100;
+
+    public static final String DETACH_MAX_TABLES_CONFIG = "detach.max.tables";
+    private static final String DETACH_MAX_TABLES_DOC = "How many tables of the flow may be detached from its shared"
+            + " slot at once. A ready table whose batches synced but not yet normalized stay at or above"
+            + " max.unnormalized.batches for detach.after.ms while the sink loads none of them gets a private replication slot and a marker in the WAL; the apply task stops sending its changes at the"
+            + " marker (the table is lagging), so the shared slot's position no longer waits for it. Once the sink has"
+            + " loaded all of its batches, a copy task streams its changes from the private slot, hands it back at a new"
+            + " marker (as after a copy) and drops the slot. Each detached table's slot keeps WAL from its marker on."
+            + " 0 never detaches a table.";
+    private static final int DETACH_MAX_TABLES_DEFAULT = 4;
+
+    public static final String DETACH_AFTER_MS_CONFIG = "detach.after.ms";
+    private static final String DETACH_AFTER_MS_DOC = "How long a ready table must have stayed at or above"
+            + " max.unnormalized.batches, with none of its batches loaded into ClickHouse meanwhile, before it is"
+            + " detached (see detach.max.tables). A busy table makes one batch per source transaction, so a healthy one"
+            + " may pass max.unnormalized.batches between two loads of the sink; it is detached only when the sink"
+            + " stops loading it.";
+    private static final long DETACH_AFTER_MS_DEFAULT = 60_000L;
+
+    public static final String DETACH_MAX_RETAINED_WAL_BYTES_CONFIG = "detach.max.retained.wal.bytes";
+    private static final String DETACH_MAX_RETAINED_WAL_BYTES_DOC = "Most WAL a detached table's private slot may keep"
+            + " (the server's current WAL position minus the slot's restart position, checked every 10 s). Past it, or"
+            + " when the server invalidates the slot (max_slot_wal_keep_size), the slot is dropped and the table is"
+            + " copied again from scratch (a table not copied, see table.sync.copy, is marked errored instead): no change"
+            + " is skipped.";
+    private static final long DETACH_MAX_RETAINED_WAL_BYTES_DEFAULT = 10L * 1024 * 1024 * 1024;
 
     public static final String HOLD_MAX_BYTES_CONFIG = "hold.max.bytes";
     private static final String HOLD_MAX_BYTES_DOC = "Most bytes of changes (as received from the server) the apply"
@@ -217,6 +244,15 @@ public final class PgPipelineConfig extends AbstractConfig {
                 .define(MAX_UNNORMALIZED_BATCHES_CONFIG, Type.INT, MAX_UNNORMALIZED_BATCHES_DEFAULT,
                         ConfigDef.Range.between(1, 1_000_000), Importance.MEDIUM, MAX_UNNORMALIZED_BATCHES_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Max unnormalized batches")
+                .define(DETACH_MAX_TABLES_CONFIG, Type.INT, DETACH_MAX_TABLES_DEFAULT,
+                        ConfigDef.Range.between(0, 10_000), Importance.MEDIUM, DETACH_MAX_TABLES_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Max detached tables")
+                .define(DETACH_AFTER_MS_CONFIG, Type.LONG, DETACH_AFTER_MS_DEFAULT,
+                        ConfigDef.Range.between(0L, 86_400_000L), Importance.LOW, DETACH_AFTER_MS_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Detach after (ms)")
+                .define(DETACH_MAX_RETAINED_WAL_BYTES_CONFIG, Type.LONG, DETACH_MAX_RETAINED_WAL_BYTES_DEFAULT,
+                        ConfigDef.Range.atLeast(1_048_576L), Importance.LOW, DETACH_MAX_RETAINED_WAL_BYTES_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Max WAL kept for a detached table")
                 .define(HOLD_MAX_BYTES_CONFIG, Type.LONG, HOLD_MAX_BYTES_DEFAULT,
                         ConfigDef.Range.between(65_536L, 68_719_476_736L), Importance.LOW, HOLD_MAX_BYTES_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Held bytes limit")
@@ -344,6 +380,18 @@ public final class PgPipelineConfig extends AbstractConfig {
     /** {@code max.unnormalized.batches}: a copying table's synced-but-not-normalized batches that pause its copy. */
     public int maxUnnormalizedBatches() {
         return getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
+    }
+
+    public int detachMaxTables() {
+        return getInt(DETACH_MAX_TABLES_CONFIG);
+    }
+
+    public long detachAfterMs() {
+        return getLong(DETACH_AFTER_MS_CONFIG);
+    }
+
+    public long detachMaxRetainedWalBytes() {
+        return getLong(DETACH_MAX_RETAINED_WAL_BYTES_CONFIG);
     }
 
     public long holdMaxBytes() {

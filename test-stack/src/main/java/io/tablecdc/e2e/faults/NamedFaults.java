@@ -15,6 +15,27 @@ public final class NamedFaults {
     private NamedFaults() {
     }
 
+    /**
+     * Postgres, detaching a table from the shared slot: its private slot exists (and is recorded in the catalog), its
+     * marker is not written yet.
+     */
+    public static Fault.Step pgDetachSlotMadeNoMarker() {
+        return Fault.at("pg-detach-slot-made-no-marker", "io.tablecdc.pg.Detacher", "detach", "AT INVOKE emitHandover");
+    }
+
+    /**
+     * Postgres: the apply task met a detach marker and recorded it; the table is not {@code lagging} yet (the changes it
+     * kept before the marker may not all be in Kafka).
+     */
+    public static Fault.Step pgDetachMarkedNotLagging() {
+        return Fault.at("pg-detach-marked-not-lagging", PG_APPLY, "refresh", "AT INVOKE markLagging");
+    }
+
+    /** Postgres: a detached table was handed back to the apply task; its private slot is not dropped yet. */
+    public static Fault.Step pgRejoinedSlotKept() {
+        return Fault.at("pg-rejoined-slot-kept", PG_COPY, "handOver", "AT INVOKE dropPrivateSlot");
+    }
+
     /** Sink: a batch's file was loaded into ClickHouse, the catalog does not know yet. */
     public static Fault.Step sinkLoadedNotRecorded() {
         return Fault.at("sink-loaded-not-recorded", SINK_NORMALIZER, "normalizeAll", "AFTER INVOKE load");
@@ -165,6 +186,8 @@ public final class NamedFaults {
                     new Callee(Fault.at(name, catalog + "CopyLeases", "markCopyCatchup", "AT ENTRY"), unavailable, true);
             case "pg-caught-up-not-ready" ->
                     new Callee(Fault.at(name, catalog + "PgPhases", "markCaughtUpReady", "AT ENTRY"), unavailable, true);
+            case "pg-detach-marked-not-lagging" ->
+                    new Callee(Fault.at(name, catalog + "PgPhases", "markLagging", "AT ENTRY"), unavailable, true);
             case "pg-mid-copy" -> new Callee(Fault.at(name, catalog + "CopyLeases", "recordCopySync", "AT EXIT"), unavailable, true);
             case "sink-loaded-not-recorded" ->
                     new Callee(Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT"), "java.io.IOException", false);

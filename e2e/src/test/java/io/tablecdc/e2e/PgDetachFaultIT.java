@@ -1,0 +1,211 @@
+package io.tablecdc.e2e;
+
+import static io.tablecdc.e2e.PgChecks.awaitTrue;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import com.clickhouse.client.api.Client;
+
+import io.tablecdc.e2e.faults.Fault;
+import io.tablecdc.e2e.faults.FaultInjector;
+import io.tablecdc.e2e.faults.NamedFaults;
+import io.tablecdc.e2e.flows.SinkConfigs;
+import io.tablecdc.e2e.flows.SourceConfigs;
+import io.tablecdc.e2e.stack.ConnectWorker;
+import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.StackPaths;
+
+/**
+ * A streamed table whose ClickHouse side refuses its rows is detached from the flow's shared slot and rejoins once
+ * ClickHouse takes them again; the Postgres pipeline's worker process dies (Byteman halts it, as SIGKILL would) at a
+ * step of that detach or rejoin, while a writer changes the table and a neighbour in the same transactions, and a
+ * second worker takes over without faults. Every table ends {@code ready} with no private slot left, and ClickHouse
+ * {@code FINAL} equals Postgres row for row. The flow copies nothing and runs one task, which applies and rejoins.
+ */
+class PgDetachFaultIT {
+    private static final LocalStack stack = LocalStack.get();
+    private static final String DATABASE = "pgdetach_source";
+
+    private static String catalogUrl;
+    private static PgChecks pg;
+    private static Client clickhouse;
+
+    @BeforeAll
+    static void start() throws Exception {
+        stack.postgres().createDatabase(DATABASE);
+        catalogUrl = stack.postgres().createDatabase("pgdetach_catalog");
+        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
+                .setPassword(stack.clickhouse().password()).build();
+        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+    }
+
+    @AfterAll
+    static void stop() {
+        if (clickhouse != null) {
+            clickhouse.close();
+        }
+    }
+
+    static Stream<Fault> steps() {
+        return Stream.of(
+                NamedFaults.pgDetachSlotMadeNoMarker().kill(),
+                NamedFaults.pgDetachMarkedNotLagging().kill(),
+                NamedFaults.pgRejoinedSlotKept().kill());
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("steps")
+    void aWorkerKilledWhileATableDetachesOrRejoinsLosesAndDoublesNothing(Fault fault) throws Exception {
+        String name = fault.name();
+        String schema = "d_" + name.replace('-', '_');
+        String publication = schema + "_pub";
+        String prefix = "pgdetach-" + name;
+        String flow = prefix + "-flow";
+        String stuck = schema + ".stuck";
+        String chStuck = schema + "_stuck";
+        pg.sql("DROP PUBLICATION IF EXISTS " + publication,
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
+                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
+                "CREATE PUBLICATION " + publication + " FOR TABLE " + stuck + ", " + schema + ".other");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String table : List.of(stuck, schema + ".other")) {
+            tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        }
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "1");
+        source.put("table.sync.copy", "none");
+        source.put("batch.rows", "20");
+        // every transaction is a batch: a healthy table passes 5 between two loads of the sink, but is never 3 s without one
+        source.put("max.unnormalized.batches", "5");
+        source.put("detach.after.ms", "3000");
+        stack.connect().rest().putConfig(prefix + "-sink", SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix));
+
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
+                prefix + "-" + System.nanoTime(), stack.pluginPath());
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
+        Path firstDir = StackPaths.workDir(prefix + "/worker-1");
+        Path secondDir = StackPaths.workDir(prefix + "/worker-2");
+        boolean rejoinStep = name.equals(NamedFaults.pgRejoinedSlotKept().name());
+        ConnectWorker first = ConnectWorker.startProcess(workerProps, firstDir, Duration.ofSeconds(120),
+                injector.jvmArgs("-Xmx768m"));
+        TransactionWriter writer = null;
+        try {
+            first.rest().putConfig(flow, source);
+            // the flow copies nothing: it streams from where its slot was made, so the writer starts once both are ready
+            for (String table : tables.keySet()) {
+                pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            }
+            writer = writer(schema);
+            // ClickHouse refuses the table's rows once its first ones are in: its batches pile up unloaded
+            awaitTrue(() -> chLong("SELECT count() FROM " + chStuck) > 0, Duration.ofSeconds(120),
+                    stuck + " never reached ClickHouse");
+            clickhouse.execute("ALTER TABLE " + chStuck + " ADD CONSTRAINT refuse CHECK id < 0").get().close();
+            if (rejoinStep) {
+                pg.awaitTable(flow, stuck, row -> "lagging".equals(row.get("phase")), Duration.ofSeconds(120));
+                assertTrue(privateSlots(schema) == 1, "a lagging table has its private slot");
+                heal(chStuck);
+            }
+            injector.awaitFired(fault, Duration.ofSeconds(120));
+        } catch (Exception | AssertionError e) {
+            if (writer != null) {
+                writer.close();
+            }
+            throw e;
+        } finally {
+            first.kill();
+        }
+        heal(chStuck);
+        ConnectWorker second = ConnectWorker.startProcess(workerProps, secondDir, Duration.ofSeconds(120));
+        try (TransactionWriter running = writer) {
+            second.rest().awaitRunning(flow, 1, Duration.ofSeconds(120));
+            running.awaitMore(30);
+            running.close();
+            pg.awaitTable(flow, stuck, row -> "ready".equals(row.get("phase")) && row.get("detach_slot") == null
+                    && Long.parseLong(row.get("normalized_batch_id")) >= Long.parseLong(row.get("synced_batch_id")),
+                    Duration.ofSeconds(180));
+            // the apply task drops a private slot no table holds at its next check (every 10 s)
+            awaitTrue(() -> privateSlots(schema) == 0, Duration.ofSeconds(60), "a private slot is left");
+            pg.awaitEqual(tables, Duration.ofSeconds(120));
+            String firstLog = Files.readString(firstDir.resolve("worker.log"));
+            String secondLog = Files.readString(secondDir.resolve("worker.log"));
+            assertTrue(firstLog.contains("detaching it from the shared slot"), "the first worker detached a table");
+            String expected = switch (name) {
+                case "pg-detach-slot-made-no-marker" -> "did not reach its marker before the task stopped; undone";
+                case "pg-detach-marked-not-lagging" -> "lagging (the flow's acknowledged position";
+                default -> "which no table holds any more";
+            };
+            assertTrue(secondLog.contains(expected), "the second worker's log says '" + expected + "': see "
+                    + secondDir.resolve("worker.log"));
+            if (!name.equals(NamedFaults.pgDetachSlotMadeNoMarker().name())) {
+                // (a detach undone at the restart leaves nothing to rejoin)
+                assertTrue(secondLog.contains("rejoined: handed back") || firstLog.contains("rejoined: handed back"),
+                        "the detached table rejoined");
+            }
+            System.out.printf("pg detach fault %s: %d writer transactions; ClickHouse equals Postgres%n", name,
+                    running.written.get());
+            second.rest().delete(flow);
+        } finally {
+            second.close();
+        }
+        stack.connect().rest().delete(prefix + "-sink");
+    }
+
+    private static void heal(String chTable) throws Exception {
+        clickhouse.execute("ALTER TABLE " + chTable + " DROP CONSTRAINT IF EXISTS refuse").get().close();
+    }
+
+    /** The flow's private slots on the source (named {@code <slot.prefix>_detach_…}). */
+    private static long privateSlots(String slotPrefix) throws Exception {
+        try (Connection c = pg.source(); PreparedStatement ps = c.prepareStatement(
+                "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE ?")) {
+            ps.setString(1, slotPrefix.replace("_", "\\_") + "\\_detach\\_%");
+            try (ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    private static long chLong(String sql) {
+        try {
+            List<com.clickhouse.client.api.query.GenericRecord> rows =
+                    clickhouse.queryAll(sql.replaceFirst("count\\(\\)", "count() AS n"));
+            return rows.isEmpty() ? -1 : rows.get(0).getLong("n");
+        } catch (RuntimeException e) {
+            // the table does not exist yet
+            return -1;
+        }
+    }
+
+    /**
+     * Changes both tables in every transaction, and each table alone in others, one transaction every few milliseconds,
+     * until closed.
+     */
+    private static TransactionWriter writer(String schema) {
+        return new TransactionWriter("pgdetach-writer-" + schema, pg, n -> switch (n % 3) {
+            case 0 -> List.of("INSERT INTO " + schema + ".stuck VALUES (" + n + ", " + n + ")",
+                    "INSERT INTO " + schema + ".other VALUES (" + n + ", " + n + ")");
+            case 1 -> List.of("UPDATE " + schema + ".stuck SET v = v + 1 WHERE id = " + (n - 1),
+                    "DELETE FROM " + schema + ".stuck WHERE id = " + Math.max(0, n - 30));
+            default -> List.of("UPDATE " + schema + ".other SET v = v + 1 WHERE id = " + (n - 2));
+        }, () -> 15);
+    }
+}
