@@ -213,6 +213,12 @@ class PgDetachIT {
             Map<String, String> back = awaitState(flow, stuck, row -> "ready".equals(row.get("phase"))
                     && row.get("detach_slot") == null && lsn(row.get("phase_lsn")) > lsn(detachLsn), Duration.ofSeconds(180));
             long rejoinedAfter = (System.nanoTime() - healed) / 1_000_000;
+            // caught up from its private slot, not copied again from scratch (sampled: a copy would show as copying
+            // without a private slot, after pending or errored)
+            List<String> seen = phases.of(stuck);
+            assertTrue(seen.stream().noneMatch(p -> p.equals("copying") || p.startsWith("pending")
+                    || p.startsWith("errored")), "rejoined without a copy: " + seen);
+            assertTrue(seen.contains("lagging[" + slot + "]"), seen.toString());
             awaitTrue(() -> slot(slot) == null, Duration.ofSeconds(60), "the private slot " + slot + " was not dropped");
             writer.awaitMore(10);
             writer.close();
@@ -222,7 +228,7 @@ class PgDetachIT {
             System.out.printf("pg detach: %s detached %d ms after its ClickHouse side refused inserts, at %s (slot %s);"
                             + " lagging for %d ms while %s insert -> visible p50 %d ms p95 %d ms, before anything was"
                             + " stuck p50 %d ms p95 %d ms; shared slot %s confirmed %s -> %s; healed, ready(%s) again"
-                            + " %d ms later; %d writer transactions; ClickHouse equals Postgres for ten tables%n%s%n%s",
+                            + " %d ms later; %d writer transactions; ClickHouse equals Postgres for ten tables%n%s%n%s%n",
                     stuck, detachedAfter, detachLsn, slot, detachedFor, fresh, percentile(detached, 50),
                     percentile(detached, 95), percentile(healthy, 50), percentile(healthy, 95), mainSlot,
                     confirmedAtDetach, confirmedDetached, back.get("phase_lsn"), rejoinedAfter, writer.written.get(),
@@ -419,6 +425,20 @@ class PgDetachIT {
             }, "phase-log");
             thread.setDaemon(true);
             thread.start();
+        }
+
+        /** The states seen of {@code table}, in order ({@code phase} or {@code phase[private slot]}). */
+        List<String> of(String table) {
+            List<String> states = new ArrayList<>();
+            synchronized (changes) {
+                for (String change : changes) {
+                    String[] parts = change.trim().split(" ");
+                    if (parts.length == 6 && parts[2].equals(table)) {
+                        states.add(parts[5]);
+                    }
+                }
+            }
+            return states;
         }
 
         String report() {
