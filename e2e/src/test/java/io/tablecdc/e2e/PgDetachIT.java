@@ -337,6 +337,12 @@ class PgDetachIT {
                         && row.get("detach_slot") == null && lsn(row.get("phase_lsn")) > lsn(detachLsn),
                         Duration.ofSeconds(180));
                 awaitTrue(() -> slot(slot) == null, Duration.ofSeconds(60), "the private slot " + slot + " was not dropped");
+                // its private slot outlived both kills: the rejoin started again from it, no copy from scratch
+                List<String> seen = phases.of("dk.stuck");
+                List<String> sinceDetached = seen.subList(Math.max(0, seen.indexOf("lagging[" + slot + "]")), seen.size());
+                assertTrue(seen.contains("lagging[" + slot + "]") && sinceDetached.stream().noneMatch(p ->
+                        p.equals("copying") || p.startsWith("pending") || p.startsWith("errored")),
+                        "rejoined without a copy: " + seen);
                 writer.awaitMore(10);
                 writer.close();
                 awaitSettled(flow, names, prefix);
