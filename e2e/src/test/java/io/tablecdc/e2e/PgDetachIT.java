@@ -20,6 +20,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
 import java.util.regex.Pattern;
 
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -56,6 +57,13 @@ class PgDetachIT {
     private static String catalogUrl;
     private static Client clickhouse;
     private static PgChecks pg;
+
+    @AfterAll
+    static void stop() {
+        if (clickhouse != null) {
+            clickhouse.close();
+        }
+    }
 
     @BeforeAll
     static void start() throws Exception {
@@ -160,7 +168,7 @@ class PgDetachIT {
                  s.addAll(changes("dt.t" + (1 + (n + 4) % 9), n));
                  return s;
              }, () -> 200)) {
-            writer.awaitMore(20);
+            writer.awaitMore(10);
             // the baseline: every table healthy, the writer running
             List<Long> healthy = freshness(fresh, 900_000, 15);
 
@@ -301,7 +309,7 @@ class PgDetachIT {
             try {
                 second.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
                 String confirmedBefore = slot(mainSlot).get("confirmed_flush_lsn");
-                writer.awaitMore(20);
+                writer.awaitMore(10);
                 // the new worker's apply task goes on without the detached table, which keeps its private slot
                 Map<String, String> still = state(flow, "dk.stuck");
                 assertEquals("lagging", still.get("phase"), still.toString());
