@@ -235,11 +235,13 @@ class PgDetachIT {
             pg.awaitEqual(tables, Duration.ofSeconds(180));
             phases.close();
             System.out.printf("pg detach: %s detached %d ms after its ClickHouse side refused inserts, at %s (slot %s);"
-                            + " lagging for %d ms while %s insert -> visible p50 %d ms p95 %d ms, before anything was"
-                            + " stuck p50 %d ms p95 %d ms; shared slot %s confirmed %s -> %s; healed, ready(%s) again"
-                            + " %d ms later; %d writer transactions; ClickHouse equals Postgres for ten tables%n%s%n%s%n",
-                    stuck, detachedAfter, detachLsn, slot, detachedFor, fresh, percentile(detached, 50),
-                    percentile(detached, 95), percentile(healthy, 50), percentile(healthy, 95), mainSlot,
+                            + " lagging for %d ms while %s insert -> visible (%d rows) p50 %d ms p95 %d ms max %d ms,"
+                            + " before anything was stuck p50 %d ms p95 %d ms max %d ms; shared slot %s confirmed %s ->"
+                            + " %s; healed, ready(%s) again %d ms later; %d writer transactions; ClickHouse equals"
+                            + " Postgres for ten tables%n%s%n%s%n",
+                    stuck, detachedAfter, detachLsn, slot, detachedFor, fresh, detached.size(), percentile(detached, 50),
+                    percentile(detached, 95), percentile(detached, 100), percentile(healthy, 50),
+                    percentile(healthy, 95), percentile(healthy, 100), mainSlot,
                     confirmedAtDetach, confirmedDetached, back.get("phase_lsn"), rejoinedAfter, writer.written.get(),
                     stuckLine, phases.report());
         }
