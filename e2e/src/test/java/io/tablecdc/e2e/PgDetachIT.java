@@ -43,8 +43,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  * while a writer keeps changing every table and the other tables keep streaming and the shared slot keeps being
  * confirmed; once ClickHouse takes its rows again a copy task catches it up from its private slot and hands it back,
  * and ClickHouse equals Postgres row for row. Also a worker killed (SIGKILL) while the table is detached and again
- * while it rejoins, with a {@code TRUNCATE} of the detached table in between; and a private slot that keeps too much
- * WAL, dropped, its table copied again from scratch.
+ * while it rejoins, with a {@code TRUNCATE} of the detached table in between.
  */
 class PgDetachIT {
     private static final LocalStack stack = LocalStack.get();
@@ -369,67 +368,6 @@ class PgDetachIT {
             }
         }
         stack.connect().rest().delete("dk-sink");
-    }
-
-    /**
-     * A detached table whose private slot keeps more WAL than {@code detach.max.retained.wal.bytes} (1 MiB here) loses
-     * it: the slot is dropped and the table copied again from scratch (its copy pauses while ClickHouse still refuses
-     * its rows); healed, it is handed over and ClickHouse equals Postgres, the changes made while it was detached
-     * included.
-     */
-    @Test
-    void aPrivateSlotKeepingTooMuchWalIsDroppedAndTheTableCopiedAgainFromScratch() throws Exception {
-        List<String> names = List.of("dl.stuck", "dl.other");
-        Map<String, String[]> tables = createTables("dl", "dl_pub", names);
-        String flow = "dl-flow";
-        String sink = "dl-sink";
-        String prefix = "dl1";
-        ConnectRestClient rest = stack.connect().rest();
-        Map<String, String> source = sourceConfig(prefix, "dl_pub", 2);
-        source.put("detach.max.retained.wal.bytes", "1048576");
-        rest.putConfig(sink, sinkConfig(prefix));
-        rest.putConfig(flow, source);
-        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
-        for (String table : names) {
-            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
-        }
-        try (TransactionWriter writer = new TransactionWriter("dl-writer", pg, n -> {
-            List<String> s = new ArrayList<>(changes("dl.stuck", n));
-            s.addAll(changes("dl.other", n));
-            return s;
-        }, () -> 200)) {
-            writer.awaitMore(10);
-            clickhouse.execute("ALTER TABLE dl_stuck ADD CONSTRAINT dl_refuse CHECK id < 0").get().close();
-            Map<String, String> lagging = awaitState(flow, "dl.stuck", PgDetachIT::detachedWhileFailing,
-                    Duration.ofSeconds(120));
-            String slot = lagging.get("detach_slot");
-            assertNotNull(slot(slot), "the private slot " + slot + " is not in pg_replication_slots");
-            // about 3 MB of WAL, all of it kept by the private slot
-            pg.sql("INSERT INTO dl.other SELECT g, 0, repeat('x', 200) FROM generate_series(100000, 110000) g",
-                    "UPDATE dl.stuck SET note = 'while detached' WHERE id <= 50");
-            long filled = System.nanoTime();
-            // checked every 10 s: dropped, and the table copied from scratch (a copy, without a private slot)
-            Map<String, String> copying = awaitState(flow, "dl.stuck", row -> row.get("detach_slot") == null
-                    && "copying".equals(row.get("phase")), Duration.ofSeconds(60));
-            long lostAfter = (System.nanoTime() - filled) / 1_000_000;
-            writer.awaitMore(5);
-
-            clickhouse.execute("ALTER TABLE dl_stuck DROP CONSTRAINT dl_refuse").get().close();
-            Map<String, String> ready = awaitState(flow, "dl.stuck", row -> "ready".equals(row.get("phase")),
-                    Duration.ofSeconds(180));
-            assertEquals(null, ready.get("detach_slot"), ready.toString());
-            // a slot no table holds is dropped at the apply task's next check of the private slots
-            awaitTrue(() -> slot(slot) == null, Duration.ofSeconds(60), "the private slot " + slot + " was not dropped");
-            writer.awaitMore(10);
-            writer.close();
-            awaitSettled(flow, names, prefix);
-            pg.awaitEqual(tables, Duration.ofSeconds(180));
-            System.out.printf("pg detach, slot over detach.max.retained.wal.bytes=1MiB: %s dropped %d ms after ~3 MB of"
-                    + " WAL, the table copied again (%s), ready(%s); %d writer transactions; ClickHouse equals"
-                    + " Postgres%n", slot, lostAfter, copying, ready.get("phase_lsn"), writer.written.get());
-        }
-        rest.delete(flow);
-        rest.delete(sink);
     }
 
     /** Waits until every table is {@code ready} without a private slot, and no private slot of the flow is left. */
