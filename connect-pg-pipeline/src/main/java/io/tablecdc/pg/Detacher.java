@@ -164,7 +164,8 @@ final class Detacher implements AutoCloseable {
             }
             if (inFlight.add(state.table())) {
                 over.remove(state.table());
-                long behind = state.unnormalizedBatches();
+                String behind = "batches synced up to id " + state.syncedBatchId() + " wait for normalize (loaded up to id "
+                        + state.normalizedBatchId() + ")";
                 try {
                     worker.execute(() -> detach(state.table(), behind));
                 } catch (RejectedExecutionException e) {
@@ -176,7 +177,7 @@ final class Detacher implements AutoCloseable {
     }
 
     /** Steps 1 to 3 for one table, on the detach thread. */
-    private void detach(String table, long behind) {
+    private void detach(String table, String behind) {
         byte[] random = new byte[3];
         new SecureRandom().nextBytes(random);
         String slot = slotPrefix(config.slotPrefix(), mainSlot) + HexFormat.of().formatHex(random);
@@ -186,8 +187,8 @@ final class Detacher implements AutoCloseable {
             if (!catalog.phases().beginDetach(flow, table, slot, config.detachMaxTables())) {
                 return;
             }
-            log.info("flow {}, table {}: {} batches wait for normalize (max.unnormalized.batches={}) and none was loaded"
-                    + " for {} ms; detaching it from the shared slot with private slot {}", flow, table, behind,
+            log.info("flow {}, table {}: {}, at least max.unnormalized.batches={}, and none was loaded for {} ms;"
+                    + " detaching it from the shared slot with private slot {}", flow, table, behind,
                     config.maxUnnormalizedBatches(), config.detachAfterMs(), slot);
             c = SourceDatabase.connect(config, "tablecdc " + flow + " detach");
             Lsn consistent = createSlot(c, slot);

@@ -222,6 +222,17 @@ class ChaosIT {
         source.put("batch.rows", Integer.toString(50 + random.nextInt(400)));
         source.put("copy.lease.ms", "5000");
         source.put("table.retry.delay.ms", "1000");
+        // a generator of its own, so that every other draw of a seed stays what it was: in half of the runs a ready table
+        // whose batches wait unloaded for 2 s (an outage of ClickHouse, the object store or the catalog stops its loads)
+        // is detached from the shared slot, and rejoins once the sink has loaded its batches
+        SplittableRandom detachRandom = new SplittableRandom(seed * 17 + 11);
+        String detach = "";
+        if (detachRandom.nextBoolean()) {
+            int limit = 3 + detachRandom.nextInt(10);
+            source.put("max.unnormalized.batches", Integer.toString(limit));
+            source.put("detach.after.ms", "2000");
+            detach = ", detaching at " + limit + " batches";
+        }
         Outage outage = Outage.pick(random);
         if (slowOutage) {
             outage = outage.slowed();
@@ -244,8 +255,8 @@ class ChaosIT {
         sink.put("normalize.lease.ms", "5000");
         sink.put("consumer.override.metadata.max.age.ms", "1000");
 
-        System.out.printf("chaos run seed %d: %s, %s, %d seed rows; BigQuery %d seed rows%s"
-                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault), outage, seedRows,
+        System.out.printf("chaos run seed %d: %s, %s, %d seed rows%s; BigQuery %d seed rows%s"
+                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault), outage, seedRows, detach,
                 bigQuery.seedRows(), bigQueryOutage == null ? "" : ", " + bigQueryOutage, seed);
         // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
         // a proxy, so that the outage can take one of them away

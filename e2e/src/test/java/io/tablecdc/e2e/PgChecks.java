@@ -69,6 +69,19 @@ final class PgChecks {
         }
     }
 
+    /**
+     * Runs each statement as a transaction of its own and waits until the flow has synced a new batch of
+     * {@code table} before the next: the apply task makes one batch of each table per poll, so transactions run back
+     * to back may share one.
+     */
+    void batchEach(String flow, String table, String... statements) throws Exception {
+        for (String statement : statements) {
+            long before = Long.parseLong(table(flow, table).get("synced_batch_id"));
+            sql(statement);
+            awaitTable(flow, table, row -> Long.parseLong(row.get("synced_batch_id")) > before, Duration.ofSeconds(60));
+        }
+    }
+
     /** Runs the statements as one transaction. */
     void transaction(String... statements) throws SQLException {
         try (Connection c = source()) {

@@ -93,7 +93,8 @@ class PgDetachFaultIT {
         source.put("tasks.max", "1");
         source.put("table.sync.copy", "none");
         source.put("batch.rows", "20");
-        // every transaction is a batch: a healthy table passes 5 between two loads of the sink, but is never 3 s without one
+        // a batch of each table per poll: a healthy table may pass 5 between two loads of the sink, but is never 3 s
+        // without one
         source.put("max.unnormalized.batches", "5");
         source.put("detach.after.ms", "3000");
         stack.connect().rest().putConfig(prefix + "-sink", SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix));
@@ -109,6 +110,8 @@ class PgDetachFaultIT {
         TransactionWriter writer = null;
         try {
             first.rest().putConfig(flow, source);
+            // the task makes the catalog's tables as it starts
+            first.rest().awaitRunning(flow, 1, Duration.ofSeconds(90));
             // the flow copies nothing: it streams from where its slot was made, so the writer starts once both are ready
             for (String table : tables.keySet()) {
                 pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
@@ -166,6 +169,80 @@ class PgDetachFaultIT {
             second.close();
         }
         stack.connect().rest().delete(prefix + "-sink");
+    }
+
+    /**
+     * A detached table's private slot that keeps more WAL than {@code detach.max.retained.wal.bytes} is dropped and the
+     * table is copied again from scratch: its changes made while it was detached are in that copy, none is skipped.
+     * Here the WAL comes from a table outside the publication; ClickHouse still refuses the table's rows when its new
+     * copy begins, so the copy pauses at {@code max.unnormalized.batches} until ClickHouse takes them again.
+     */
+    @org.junit.jupiter.api.Test
+    void aPrivateSlotPastItsWalBoundSendsItsTableToACopyFromScratch() throws Exception {
+        String schema = "d_walbound";
+        String flow = "pgdetach-walbound-flow";
+        String stuck = schema + ".stuck";
+        pg.sql("DROP PUBLICATION IF EXISTS d_walbound_pub",
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 300) g",
+                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(100, 150) g",
+                "CREATE TABLE " + schema + ".filler (id int PRIMARY KEY, pad text NOT NULL)",
+                "CREATE PUBLICATION d_walbound_pub FOR TABLE " + stuck + ", " + schema + ".other");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String table : List.of(stuck, schema + ".other")) {
+            tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        }
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "d_walbound_pub",
+                "pgdetach-walbound");
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "2");
+        source.put("table.sync.copy", "all");
+        source.put("max.unnormalized.batches", "3");
+        source.put("detach.after.ms", "1000");
+        source.put("detach.max.retained.wal.bytes", "1048576");
+        var rest = stack.connect().rest();
+        rest.putConfig("pgdetach-walbound-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-walbound-stage",
+                "pgdetach-walbound"));
+        try {
+            rest.putConfig(flow, source);
+            // the tasks make the catalog's tables as they start
+            rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+            for (String table : tables.keySet()) {
+                pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            }
+            pg.awaitEqual(tables, Duration.ofSeconds(90));
+            clickhouse.execute("ALTER TABLE d_walbound_stuck ADD CONSTRAINT refuse CHECK id < 0").get().close();
+            for (int i = 1; i <= 4; i++) {
+                pg.batchEach(flow, stuck, "UPDATE " + stuck + " SET v = v + 1 WHERE id <= " + (i * 10));
+                pg.sql("INSERT INTO " + schema + ".other VALUES (" + i + ", " + i + ")");
+            }
+            Map<String, String> lagging = pg.awaitTable(flow, stuck, row -> "lagging".equals(row.get("phase")),
+                    Duration.ofSeconds(90));
+            pg.sql("UPDATE " + stuck + " SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM " + stuck + " WHERE id % 7 = 0",
+                    // about 4 MB of WAL the private slot keeps from its marker on
+                    "INSERT INTO " + schema + ".filler SELECT g, repeat('x', 100) FROM generate_series(1, 30000) g");
+            Map<String, String> recopied = pg.awaitTable(flow, stuck, row -> row.get("last_error") != null
+                    && row.get("last_error").contains("detach.max.retained.wal.bytes=1048576"), Duration.ofSeconds(60));
+            assertTrue(recopied.get("detach_slot") == null || !recopied.get("detach_slot").equals(lagging.get("detach_slot")),
+                    "the detach is cleared: " + recopied);
+            heal("d_walbound_stuck");
+            // copied again: the copy's rows are the table's now (300 at first, 258 after the deletes); a table still
+            // stuck when its new copy was handed over may have been detached once more meanwhile, and rejoins
+            Map<String, String> ready = pg.awaitTable(flow, stuck, row -> "ready".equals(row.get("phase"))
+                    && "258".equals(row.get("copy_rows_done")) && row.get("detach_slot") == null, Duration.ofSeconds(120));
+            // the apply task drops the slot no table holds at its next check (every 10 s)
+            awaitTrue(() -> privateSlots(schema) == 0, Duration.ofSeconds(60), "the private slot is dropped");
+            pg.sql("UPDATE " + stuck + " SET v = v + 1000 WHERE id = 1");
+            pg.awaitEqual(tables, Duration.ofSeconds(90));
+            System.out.printf("pg detach wal bound: detached at %s, copied again (%s rows); ClickHouse equals"
+                    + " Postgres%n", lagging.get("detach_lsn"), ready.get("copy_rows_done"));
+        } finally {
+            rest.delete(flow);
+            rest.delete("pgdetach-walbound-sink");
+        }
     }
 
     private static void heal(String chTable) throws Exception {

@@ -22,9 +22,12 @@ import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
 
+import io.tablecdc.e2e.faults.Fault;
+import io.tablecdc.e2e.faults.FaultInjector;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
+import io.tablecdc.e2e.stack.ConnectWorker;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
@@ -215,6 +218,117 @@ class PgHandoverIT {
             rest.delete(flow);
             rest.delete(sink);
         }
+    }
+
+    /**
+     * The detach of a streamed table splits its transactions at the detach marker m exactly as a handover does, with
+     * the sides swapped: the apply task keeps what committed before m, the table's private slot what committed at or
+     * after it. Three transactions of the table are placed around the marker while its private slot exists: one
+     * committed before the marker is written, one that commits right after it (its commit record starts where the
+     * marker's record ends, so its commit LSN is m), and one that began before the marker and commits after it. The
+     * detach is held at two points by Byteman in the worker process that runs the flow: once its slot is made and
+     * before its marker, then once the marker is written (its connection stays idle with the marker's statement, which
+     * the boundary transaction waits for in the server). ClickHouse refuses the table's rows until then, so it is
+     * detached; once ClickHouse takes them again it rejoins, and ClickHouse equals Postgres: no transaction was lost by
+     * both sides. The row committed at m carries m as its commit LSN.
+     */
+    @Test
+    void aDetachMarkerSplitsTheTransactionsAroundItAsTheCutOffSays() throws Exception {
+        String flow = "detach-boundary-flow";
+        String sink = "detach-boundary-sink";
+        String table = "db.stuck";
+        pg.sql("CREATE SCHEMA db",
+                "CREATE TABLE db.stuck (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE TABLE db.probe (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE PUBLICATION db_pub FOR TABLE db.stuck, db.probe");
+        Fault beforeMarker = Fault.at("detach-slot-made", "io.tablecdc.pg.Detacher", "detach",
+                "AT INVOKE emitHandover").hang(8_000);
+        Fault afterMarker = Fault.at("detach-marker-written", "io.tablecdc.pg.Detacher", "detach",
+                "AFTER INVOKE emitHandover").hang(8_000);
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir("detach-boundary/faults"), beforeMarker, afterMarker);
+        Map<String, String> config = sourceConfig("detachb", "db_pub");
+        config.put("table.sync.copy", "none");
+        config.put("tasks.max", "1");
+        config.put("max.unnormalized.batches", "2");
+        config.put("detach.after.ms", "1000");
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig(sink, sinkConfig("detachb"));
+        ConnectWorker worker = ConnectWorker.startProcess(ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
+                "detach-boundary-" + System.nanoTime(), stack.pluginPath()), StackPaths.workDir("detach-boundary/worker"),
+                Duration.ofSeconds(120), injector.jvmArgs("-Xmx768m"));
+        try (Connection before = connect(); Connection exact = connect(); Connection spanning = connect()) {
+            worker.rest().putConfig(flow, config);
+            worker.rest().awaitRunning(flow, 1, Duration.ofSeconds(90));
+            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(90));
+            pg.sql("INSERT INTO db.stuck VALUES (1, 'loaded')");
+            awaitTrue(() -> clickhouse.queryAll("SELECT count() AS n FROM system.tables WHERE database = currentDatabase()"
+                    + " AND name = 'db_stuck'").get(0).getLong("n") == 1
+                    && clickhouse.queryAll("SELECT count() AS n FROM db_stuck").get(0).getLong("n") == 1,
+                    Duration.ofSeconds(90), "db.stuck's first row never reached ClickHouse");
+            clickhouse.execute("ALTER TABLE db_stuck ADD CONSTRAINT refuse CHECK id < 0").get().close();
+            // three batches ClickHouse refuses: past max.unnormalized.batches, none loaded for detach.after.ms
+            pg.batchEach(flow, table, "INSERT INTO db.stuck VALUES (2, 'refused')",
+                    "INSERT INTO db.stuck VALUES (3, 'refused')", "INSERT INTO db.stuck VALUES (4, 'refused')");
+            // (1) the private slot exists and is consistent; the marker is not written yet
+            injector.awaitFired(beforeMarker, Duration.ofSeconds(90));
+            before.setAutoCommit(false);
+            exact.setAutoCommit(false);
+            spanning.setAutoCommit(false);
+            try (Statement s = before.createStatement()) {
+                s.execute("INSERT INTO db.stuck VALUES (10, 'committed before the marker')");
+            }
+            before.commit();
+            try (Statement s = exact.createStatement()) {
+                s.execute("INSERT INTO db.stuck VALUES (11, 'committed right after the marker')");
+            }
+            try (Statement s = spanning.createStatement()) {
+                s.execute("INSERT INTO db.stuck VALUES (12, 'begun before the marker')");
+            }
+            // (2) wait in the server for the marker, then commit: the commit record is the next WAL record
+            try (Statement s = exact.createStatement()) {
+                s.execute("DO $$ DECLARE until timestamptz := clock_timestamp() + interval '60 s'; BEGIN LOOP"
+                        + " PERFORM pg_stat_clear_snapshot();"
+                        + " EXIT WHEN EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = 'tablecdc "
+                        + flow + " detach' AND state = 'idle' AND query LIKE '%pg_logical_emit_message%');"
+                        + " IF clock_timestamp() > until THEN RAISE EXCEPTION 'no detach marker'; END IF;"
+                        + " PERFORM pg_sleep(0.0002); END LOOP; END $$");
+            }
+            exact.commit();
+            try (Statement s = spanning.createStatement()) {
+                s.execute("INSERT INTO db.stuck VALUES (13, 'committed after the marker')");
+            }
+            spanning.commit();
+            pg.sql("INSERT INTO db.probe VALUES (1, 'after the marker')");
+            Map<String, String> lagging = pg.awaitTable(flow, table, row -> "lagging".equals(row.get("phase")),
+                    Duration.ofSeconds(90));
+            String marker = lagging.get("detach_lsn");
+            assertEquals(marker, lagging.get("phase_lsn"));
+            clickhouse.execute("ALTER TABLE db_stuck DROP CONSTRAINT refuse").get().close();
+            pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")) && row.get("detach_slot") == null,
+                    Duration.ofSeconds(120));
+            pg.sql("INSERT INTO db.stuck VALUES (20, 'after the rejoin')");
+            pg.awaitEqual(Map.of(table, new String[] {ROWS, CH_ROWS}, "db.probe", new String[] {ROWS, CH_ROWS}),
+                    Duration.ofSeconds(90));
+            Map<Integer, BigInteger> commitLsns = new HashMap<>();
+            for (var row : clickhouse.queryAll("SELECT id, toString(_tablecdc_version) AS v FROM db_stuck FINAL"
+                    + " WHERE id BETWEEN 10 AND 13")) {
+                commitLsns.put(row.getInteger("id"), new BigInteger(row.getString("v")).shiftRight(16));
+            }
+            BigInteger m = new BigInteger(1, lsnBytes(marker));
+            assertTrue(commitLsns.get(10).compareTo(m) < 0, "committed before the marker: " + commitLsns);
+            assertEquals(marker, lsn(commitLsns.get(11)), "the boundary transaction's commit LSN is the marker's");
+            assertTrue(commitLsns.get(12).compareTo(m) > 0 && commitLsns.get(12).equals(commitLsns.get(13)),
+                    "the spanning transaction committed after the marker: " + commitLsns);
+        } finally {
+            worker.close();
+            rest.delete(sink);
+        }
+    }
+
+    private static byte[] lsnBytes(String lsn) {
+        String[] parts = lsn.split("/");
+        long value = (Long.parseLong(parts[0], 16) << 32) | Long.parseLong(parts[1], 16);
+        return java.nio.ByteBuffer.allocate(8).putLong(value).array();
     }
 
     /**

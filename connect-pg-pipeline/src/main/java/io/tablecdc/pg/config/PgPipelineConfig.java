@@ -137,9 +137,9 @@ public final class PgPipelineConfig extends AbstractConfig {
     public static final String DETACH_AFTER_MS_CONFIG = "detach.after.ms";
     private static final String DETACH_AFTER_MS_DOC = "How long a ready table must have stayed at or above"
             + " max.unnormalized.batches, with none of its batches loaded into ClickHouse meanwhile, before it is"
-            + " detached (see detach.max.tables). A busy table makes one batch per source transaction, so a healthy one"
-            + " may pass max.unnormalized.batches between two loads of the sink; it is detached only when the sink"
-            + " stops loading it.";
+            + " detached (see detach.max.tables). The apply task makes a batch of a busy table at every poll, so a"
+            + " healthy one may pass max.unnormalized.batches between two loads of the sink; it is detached only when"
+            + " the sink stops loading it.";
     private static final long DETACH_AFTER_MS_DEFAULT = 60_000L;
 
     public static final String DETACH_MAX_RETAINED_WAL_BYTES_CONFIG = "detach.max.retained.wal.bytes";
