@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.management.ManagementFactory;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -20,6 +21,10 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Predicate;
 import java.util.regex.Pattern;
 
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
+
+import org.apache.kafka.common.utils.internals.Sanitizer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -47,6 +52,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  */
 class PgDetachIT {
     private static final LocalStack stack = LocalStack.get();
+    private static final MBeanServer jmx = ManagementFactory.getPlatformMBeanServer();
     private static final String SOURCE = SourceConfigs.PG_PIPELINE;
     private static final String DATABASE = "pgdt_source";
     private static final int LIMIT = 3;
@@ -213,6 +219,12 @@ class PgDetachIT {
                     "the shared slot moves on past the marker " + detachLsn + ": " + confirmedAtDetach + " -> "
                             + confirmedDetached);
             assertNotNull(slot(slot), "the private slot stays while the table is detached");
+            // the apply task's metrics of the table: paused (detached), and the WAL its private slot keeps (read every
+            // 10 s)
+            assertTrue(metric(flow, stuck, "paused-reason").contains("detached"), metric(flow, stuck, "paused-reason")
+                    .toString());
+            awaitTrue(() -> metric(flow, stuck, "detached-wal-bytes").stream().anyMatch(b -> ((Number) b).longValue() > 0),
+                    Duration.ofSeconds(20), "no detached-wal-bytes of " + stuck);
             long detachedFor = (System.nanoTime() - constrained) / 1_000_000 - detachedAfter;
 
             // healed: the table drains, a copy task catches it up from its private slot and hands it back
@@ -468,6 +480,17 @@ class PgDetachIT {
             running = false;
             thread.join(5_000);
         }
+    }
+
+    /** {@code attribute} of every MBean the flow's tasks publish for {@code table}. */
+    private static List<Object> metric(String flow, String table, String attribute) throws Exception {
+        List<Object> values = new ArrayList<>();
+        for (ObjectName name : jmx.queryNames(new ObjectName("kafka.connect:type=plugins,connector="
+                + Sanitizer.jmxSanitize(flow) + ",flow=" + Sanitizer.jmxSanitize(flow) + ",table="
+                + Sanitizer.jmxSanitize(table) + ",*"), null)) {
+            values.add(jmx.getAttribute(name, attribute));
+        }
+        return values;
     }
 
     /** The catalog row of {@code table} with the detach columns; null when there is none. */
