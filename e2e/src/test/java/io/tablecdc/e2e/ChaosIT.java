@@ -223,14 +223,14 @@ class ChaosIT {
         source.put("copy.lease.ms", "5000");
         source.put("table.retry.delay.ms", "1000");
         // a generator of its own, so that every other draw of a seed stays what it was: in half of the runs a ready table
-        // whose batches wait unloaded for 2 s (an outage of ClickHouse, the object store or the catalog stops its loads)
+        // whose batches wait unloaded for 4 s (an outage of ClickHouse, the object store or the catalog stops its loads)
         // is detached from the shared slot, and rejoins once the sink has loaded its batches
         SplittableRandom detachRandom = new SplittableRandom(seed * 17 + 11);
         String detach = "";
         if (detachRandom.nextBoolean()) {
             int limit = 3 + detachRandom.nextInt(10);
             source.put("max.unnormalized.batches", Integer.toString(limit));
-            source.put("detach.after.ms", "2000");
+            source.put("detach.after.ms", "4000");
             detach = ", detaching at " + limit + " batches";
         }
         Outage outage = Outage.pick(random);
