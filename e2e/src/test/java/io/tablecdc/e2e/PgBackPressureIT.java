@@ -13,7 +13,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -26,7 +25,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
-import com.clickhouse.client.api.query.GenericRecord;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
@@ -105,7 +103,7 @@ class PgBackPressureIT {
         rest.awaitRunning(flow, 3, Duration.ofSeconds(90));
 
         // ClickHouse refuses bpc.stuck's rows once its first rows are in: its copy must stop at the limit
-        awaitTrue(() -> chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'bpc_stuck'") == 1,
+        awaitTrue(() -> pg.chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'bpc_stuck'") == 1,
                 Duration.ofSeconds(120), "bpc.stuck never reached ClickHouse");
         clickhouse.execute("ALTER TABLE bpc_stuck ADD CONSTRAINT bpc_refuse CHECK id < 0").get().close();
         // paused while its normalize fails: no batch of it can be loaded any more, so the pause is not a passing one
@@ -115,8 +113,8 @@ class PgBackPressureIT {
         long pausedAt = System.nanoTime();
         assertEquals("copying", paused.get("phase"), "the copy paused, it did not finish first: " + paused);
         assertEquals("1", paused.get("copy_attempt"), paused.toString());
-        String slot = query("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
-        String confirmedBefore = sourceQuery("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ?",
+        String slot = pg.catalogValue("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
+        String confirmedBefore = pg.sourceValue("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ?",
                 slot);
 
         // while bpc.stuck waits: bpc.late joins the publication and is copied, bpc.other streams (its freshness measured)
@@ -126,7 +124,7 @@ class PgBackPressureIT {
                 "DELETE FROM bpc.stuck WHERE id % 1000 = 1",
                 "INSERT INTO bpc.stuck SELECT g, 'new' || g FROM generate_series(" + (STUCK_ROWS + 1) + ", "
                         + (STUCK_ROWS + 500) + ") g");
-        List<Long> pausedFreshness = freshness("bpc.other", 10_000, 15);
+        List<Long> pausedFreshness = pg.freshness("bpc.other", 10_000, 15, "'fresh'");
         pg.awaitTable(flow, "bpc.late", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
         Map<String, String> mid = pg.table(flow, "bpc.stuck");
         // the pause outlasts the copy lease three times over: the lease must be renewed all along
@@ -146,10 +144,10 @@ class PgBackPressureIT {
         assertTrue(unnormalized == LIMIT, "the copy stops at " + LIMIT + " batches synced and not normalized: " + still);
         long rowsDone = Long.parseLong(still.get("copy_rows_done"));
         assertTrue(rowsDone < STUCK_ROWS && rowsDone >= (LIMIT - 1) * 2_000L, "the rows read when it paused: " + still);
-        long staged = Long.parseLong(query("SELECT count(*)::text FROM cdc_table_avro_stage WHERE flow_name = ?"
+        long staged = Long.parseLong(pg.catalogValue("SELECT count(*)::text FROM cdc_table_avro_stage WHERE flow_name = ?"
                 + " AND source_table_identifier = 'bpc.stuck'", flow));
         assertTrue(staged <= LIMIT, "at most " + LIMIT + " batches wait in the stage, not " + staged);
-        String confirmedAfter = sourceQuery("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ?",
+        String confirmedAfter = pg.sourceValue("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = ?",
                 slot);
         assertTrue(lsnGreater(confirmedAfter, confirmedBefore), "the flow's slot moves on while bpc.stuck waits: "
                 + confirmedBefore + " -> " + confirmedAfter);
@@ -170,12 +168,12 @@ class PgBackPressureIT {
         assertEquals(Integer.toString(STUCK_ROWS), ready.get("copy_rows_done"), ready.toString());
         pg.sql("UPDATE bpc.stuck SET v = 'after the handover' WHERE id <= 10", "INSERT INTO bpc.other VALUES (9999, 'end')");
         pg.awaitEqual(tables, Duration.ofSeconds(180));
-        List<Long> healthyFreshness = freshness("bpc.other", 20_000, 15);
+        List<Long> healthyFreshness = pg.freshness("bpc.other", 20_000, 15, "'fresh'");
         System.out.printf("pg back-pressure: bpc.stuck paused at %s of %d rows for %d ms (lease %d ms, %d staged);"
                         + " bpc.other insert -> visible while paused p50 %d ms p95 %d ms, healthy p50 %d ms p95 %d ms;"
                         + " slot %s -> %s%n%s%n", still.get("copy_rows_done"), STUCK_ROWS, pausedFor, LEASE_MS, staged,
-                percentile(pausedFreshness, 50), percentile(pausedFreshness, 95), percentile(healthyFreshness, 50),
-                percentile(healthyFreshness, 95), confirmedBefore, confirmedAfter, stuckLine);
+                PgChecks.percentile(pausedFreshness, 50), PgChecks.percentile(pausedFreshness, 95), PgChecks.percentile(healthyFreshness, 50),
+                PgChecks.percentile(healthyFreshness, 95), confirmedBefore, confirmedAfter, stuckLine);
         rest.delete(flow);
         rest.delete(sink);
     }
@@ -213,7 +211,7 @@ class PgBackPressureIT {
         // bps.live streams from the start (not copied): its first row creates its ClickHouse table
         pg.sql("INSERT INTO bps.live VALUES (0, 'first')");
         for (String name : List.of("bps_stuck", "bps_live")) {
-            awaitTrue(() -> chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = '" + name
+            awaitTrue(() -> pg.chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = '" + name
                     + "'") == 1, Duration.ofSeconds(120), name + " never reached ClickHouse");
         }
         clickhouse.execute("ALTER TABLE bps_stuck ADD CONSTRAINT bps_refuse CHECK id < 0").get().close();
@@ -226,7 +224,7 @@ class PgBackPressureIT {
                         && Long.parseLong(row.get("synced_batch_id")) - Long.parseLong(row.get("normalized_batch_id"))
                                 >= LIMIT, Duration.ofSeconds(120));
         assertEquals("copying", paused.get("phase"), paused.toString());
-        List<Long> pausedFreshness = freshness("bps.live", 1, 15);
+        List<Long> pausedFreshness = pg.freshness("bps.live", 1, 15, "'fresh'");
         Map<String, String> still = pg.table(flow, "bps.stuck");
         assertEquals("normalize_buffer_full", still.get("paused_reason"), still.toString());
         assertEquals(paused.get("copy_rows_done"), still.get("copy_rows_done"), "a paused copy copies no row");
@@ -251,59 +249,19 @@ class PgBackPressureIT {
         assertNull(ready.get("paused_reason"), ready.toString());
         pg.sql("UPDATE bps.stuck SET v = 'after the handover' WHERE id <= 10");
         pg.awaitEqual(tables, Duration.ofSeconds(180));
-        List<Long> healthyFreshness = freshness("bps.live", 100, 15);
+        List<Long> healthyFreshness = pg.freshness("bps.live", 100, 15, "'fresh'");
         System.out.printf("pg back-pressure, one task: bps.live insert -> visible while bps.stuck's copy is paused p50 %d"
-                        + " ms p95 %d ms, healthy p50 %d ms p95 %d ms%n", percentile(pausedFreshness, 50),
-                percentile(pausedFreshness, 95), percentile(healthyFreshness, 50), percentile(healthyFreshness, 95));
+                        + " ms p95 %d ms, healthy p50 %d ms p95 %d ms%n", PgChecks.percentile(pausedFreshness, 50),
+                PgChecks.percentile(pausedFreshness, 95), PgChecks.percentile(healthyFreshness, 50), PgChecks.percentile(healthyFreshness, 95));
         rest.delete(flow);
         rest.delete(sink);
     }
 
-    /** Inserts {@code count} rows into {@code table} one by one, each timed from its commit to its first sight in ClickHouse. */
-    private static List<Long> freshness(String table, int firstId, int count) throws Exception {
-        List<Long> millis = new ArrayList<>();
-        for (int i = 0; i < count; i++) {
-            int id = firstId + i;
-            pg.sql("INSERT INTO " + table + " VALUES (" + id + ", 'fresh')");
-            long inserted = System.nanoTime();
-            awaitTrue(() -> chLong("SELECT count() FROM " + table.replace('.', '_') + " FINAL WHERE id = " + id) == 1,
-                    Duration.ofSeconds(60), "row " + id + " of " + table + " never reached ClickHouse");
-            millis.add((System.nanoTime() - inserted) / 1_000_000);
-        }
-        return millis;
-    }
 
-    private static long percentile(List<Long> values, int p) {
-        List<Long> sorted = new ArrayList<>(values);
-        Collections.sort(sorted);
-        return sorted.get(Math.min(sorted.size() - 1, (int) Math.ceil(p / 100.0 * sorted.size()) - 1));
-    }
 
-    private static long chLong(String sql) {
-        List<GenericRecord> rows = clickhouse.queryAll(sql.replaceFirst("count\\(\\)", "count() AS n"));
-        return rows.isEmpty() ? -1 : rows.get(0).getLong("n");
-    }
 
-    private static String query(String sql, String param) throws SQLException {
-        try (Connection c = pg.catalog()) {
-            return query(c, sql, param);
-        }
-    }
 
-    private static String sourceQuery(String sql, String param) throws SQLException {
-        try (Connection c = pg.source()) {
-            return query(c, sql, param);
-        }
-    }
 
-    private static String query(Connection c, String sql, String param) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(sql)) {
-            ps.setString(1, param);
-            try (ResultSet rs = ps.executeQuery()) {
-                return rs.next() ? rs.getString(1) : null;
-            }
-        }
-    }
 
     private static boolean lsnGreater(String a, String b) {
         return lsn(a) > lsn(b);

@@ -82,6 +82,63 @@ final class PgChecks {
         }
     }
 
+    /**
+     * Inserts {@code count} rows into {@code table} one by one ({@code VALUES (id, <rest>)}), each timed from its commit
+     * until ClickHouse shows it, in milliseconds.
+     */
+    List<Long> freshness(String table, int firstId, int count, String rest) throws Exception {
+        List<Long> millis = new ArrayList<>();
+        for (int i = 0; i < count; i++) {
+            int id = firstId + i;
+            sql("INSERT INTO " + table + " VALUES (" + id + ", " + rest + ")");
+            long inserted = System.nanoTime();
+            awaitTrue(() -> chLong("SELECT count() FROM " + table.replace('.', '_') + " FINAL WHERE id = " + id) == 1,
+                    Duration.ofSeconds(60), "row " + id + " of " + table + " never reached ClickHouse");
+            millis.add((System.nanoTime() - inserted) / 1_000_000);
+        }
+        return millis;
+    }
+
+    /** The {@code p}-th percentile of {@code values} (nearest rank). */
+    static long percentile(List<Long> values, int p) {
+        List<Long> sorted = new ArrayList<>(values);
+        java.util.Collections.sort(sorted);
+        return sorted.get(Math.min(sorted.size() - 1, (int) Math.ceil(p / 100.0 * sorted.size()) - 1));
+    }
+
+    /** A ClickHouse {@code SELECT count() …}; -1 when it fails (e.g. the table does not exist yet). */
+    long chLong(String sql) {
+        try {
+            List<GenericRecord> rows = clickhouse.queryAll(sql.replaceFirst("count\\(\\)", "count() AS n"));
+            return rows.isEmpty() ? -1 : rows.get(0).getLong("n");
+        } catch (RuntimeException e) {
+            return -1;
+        }
+    }
+
+    /** The first column of the first row of {@code sql} (one parameter) in the catalog; null when there is none. */
+    String catalogValue(String sql, String param) throws SQLException {
+        try (Connection c = catalog()) {
+            return value(c, sql, param);
+        }
+    }
+
+    /** The first column of the first row of {@code sql} (one parameter) in the source; null when there is none. */
+    String sourceValue(String sql, String param) throws SQLException {
+        try (Connection c = source()) {
+            return value(c, sql, param);
+        }
+    }
+
+    private static String value(Connection c, String sql, String param) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setString(1, param);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? rs.getString(1) : null;
+            }
+        }
+    }
+
     /** Runs the statements as one transaction. */
     void transaction(String... statements) throws SQLException {
         try (Connection c = source()) {

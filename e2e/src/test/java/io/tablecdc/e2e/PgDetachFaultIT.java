@@ -118,7 +118,7 @@ class PgDetachFaultIT {
             }
             writer = writer(schema);
             // ClickHouse refuses the table's rows once its first ones are in: its batches pile up unloaded
-            awaitTrue(() -> chLong("SELECT count() FROM " + chStuck) > 0, Duration.ofSeconds(120),
+            awaitTrue(() -> pg.chLong("SELECT count() FROM " + chStuck) > 0, Duration.ofSeconds(120),
                     stuck + " never reached ClickHouse");
             clickhouse.execute("ALTER TABLE " + chStuck + " ADD CONSTRAINT refuse CHECK id < 0").get().close();
             if (rejoinStep) {
@@ -321,16 +321,6 @@ class PgDetachFaultIT {
         }
     }
 
-    private static long chLong(String sql) {
-        try {
-            List<com.clickhouse.client.api.query.GenericRecord> rows =
-                    clickhouse.queryAll(sql.replaceFirst("count\\(\\)", "count() AS n"));
-            return rows.isEmpty() ? -1 : rows.get(0).getLong("n");
-        } catch (RuntimeException e) {
-            // the table does not exist yet
-            return -1;
-        }
-    }
 
     /**
      * Changes both tables in every transaction, and each table alone in others, one transaction every few milliseconds,

@@ -30,7 +30,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
-import com.clickhouse.client.api.query.GenericRecord;
 import com.fasterxml.jackson.databind.JsonNode;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
@@ -164,7 +163,7 @@ class PgDetachIT {
         for (String table : names) {
             pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
         }
-        String mainSlot = catalogQuery("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
+        String mainSlot = pg.catalogValue("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
         assertNotNull(mainSlot);
 
         try (PhaseLog phases = new PhaseLog(flow);
@@ -176,7 +175,7 @@ class PgDetachIT {
              }, () -> 200)) {
             writer.awaitMore(10);
             // the baseline: every table healthy, the writer running
-            List<Long> healthy = freshness(fresh, 900_000, 15);
+            List<Long> healthy = pg.freshness(fresh, 900_000, 15, "0, 'fresh'");
 
             clickhouse.execute("ALTER TABLE dt_t0 ADD CONSTRAINT dt_refuse CHECK id < 0").get().close();
             long constrained = System.nanoTime();
@@ -207,7 +206,7 @@ class PgDetachIT {
             // the marker, and no batch of the detached table is sent
             writer.awaitMore(5);
             Map<String, String> early = state(flow, stuck);
-            List<Long> detached = freshness(fresh, 910_000, 15);
+            List<Long> detached = pg.freshness(fresh, 910_000, 15, "0, 'fresh'");
             writer.awaitMore(10);
             Map<String, String> late = state(flow, stuck);
             assertEquals("lagging", late.get("phase"), late.toString());
@@ -250,9 +249,9 @@ class PgDetachIT {
                             + " before anything was stuck p50 %d ms p95 %d ms max %d ms; shared slot %s confirmed %s ->"
                             + " %s; healed, ready(%s) again %d ms later; %d writer transactions; ClickHouse equals"
                             + " Postgres for ten tables%n%s%n%s%n",
-                    stuck, detachedAfter, detachLsn, slot, detachedFor, fresh, detached.size(), percentile(detached, 50),
-                    percentile(detached, 95), percentile(detached, 100), percentile(healthy, 50),
-                    percentile(healthy, 95), percentile(healthy, 100), mainSlot,
+                    stuck, detachedAfter, detachLsn, slot, detachedFor, fresh, detached.size(), PgChecks.percentile(detached, 50),
+                    PgChecks.percentile(detached, 95), PgChecks.percentile(detached, 100), PgChecks.percentile(healthy, 50),
+                    PgChecks.percentile(healthy, 95), PgChecks.percentile(healthy, 100), mainSlot,
                     confirmedAtDetach, confirmedDetached, back.get("phase_lsn"), rejoinedAfter, writer.written.get(),
                     stuckLine, phases.report());
         }
@@ -299,7 +298,7 @@ class PgDetachIT {
                 for (String table : names) {
                     pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
                 }
-                mainSlot = catalogQuery("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
+                mainSlot = pg.catalogValue("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
                 writer.awaitMore(10);
                 clickhouse.execute("ALTER TABLE dk_stuck ADD CONSTRAINT dk_refuse CHECK id < 0").get().close();
                 lagging = awaitState(flow, "dk.stuck", PgDetachIT::detachedWhileFailing, Duration.ofSeconds(120));
@@ -332,7 +331,7 @@ class PgDetachIT {
                 assertNotNull(slot(slot), "the private slot survives the kill");
                 awaitTrue(() -> lsn(slot(mainSlot).get("confirmed_flush_lsn")) > lsn(confirmedBefore),
                         Duration.ofSeconds(60), "the shared slot is not confirmed after the restart");
-                freshness("dk.a", 900_000, 3);
+                pg.freshness("dk.a", 900_000, 3, "0, 'fresh'");
 
                 clickhouse.execute("ALTER TABLE dk_stuck DROP CONSTRAINT dk_refuse").get().close();
                 Map<String, String> rejoining = awaitState(flow, "dk.stuck", row -> "copying".equals(row.get("phase"))
@@ -395,7 +394,7 @@ class PgDetachIT {
                     seen.append(table).append(' ').append(row).append("; ");
                 }
             }
-            String slots = sourceQuery("SELECT string_agg(slot_name, ', ') FROM pg_replication_slots WHERE slot_name"
+            String slots = pg.sourceValue("SELECT string_agg(slot_name, ', ') FROM pg_replication_slots WHERE slot_name"
                     + " LIKE ?", prefix.replace("_", "\\_") + "\\_detach\\_%");
             if (slots != null) {
                 settled = false;
@@ -559,51 +558,11 @@ class PgDetachIT {
         }
     }
 
-    /** Inserts {@code count} rows into {@code table} one by one, each timed from its commit to its first sight in ClickHouse. */
-    private static List<Long> freshness(String table, int firstId, int count) throws Exception {
-        List<Long> millis = new ArrayList<>();
-        for (int i = 0; i < count; i++) {
-            int id = firstId + i;
-            pg.sql("INSERT INTO " + table + " VALUES (" + id + ", 0, 'fresh')");
-            long inserted = System.nanoTime();
-            awaitTrue(() -> chLong("SELECT count() FROM " + table.replace('.', '_') + " FINAL WHERE id = " + id) == 1,
-                    Duration.ofSeconds(60), "row " + id + " of " + table + " never reached ClickHouse");
-            millis.add((System.nanoTime() - inserted) / 1_000_000);
-        }
-        return millis;
-    }
 
-    private static long percentile(List<Long> values, int p) {
-        List<Long> sorted = new ArrayList<>(values);
-        Collections.sort(sorted);
-        return sorted.get(Math.min(sorted.size() - 1, (int) Math.ceil(p / 100.0 * sorted.size()) - 1));
-    }
 
-    private static long chLong(String sql) {
-        List<GenericRecord> rows = clickhouse.queryAll(sql.replaceFirst("count\\(\\)", "count() AS n"));
-        return rows.isEmpty() ? -1 : rows.get(0).getLong("n");
-    }
 
-    private static String catalogQuery(String sql, String param) throws SQLException {
-        try (Connection c = pg.catalog()) {
-            return query(c, sql, param);
-        }
-    }
 
-    private static String sourceQuery(String sql, String param) throws SQLException {
-        try (Connection c = pg.source()) {
-            return query(c, sql, param);
-        }
-    }
 
-    private static String query(Connection c, String sql, String param) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(sql)) {
-            ps.setString(1, param);
-            try (ResultSet rs = ps.executeQuery()) {
-                return rs.next() ? rs.getString(1) : null;
-            }
-        }
-    }
 
     private static long lsn(String text) {
         assertNotNull(text, "no LSN");
