@@ -235,6 +235,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * uploaded yet, or its staged batches fill its normalize buffer.
      */
     private boolean stageRecord(SinkRecord record, SinkHeaders headers, TopicPartition tp, long now) throws IOException {
+        headers.requireText();
         boolean tablecdc = headers.present();
         String table = tablecdc ? headers.table() : record.topic();
         String flowHeader = tablecdc ? headers.flow() : null;
@@ -399,7 +400,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * all the same (without it), so it is closed and staged rather than left open until another batch arrives.
      */
     private void closeBatchOfErrantLast(SinkRecord record, SinkHeaders headers) throws IOException {
-        if (!headers.present() || !headers.lastOfBatch()) {
+        if (!headers.present() || !headers.lastOfBatch() || headers.notText() != null) {
             return;
         }
         long batch;

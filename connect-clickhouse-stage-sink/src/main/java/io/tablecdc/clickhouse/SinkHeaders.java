@@ -14,13 +14,20 @@ import io.tablecdc.common.RecordHeaders;
  * with {@link Headers#lastWithName}). Checked on arrival: a record whose batch header is not a positive integer
  * goes to the errant record reporter instead of being staged. {@code tablecdc.unchanged} may appear several times (one
  * column each); all are kept, in order. So may {@code tablecdc.nonfinite} (one float value each).
+ *
+ * <p>The headers that carry names (flow, table, unchanged columns) must arrive as the text the source wrote: as a
+ * {@code String} or as bytes. Kafka Connect's default header converter, {@code SimpleHeaderConverter}, parses header
+ * text that looks like a number, boolean, date, time or list into such a value ({@code 1e3} becomes 1000,
+ * {@code 1.50} 1.5, {@code 0012} 12), and the name it stood for cannot be told from it. Such a record is refused
+ * ({@link #requireText()}) rather than staged under another name; {@code header.converter=}
+ * {@code org.apache.kafka.connect.storage.StringConverter} on the sink hands every header over as written.
  */
 record SinkHeaders(String flow, String table, String op, String batch, String last, String version, List<String> unchanged,
-                   boolean keyChanged, List<String> nonFinite) {
-    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of());
+                   boolean keyChanged, List<String> nonFinite, String notText) {
+    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of(), null);
 
     SinkHeaders(String flow, String table, String op, String batch, String last) {
-        this(flow, table, op, batch, last, null, List.of(), false, List.of());
+        this(flow, table, op, batch, last, null, List.of(), false, List.of(), null);
     }
 
     static SinkHeaders of(Headers headers) {
@@ -36,15 +43,23 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
         List<String> unchanged = null;
         List<String> nonFinite = null;
         boolean keyChanged = false;
+        String notText = null;
         for (Header header : headers) {
             switch (header.key()) {
-                case RecordHeaders.FLOW -> flow = text(header);
-                case RecordHeaders.TABLE -> table = text(header);
+                case RecordHeaders.FLOW -> {
+                    flow = text(header);
+                    notText = notText != null ? notText : notText(header);
+                }
+                case RecordHeaders.TABLE -> {
+                    table = text(header);
+                    notText = notText != null ? notText : notText(header);
+                }
                 case RecordHeaders.OP -> op = text(header);
                 case RecordHeaders.BATCH -> batch = text(header);
                 case RecordHeaders.BATCH_LAST -> last = text(header);
                 case RecordHeaders.VERSION -> version = text(header);
                 case RecordHeaders.UNCHANGED -> {
+                    notText = notText != null ? notText : notText(header);
                     String column = text(header);
                     if (column != null) {
                         if (unchanged == null) {
@@ -70,7 +85,26 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
             }
         }
         return new SinkHeaders(flow, table, op, batch, last, version, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged,
-                nonFinite == null ? List.of() : List.copyOf(nonFinite));
+                nonFinite == null ? List.of() : List.copyOf(nonFinite), notText);
+    }
+
+    /** Null when a name-carrying header arrived as text; else what arrived instead, for {@link #requireText()}. */
+    private static String notText(Header header) {
+        Object value = header.value();
+        if (value == null || value instanceof String || value instanceof byte[]) {
+            return null;
+        }
+        return "header " + header.key() + " arrived as " + value.getClass().getSimpleName() + " " + value + ", not as the"
+                + " text the source wrote: the worker's header converter (SimpleHeaderConverter unless set otherwise) parsed"
+                + " it, and the name it stood for cannot be told from that value; set header.converter="
+                + "org.apache.kafka.connect.storage.StringConverter on this sink connector";
+    }
+
+    /** Fails (the record goes to the errant record reporter) when a name-carrying header did not arrive as text. */
+    void requireText() {
+        if (notText != null) {
+            throw new IllegalArgumentException(notText);
+        }
     }
 
     private static String text(Header header) {

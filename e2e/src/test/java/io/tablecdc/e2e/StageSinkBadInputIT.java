@@ -110,6 +110,60 @@ class StageSinkBadInputIT {
         rest.delete("sink-badbatch");
     }
 
+    /**
+     * A flow named {@code 1e3}: the worker's default header converter hands its flow header over as the number 1000.
+     * The sink refuses those records (dead letter queue, naming the header and the setting) instead of loading them
+     * as flow 1000; a sink with {@code header.converter=StringConverter} loads them under flow {@code 1e3}.
+     */
+    @Test
+    void aNameTheDefaultHeaderConverterParsesIsRefusedAndStringConverterLoadsItExactly() throws Exception {
+        String flow = "1e3";
+        String topic = "sinkbad.hdr";
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, "hdr.t", "c", 1, 1, false));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "hdr.t", "c", 2, 1, true));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        rest.putConfig("sink-hdr-default", config("hdrdefault", topic, "sinkbad.hdr.dlq"));
+        rest.awaitRunning("sink-hdr-default", 1, Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.hdr.dlq");
+        assertEquals(2, errors.size(), errors.toString());
+        for (String error : errors) {
+            assertTrue(error.contains("header tablecdc.flow arrived as Short 1000")
+                    && error.contains("header.converter=org.apache.kafka.connect.storage.StringConverter"), error);
+        }
+        assertEquals(List.of(), catalogFlows("1000"), "nothing may be recorded under the parsed name");
+        rest.delete("sink-hdr-default");
+
+        Map<String, String> exact = config("hdrexact", topic, "sinkbad.hdr.exact.dlq");
+        exact.put("header.converter", "org.apache.kafka.connect.storage.StringConverter");
+        rest.putConfig("sink-hdr-exact", exact);
+        rest.awaitRunning("sink-hdr-exact", 1, Duration.ofSeconds(60));
+        awaitNormalizedBatch(flow, "hdr.t", 1, Duration.ofSeconds(60));
+        List<GenericRecord> rows = awaitRows("SELECT id FROM hdr_t FINAL ORDER BY id", r -> r.size() == 2, Duration.ofSeconds(60));
+        assertEquals(List.of(1L, 2L), rows.stream().map(r -> r.getLong("id")).toList());
+        assertEquals(List.of(), catalogFlows("1000"));
+        rest.delete("sink-hdr-exact");
+    }
+
+    /** The tables the catalog holds for {@code flow}. */
+    private static List<String> catalogFlows(String flow) throws Exception {
+        List<String> out = new java.util.ArrayList<>();
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT source_table_identifier FROM cdc_table_replication_state"
+                     + " WHERE flow_name = ?")) {
+            ps.setString(1, flow);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    out.add(rs.getString(1));
+                }
+            }
+        } catch (java.sql.SQLException noTableYet) {
+            // the catalog's tables appear once a sink has migrated it
+        }
+        return out;
+    }
+
     @Test
     void aTopicWithSeveralPartitionsIsRefusedNamingTheTopic() throws Exception {
         String topic = "sinkbad.parts";
