@@ -43,7 +43,6 @@ import io.tablecdc.e2e.stack.LocalStack;
 class RegistryConverterIT {
     private static final LocalStack stack = LocalStack.get();
     private static final String DATABASE = "regconv_source";
-    private static final String AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter";
 
     private static String catalogUrl;
     private static PgChecks pg;
@@ -63,17 +62,6 @@ class RegistryConverterIT {
             }
             return c;
         }, catalogUrl, clickhouse);
-    }
-
-    /** {@code config} with the Avro converter for keys and values, schema ids in the payload, schemas registered as met. */
-    private static Map<String, String> withAvro(Map<String, String> config, LocalSchemaRegistry registry) {
-        for (String side : new String[] {"key", "value"}) {
-            config.put(side + ".converter", AVRO_CONVERTER);
-            config.put(side + ".converter.apicurio.registry.url", registry.apiV2Url());
-            config.put(side + ".converter.apicurio.registry.auto-register", "true");
-            config.put(side + ".converter.apicurio.registry.headers.enabled", "false");
-        }
-        return config;
     }
 
     private static final String KEYED_PG = "trim_scale(k_n)::text || '|' || to_char(k_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
@@ -105,8 +93,8 @@ class RegistryConverterIT {
         Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "pgrc_pub", prefix);
         source.put("table.sync.copy", "all");
         source.put("batch.rows", "3");
-        rest.putConfig(sink, withAvro(SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix), registry));
-        rest.putConfig(flow, withAvro(source, registry));
+        rest.putConfig(sink, registry.withAvroConverters(SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix)));
+        rest.putConfig(flow, registry.withAvroConverters(source));
         rest.awaitRunning(flow, 1, Duration.ofSeconds(90));
         rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
         for (String table : new String[] {"rc.all", "rc.keyed"}) {

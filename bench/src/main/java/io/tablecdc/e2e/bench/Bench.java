@@ -27,6 +27,7 @@ import com.clickhouse.client.api.Client;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.ConnectWorker;
 import io.tablecdc.e2e.stack.LocalStack;
+import io.tablecdc.e2e.stack.LocalSchemaRegistry;
 import io.tablecdc.e2e.stack.StackPaths;
 
 /**
@@ -46,9 +47,11 @@ public final class Bench implements AutoCloseable {
     final Client clickhouse;
     final Path workDir;
     final boolean debezium;
+    /** The schema registry, when a suite that runs uses it (its converter is then on the worker's plugin path). */
+    final LocalSchemaRegistry registry;
 
     private Bench(BenchOptions options, LocalStack stack, ConnectWorker worker, Admin admin, Client clickhouse, Path workDir,
-                  boolean debezium) {
+                  boolean debezium, LocalSchemaRegistry registry) {
         this.options = options;
         this.stack = stack;
         this.worker = worker;
@@ -57,6 +60,7 @@ public final class Bench implements AutoCloseable {
         this.clickhouse = clickhouse;
         this.workDir = workDir;
         this.debezium = debezium;
+        this.registry = registry;
     }
 
     public static Bench start(BenchOptions options) throws Exception {
@@ -66,7 +70,9 @@ public final class Bench implements AutoCloseable {
         Files.createDirectories(workDir);
         Path debeziumDir = root.resolve(DEBEZIUM_PLUGIN_DIR);
         boolean debezium = Files.isDirectory(debeziumDir.resolve("debezium-connector-postgres"));
-        String pluginPath = stack.pluginPath().toAbsolutePath() + (debezium ? "," + debeziumDir.toAbsolutePath() : "");
+        LocalSchemaRegistry registry = options.needsRegistry() ? stack.schemaRegistry() : null;
+        String pluginPath = stack.pluginPath().toAbsolutePath() + (debezium ? "," + debeziumDir.toAbsolutePath() : "")
+                + (registry != null ? "," + registry.converterPluginPath().toAbsolutePath() : "");
         Map<String, String> props = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), "bench-connect", stack.pluginPath());
         props.put("plugin.path", pluginPath);
         Path workerDir = StackPaths.workDir("bench-worker");
@@ -78,7 +84,7 @@ public final class Bench implements AutoCloseable {
         Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername("default").setPassword("")
                 .compressServerResponse(false).build();
         stack.objectStore();
-        return new Bench(options, stack, worker, admin, clickhouse, workDir, debezium);
+        return new Bench(options, stack, worker, admin, clickhouse, workDir, debezium, registry);
     }
 
     public Path root() {
@@ -377,6 +383,9 @@ public final class Bench implements AutoCloseable {
         if (emulator) {
             stack.bigquery().pid().ifPresent(pid -> out.put(CPU_EMULATOR, pid));
         }
+        if (registry != null) {
+            registry.pid().ifPresent(pid -> out.put(CPU_REGISTRY, pid));
+        }
         return out;
     }
 
@@ -384,6 +393,7 @@ public final class Bench implements AutoCloseable {
     public static final String CPU_BENCH = "benchmark JVM";
     public static final String CPU_POSTGRES = "Postgres";
     public static final String CPU_EMULATOR = "BigQuery emulator";
+    public static final String CPU_REGISTRY = "schema registry";
 
     /** CPU seconds used so far by each process and its live descendants. */
     public static Map<String, Double> cpu(Map<String, Long> processes) {

@@ -16,7 +16,12 @@ import java.util.Set;
 public final class BenchOptions {
     public static final List<String> SUITES = List.of("pg-copy", "pg-stream", "sink", "query-cdc", "e2e-pg", "e2e-query");
     public static final List<String> SINK_VARIANTS = List.of("pull:zstandard", "pull:snappy", "pull:deflate", "pull:null",
-            "push:zstandard", "push:snappy", "push:deflate", "push:null");
+            "push:zstandard", "push:snappy", "push:deflate", "push:null", "pull:zstandard:avro", "push:zstandard:avro");
+    /**
+     * The record paths of suite 6: JSON with schemas and the worker's producer defaults; Apicurio's Avro converter
+     * with a schema registry; the same with the producer overrides recommended for copies.
+     */
+    public static final List<String> E2E_PATHS = List.of("json", "avro", "avro-tuned");
 
     final List<String> args;
     Set<String> suites = new LinkedHashSet<>(SUITES);
@@ -38,6 +43,7 @@ public final class BenchOptions {
     long qcdcIntervalMs = 5_000;
     int e2eRows = 1_000_000;
     int e2eChanges = 500_000;
+    List<String> e2ePaths = E2E_PATHS;
     int e2eQueryRows = 1_000_000;
     int qcdcSteadySeconds = 20;
 
@@ -56,7 +62,8 @@ public final class BenchOptions {
                   --out DIR              folder of benchmarks.md and benchmarks/*.png (default docs)
                   --no-profile           skip the flight recordings of the sink suite
                   --sink-rows N          rows through the sink (500000)       --sink-batch-rows N   rows per batch (50000)
-                  --sink-variants LIST   mode:codec entries (all 8 by default), e.g. pull:zstandard,push:null
+                  --sink-variants LIST   mode:codec[:avro] entries (all 10 by default), e.g. pull:zstandard,push:null,
+                                         pull:zstandard:avro (records written and read by the Avro converter)
                   --copy-rows N          rows of the copied table (1000000)
                   --stream-changes N     changes of the streaming suite (500000)   --stream-tables N  tables (10)
                   --latency-samples N    single-change latency samples per run (10)
@@ -65,6 +72,9 @@ public final class BenchOptions {
                   --qcdc-interval-ms N   sync.interval.ms (5000)     --qcdc-steady-seconds N  idle window measured (20)
                   --e2e-rows N           rows of the end-to-end Postgres table (1000000)
                   --e2e-changes N        changes of the end-to-end streaming workload (500000)
+                  --e2e-paths LIST       record paths of the end-to-end Postgres suite, of: json (JsonConverter with
+                                         schemas), avro (Apicurio's Avro converter and schema registry), avro-tuned
+                                         (avro and the copy's producer overrides); default all
                   --e2e-query-rows N     rows of the end-to-end BigQuery table (1000000)
                   --worker-heap SIZE     -Xmx of the Connect worker (1536m)
                   --budget-minutes N     share N minutes among the suites: a suite starts no further repetition once
@@ -118,6 +128,7 @@ public final class BenchOptions {
                         case "--qcdc-steady-seconds" -> o.qcdcSteadySeconds = positive(arg, v);
                         case "--e2e-rows" -> o.e2eRows = positive(arg, v);
                         case "--e2e-changes" -> o.e2eChanges = positive(arg, v);
+                        case "--e2e-paths" -> o.e2ePaths = e2ePaths(v);
                         case "--e2e-query-rows" -> o.e2eQueryRows = positive(arg, v);
                         case "--worker-heap" -> o.workerHeap = v;
                         case "--budget-minutes" -> o.budgetMinutes = positive(arg, v);
@@ -163,6 +174,23 @@ public final class BenchOptions {
             out.add(s.trim());
         }
         return out;
+    }
+
+    private static List<String> e2ePaths(String v) {
+        List<String> out = new ArrayList<>();
+        for (String s : v.split(",")) {
+            if (!E2E_PATHS.contains(s.trim())) {
+                throw new IllegalArgumentException("unknown record path " + s + "; paths are " + E2E_PATHS);
+            }
+            out.add(s.trim());
+        }
+        return out;
+    }
+
+    /** Whether a suite that runs uses the schema registry. */
+    boolean needsRegistry() {
+        return suites.contains("e2e-pg") && e2ePaths.stream().anyMatch(p -> p.startsWith("avro"))
+                || suites.contains("sink") && sinkVariants.stream().anyMatch(v -> v.endsWith(":avro"));
     }
 
     private static int positive(String option, String v) {

@@ -30,6 +30,9 @@ final class E2ePgSuite {
     static final String PIPE = "direct pipe: COPY TO STDOUT into INSERT FORMAT TabSeparated";
     static final String LOAD = "tablecdc initial load";
     static final String STREAM = "tablecdc streaming backlog";
+    /** What each record path adds to the names of its variants ({@link BenchOptions#E2E_PATHS}). */
+    private static final Map<String, String> PATH_SUFFIX = Map.of("json", "", "avro", ", Avro converter",
+            "avro-tuned", ", Avro converter, producer overrides");
     private static final String TABLE = "bench.e2e_src";
     /** The ClickHouse table the sink derives from {@link #TABLE} ({@code table.name.format=${table}}). */
     private static final String CH_TABLE = "bench_e2e_src";
@@ -48,9 +51,15 @@ final class E2ePgSuite {
         this.report = new SuiteReport("e2e-pg", "6. End to end: Postgres to ClickHouse", String.format(Locale.ROOT,
                 "One table `%s` of %d rows and 10 columns (bigint key, 3 texts (one in a thousand with a tab, newline and"
                         + " backslash), 2 doubles, bigint, int, numeric(18,2), timestamptz) replicated into its final"
-                        + " ReplacingMergeTree table: the pipeline source (one copy task, one apply task, JsonConverter with"
-                        + " schemas) into one-partition Kafka topics, the stage sink (pull mode, zstandard Avro in the S3 store)"
-                        + " into ClickHouse, both on the benchmark's Connect worker, a fresh catalog database per run. **%s**:"
+                        + " ReplacingMergeTree table: the pipeline source (one copy task, one apply task) into one-partition"
+                        + " Kafka topics, the stage sink (pull mode, zstandard Avro in the S3 store) into ClickHouse, both on"
+                        + " the benchmark's Connect worker, a fresh catalog database per run. Record paths: without a suffix,"
+                        + " Kafka's JsonConverter with schemas for keys and values and the worker's producer defaults;"
+                        + " `Avro converter`: Apicurio's Avro converter (2.6.13.Final) for keys and values on both connectors,"
+                        + " against Apicurio Registry 3.3.3 (in-memory storage, its own JVM on this machine; schemas"
+                        + " registered as met, their ids in the payload); `producer overrides`: the source's producer with"
+                        + " `linger.ms=20`, `batch.size=262144`, `compression.type=lz4`, as pg-pipeline.md recommends for"
+                        + " copies. **%s**:"
                         + " from deploying both connectors until `SELECT count() … FINAL` (live rows) equals the table's rows."
                         + " **%s**: then, with the source paused, %d changes (60 %% inserts, 30 %% updates, 10 %% deletes of"
                         + " new rows, in statements of 1000 rows, and a last marker row) are committed; from resuming it until"
@@ -63,11 +72,21 @@ final class E2ePgSuite {
                         + " texts) equal Postgres's, or the run fails. CPU: each process's CPU-seconds over the run per"
                         + " million rows (changes): the Connect worker, the benchmark JVM (Kafka broker, S3 store, the"
                         + " ClickHouse engine, its HTTP front, and the baseline's own pipe; the poll for the target's count"
-                        + " too), and the Postgres server with its backends (the catalog's included).",
+                        + " too), the Postgres server with its backends (the catalog's included), and the schema registry"
+                        + " when it runs.",
                 TABLE, o.e2eRows, LOAD, STREAM, o.e2eChanges, E2e.KAFKA_SUFFIX.substring(2), PIPE));
-        this.e2e = new E2e(bench, report, "e2e-pg", "Postgres to ClickHouse", PIPE,
-                List.of(PIPE, LOAD, LOAD + E2e.KAFKA_SUFFIX, STREAM, STREAM + E2e.KAFKA_SUFFIX),
-                List.of(Bench.CPU_WORKER, Bench.CPU_BENCH, Bench.CPU_POSTGRES));
+        List<String> variants = new ArrayList<>(List.of(PIPE));
+        for (String path : o.e2ePaths) {
+            for (String v : List.of(LOAD, STREAM)) {
+                variants.add(v + PATH_SUFFIX.get(path));
+                variants.add(v + PATH_SUFFIX.get(path) + E2e.KAFKA_SUFFIX);
+            }
+        }
+        List<String> processes = new ArrayList<>(List.of(Bench.CPU_WORKER, Bench.CPU_BENCH, Bench.CPU_POSTGRES));
+        if (bench.registry != null && bench.registry.pid().isPresent()) {
+            processes.add(Bench.CPU_REGISTRY);
+        }
+        this.e2e = new E2e(bench, report, "e2e-pg", "Postgres to ClickHouse", PIPE, variants, processes);
     }
 
     SuiteReport run() throws Exception {
@@ -86,7 +105,12 @@ final class E2ePgSuite {
                 } catch (Exception e) {
                     e2e.skip(PIPE, e);
                 }
-                tablecdc(rep, rep == Math.min(1, o.reps - 1) && o.profile);
+                // the paths in a rotated order per repetition, so that none always runs first on a fresh worker
+                for (int i = 0; i < o.e2ePaths.size(); i++) {
+                    String path = o.e2ePaths.get((i + rep) % o.e2ePaths.size());
+                    boolean profiled = rep == Math.min(1, o.reps - 1) && o.profile && (path.equals("json") || path.equals("avro-tuned"));
+                    tablecdc(rep, path, profiled);
+                }
             }
         } finally {
             bench.sql(DATABASE, "ALTER SYSTEM RESET wal_sender_timeout", "SELECT pg_reload_conf()");
@@ -125,8 +149,10 @@ final class E2ePgSuite {
         bench.clickhouse.execute("DROP TABLE " + PIPE_TABLE).get().close();
     }
 
-    private void tablecdc(int rep, boolean profile) throws Exception {
+    private void tablecdc(int rep, String path, boolean profile) throws Exception {
         BenchOptions o = bench.options;
+        String load = LOAD + PATH_SUFFIX.get(path);
+        String streamed = STREAM + PATH_SUFFIX.get(path);
         int run = ++runs;
         String name = "benche2e" + run;
         String catalog = "bench_e2e_catalog_" + run + "_" + Long.toString(System.currentTimeMillis(), 36);
@@ -140,8 +166,17 @@ final class E2ePgSuite {
         source.put("table.sync.copy", "all");
         source.put("tasks.max", "2");
         source.put("copy.connections.per.table", "1");
+        if (path.startsWith("avro")) {
+            bench.registry.withAvroConverters(sink);
+            bench.registry.withAvroConverters(source);
+        }
+        if (path.equals("avro-tuned")) {
+            source.put("producer.override.linger.ms", "20");
+            source.put("producer.override.batch.size", "262144");
+            source.put("producer.override.compression.type", "lz4");
+        }
         Map<String, Long> processes = bench.processes(false);
-        E2e.Profiling profiling = profile ? e2e.new Profiling("e2e-pg") : null;
+        E2e.Profiling profiling = profile ? e2e.new Profiling(path.equals("json") ? "e2e-pg" : "e2e-pg-" + path) : null;
         try {
             Map<String, Double> c0 = Bench.cpu(processes);
             long start = System.nanoTime();
@@ -151,21 +186,21 @@ final class E2ePgSuite {
                 E2e.Delivered d = e2e.await(List.of(name, sinkName), start, topic, o.e2eRows, CH_TABLE,
                         "SELECT count() AS n FROM " + CH_TABLE, o.e2eRows, o.e2eRows, Duration.ofMinutes(30));
                 Map<String, Double> cpu = Bench.cpuSince(c0, Bench.cpu(processes));
-                E2e.sameChecksum(LOAD, CHECKSUM, pgChecksum(), e2e.chChecksum(CH_TABLE, " FINAL WHERE _tablecdc_is_deleted = 0"));
-                e2e.record(LOAD, rep, o.e2eRows, d.finalSeconds(), cpu);
-                e2e.rowsPerSecond.add(LOAD + E2e.KAFKA_SUFFIX, rep, o.e2eRows / d.kafkaSeconds());
+                E2e.sameChecksum(load, CHECKSUM, pgChecksum(), e2e.chChecksum(CH_TABLE, " FINAL WHERE _tablecdc_is_deleted = 0"));
+                e2e.record(load, rep, o.e2eRows, d.finalSeconds(), cpu);
+                e2e.rowsPerSecond.add(load + E2e.KAFKA_SUFFIX, rep, o.e2eRows / d.kafkaSeconds());
             } catch (Exception e) {
-                e2e.skip(LOAD, e);
-                e2e.skip(STREAM, new IllegalStateException("not run: the initial load failed"));
+                e2e.skip(load, e);
+                e2e.skip(streamed, new IllegalStateException("not run: the initial load failed"));
                 return;
             }
             try {
-                stream(rep, run, name, sinkName, topic, processes);
+                stream(rep, run, name, sinkName, topic, processes, streamed);
             } catch (Exception e) {
-                e2e.skip(STREAM, e);
+                e2e.skip(streamed, e);
             }
             if (profiling != null) {
-                profiling.report(LOAD + " and " + STREAM, "CPU-seconds and rates of that run are in the tables above.");
+                profiling.report(load + " and " + streamed, "CPU-seconds and rates of that run are in the tables above.");
             }
         } finally {
             if (profiling != null) {
@@ -180,7 +215,8 @@ final class E2ePgSuite {
         }
     }
 
-    private void stream(int rep, int run, String name, String sinkName, String topic, Map<String, Long> processes) throws Exception {
+    private void stream(int rep, int run, String name, String sinkName, String topic, Map<String, Long> processes,
+                        String variant) throws Exception {
         BenchOptions o = bench.options;
         bench.rest().pause(name);
         bench.rest().awaitStatus(name, s -> s.path("connector").path("state").asText().equals("PAUSED")
@@ -199,9 +235,9 @@ final class E2ePgSuite {
         E2e.Delivered d = e2e.await(List.of(name, sinkName), start, topic, records, CH_TABLE,
                 "SELECT count() AS n FROM " + CH_TABLE + " WHERE id = " + marker, 1, expected, Duration.ofMinutes(30));
         Map<String, Double> cpu = Bench.cpuSince(c0, Bench.cpu(processes));
-        E2e.sameChecksum(STREAM, CHECKSUM, pgChecksum(), e2e.chChecksum(CH_TABLE, " FINAL WHERE _tablecdc_is_deleted = 0"));
-        e2e.record(STREAM, rep, changes, d.finalSeconds(), cpu);
-        e2e.rowsPerSecond.add(STREAM + E2e.KAFKA_SUFFIX, rep, changes / d.kafkaSeconds());
+        E2e.sameChecksum(variant, CHECKSUM, pgChecksum(), e2e.chChecksum(CH_TABLE, " FINAL WHERE _tablecdc_is_deleted = 0"));
+        e2e.record(variant, rep, changes, d.finalSeconds(), cpu);
+        e2e.rowsPerSecond.add(variant + E2e.KAFKA_SUFFIX, rep, changes / d.kafkaSeconds());
     }
 
     private static java.util.stream.Stream<com.fasterxml.jackson.databind.JsonNode> stream(com.fasterxml.jackson.databind.JsonNode array) {

@@ -13,6 +13,7 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.time.Duration;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 
@@ -55,7 +56,13 @@ final class SinkSuite {
     private final Bench bench;
     private final SuiteReport report;
     private final Measure rowsPerSecond;
+    /** Rows per second after the first batch is loaded: without the deployment, the consumer group's join and warm-up. */
+    private final Measure steadyRowsPerSecond;
+    /** Seconds of the last {@link #sink} or {@link #baseline} run after its first batch was loaded. */
+    private double lastSteadySeconds = Double.NaN;
     private final String topic;
+    /** The same rows written by Apicurio's Avro converter, for the variants ending {@code :avro}. */
+    private final String avroTopic;
     private int catalogs;
 
     SinkSuite(Bench bench) {
@@ -63,7 +70,9 @@ final class SinkSuite {
         BenchOptions o = bench.options;
         this.report = new SuiteReport("sink", "3. Sink: Kafka to ClickHouse", String.format(Locale.ROOT,
                 "%d rows of a 10-column table (bigint key, 3 strings, 2 doubles, bigint, int, decimal(18,2), timestamp) already"
-                        + " in a one-partition Kafka topic as JSON with schemas, in batches of %d rows; the time from deploying"
+                        + " in a one-partition Kafka topic as JSON with schemas (JsonConverter; for the variants named `Avro converter`, the"
+                        + " same rows written by Apicurio's Avro converter 2.6.13.Final against Apicurio Registry 3.3.3 on this"
+                        + " machine, read by the sink with that converter), in batches of %d rows; the time from deploying"
                         + " the sink until the catalog shows every batch normalized into the final ReplacingMergeTree table"
                         + " (staged as Avro in the S3 store, loaded with INSERT … SELECT). The baseline inserts the same rows"
                         + " into the same engine as `INSERT … FORMAT RowBinary` over HTTP (the same front the sink talks to),"
@@ -71,48 +80,81 @@ final class SinkSuite {
                 o.sinkRows, o.sinkBatchRows, o.sinkBatchRows));
         this.rowsPerSecond = report.measure(new Measure("sink-rows-per-second", "Sink: rows per second into ClickHouse", "rows/s",
                 true, BASELINE));
-        rowsPerSecond.declare(BASELINE);
-        for (String v : o.sinkVariants) {
-            rowsPerSecond.declare(variantName(v));
+        this.steadyRowsPerSecond = report.measure(new Measure("sink-steady-rows-per-second", "Sink: rows per second after the"
+                + " first batch is loaded (batches 2 to the last)", "rows/s", true, BASELINE));
+        for (Measure m : List.of(rowsPerSecond, steadyRowsPerSecond)) {
+            m.declare(BASELINE);
+            for (String v : o.sinkVariants) {
+                m.declare(variantName(v));
+            }
         }
         this.topic = "bench.sink." + Long.toString(System.currentTimeMillis(), 36);
+        this.avroTopic = topic + ".avro";
     }
 
     private static String variantName(String variant) {
         String[] mc = variant.split(":");
-        return "tablecdc " + mc[0] + ", " + mc[1];
+        return "tablecdc " + mc[0] + ", " + mc[1] + (avro(variant) ? ", Avro converter" : "");
+    }
+
+    private static boolean avro(String variant) {
+        return variant.endsWith(":avro");
     }
 
     SuiteReport run() throws Exception {
         BenchOptions o = bench.options;
         long t0 = System.nanoTime();
-        produce(topic, o.sinkRows, o.sinkBatchRows);
+        boolean avro = o.sinkVariants.stream().anyMatch(SinkSuite::avro);
+        produce(topic, o.sinkRows, o.sinkBatchRows, false);
         BenchRunner.log("sink: produced %d rows to %s in %.1f s", o.sinkRows, topic, (System.nanoTime() - t0) / 1e9);
-        // warm-up, not measured: the worker's first sink of each mode loads and compiles its classes
+        if (avro) {
+            produce(avroTopic, o.sinkRows, o.sinkBatchRows, true);
+        }
+        // warm-up, not measured: the worker's first sink of each mode (and converter) loads and compiles its classes
         String warmup = topic + ".warmup";
-        produce(warmup, 1_000, 1_000);
+        produce(warmup, 1_000, 1_000, false);
         for (String mode : new String[] {"pull", "push"}) {
             double seconds = sink(mode + ":zstandard", warmup, 1);
             BenchRunner.log("sink: warm-up %s %.1f s", mode, seconds);
         }
+        if (avro) {
+            produce(warmup + ".avro", 1_000, 1_000, true);
+            double seconds = sink("pull:zstandard:avro", warmup + ".avro", 1);
+            BenchRunner.log("sink: warm-up Avro converter %.1f s", seconds);
+        }
         for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {
             double base = baseline(o.sinkRows, o.sinkBatchRows);
+            long laterRows = o.sinkRows - Math.min(o.sinkRows, o.sinkBatchRows);
             rowsPerSecond.add(BASELINE, rep, o.sinkRows / base);
-            BenchRunner.log("sink run %d: %s %.1f s (%.0f rows/s)", rep + 1, BASELINE, base, o.sinkRows / base);
+            steadyRowsPerSecond.add(BASELINE, rep, laterRows / lastSteadySeconds);
+            BenchRunner.log("sink run %d: %s %.1f s (%.0f rows/s; after the first batch %.0f rows/s)", rep + 1, BASELINE, base,
+                    o.sinkRows / base, laterRows / lastSteadySeconds);
             for (String v : o.sinkVariants) {
                 double seconds = sink(v);
                 rowsPerSecond.add(variantName(v), rep, o.sinkRows / seconds);
-                BenchRunner.log("sink run %d: %s %.1f s (%.0f rows/s)", rep + 1, variantName(v), seconds, o.sinkRows / seconds);
+                steadyRowsPerSecond.add(variantName(v), rep, laterRows / lastSteadySeconds);
+                BenchRunner.log("sink run %d: %s %.1f s (%.0f rows/s; after the first batch %.0f rows/s)", rep + 1, variantName(v),
+                        seconds, o.sinkRows / seconds, laterRows / lastSteadySeconds);
             }
         }
         if (o.profile && !o.sinkVariants.isEmpty()) {
             profile(o.sinkVariants.get(0));
+            o.sinkVariants.stream().filter(SinkSuite::avro).findFirst()
+                    .filter(v -> !v.equals(o.sinkVariants.get(0))).ifPresent(v -> {
+                        try {
+                            profile(v);
+                        } catch (Exception e) {
+                            throw new IllegalStateException(e);
+                        }
+                    });
         }
         return report;
     }
 
-    private void produce(String topic, int rows, int batchRows) throws Exception {
-        try (RecordProducer producer = new RecordProducer(bench.stack.kafka().bootstrapServers()).topic(topic)) {
+    private void produce(String topic, int rows, int batchRows, boolean avro) throws Exception {
+        String bootstrap = bench.stack.kafka().bootstrapServers();
+        try (RecordProducer producer = (avro ? new RecordProducer(bootstrap, bench.registry.avroConverter(true),
+                bench.registry.avroConverter(false)) : new RecordProducer(bootstrap)).topic(topic)) {
             for (int i = 0; i < rows; i++) {
                 int batch = i / batchRows + 1;
                 boolean last = (i + 1) % batchRows == 0 || i == rows - 1;
@@ -132,7 +174,7 @@ final class SinkSuite {
     /** Seconds the sink takes from deployment to every batch normalized. */
     private double sink(String variant) throws Exception {
         BenchOptions o = bench.options;
-        return sink(variant, topic, (o.sinkRows + o.sinkBatchRows - 1) / o.sinkBatchRows);
+        return sink(variant, avro(variant) ? avroTopic : topic, (o.sinkRows + o.sinkBatchRows - 1) / o.sinkBatchRows);
     }
 
     private double sink(String variant, String topic, long batches) throws Exception {
@@ -146,33 +188,53 @@ final class SinkSuite {
         config.put("normalize.mode", mc[0]);
         config.put("avro.codec", mc[1]);
         config.put("consumer.override.max.poll.records", "5000");
+        if (avro(variant)) {
+            bench.registry.withAvroConverters(config);
+        }
         long start = System.nanoTime();
         bench.rest().putConfig(name, config);
-        awaitNormalized(name, catalog, batches, Duration.ofMinutes(30));
-        double seconds = (System.nanoTime() - start) / 1e9;
+        long firstBatch = awaitNormalized(name, catalog, batches, Duration.ofMinutes(30));
+        long end = System.nanoTime();
+        double seconds = (end - start) / 1e9;
+        lastSteadySeconds = (end - firstBatch) / 1e9;
         bench.delete(name);
         bench.clickhouse.execute("DROP TABLE IF EXISTS " + CH_TABLE).get().close();
         return seconds;
     }
 
-    private void awaitNormalized(String connector, String catalog, long batches, Duration timeout) throws Exception {
+    /**
+     * Waits until the catalog shows {@code batches} batches normalized, polling every 20 ms; returns the moment the
+     * first was seen normalized.
+     */
+    private long awaitNormalized(String connector, String catalog, long batches, Duration timeout) throws Exception {
         long deadline = System.nanoTime() + timeout.toNanos();
-        while (System.nanoTime() < deadline) {
-            try (Connection c = bench.stack.postgres().connect(catalog);
-                 PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id FROM cdc_table_replication_state"
-                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                ps.setString(1, FLOW);
-                ps.setString(2, TABLE);
-                try (ResultSet rs = ps.executeQuery()) {
-                    if (rs.next() && rs.getLong(1) >= batches) {
-                        return;
+        long first = -1;
+        long nextStatus = 0;
+        // one connection for all the polls: a new one every 20 ms would start as many Postgres backends
+        try (Connection c = bench.stack.postgres().connect(catalog)) {
+            while (System.nanoTime() < deadline) {
+                try (PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id FROM cdc_table_replication_state"
+                        + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                    ps.setString(1, FLOW);
+                    ps.setString(2, TABLE);
+                    try (ResultSet rs = ps.executeQuery()) {
+                        long normalized = rs.next() ? rs.getLong(1) : 0;
+                        if (normalized >= 1 && first < 0) {
+                            first = System.nanoTime();
+                        }
+                        if (normalized >= batches) {
+                            return first;
+                        }
                     }
+                } catch (java.sql.SQLException notYet) {
+                    // the catalog's tables appear once the sink has migrated it
                 }
-            } catch (java.sql.SQLException notYet) {
-                // the catalog's tables appear once the sink has migrated it
+                if (System.nanoTime() >= nextStatus) {
+                    bench.failIfTaskFailed(connector);
+                    nextStatus = System.nanoTime() + 500_000_000L;
+                }
+                Thread.sleep(20);
             }
-            bench.failIfTaskFailed(connector);
-            Thread.sleep(100);
         }
         throw new IllegalStateException(connector + " did not normalize " + batches + " batches within " + timeout);
     }
@@ -186,11 +248,17 @@ final class SinkSuite {
                 + " _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
                 + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
         long start = System.nanoTime();
+        long firstBatch = -1;
         for (int from = 0; from < rows; from += batchRows) {
             byte[] body = rowBinary(from, Math.min(rows, from + batchRows));
             bench.clickhouse.insert(table, new ByteArrayInputStream(body), ClickHouseFormat.RowBinary).get().close();
+            if (firstBatch < 0) {
+                firstBatch = System.nanoTime();
+            }
         }
-        double seconds = (System.nanoTime() - start) / 1e9;
+        long end = System.nanoTime();
+        double seconds = (end - start) / 1e9;
+        lastSteadySeconds = (end - firstBatch) / 1e9;
         long inserted = bench.clickhouse.queryAll("SELECT count() AS n FROM " + table).get(0).getLong("n");
         if (inserted != rows) {
             throw new IllegalStateException("the RowBinary baseline inserted " + inserted + " rows, not " + rows);
@@ -257,8 +325,9 @@ final class SinkSuite {
     private void profile(String variant) throws Exception {
         Path dir = bench.workDir.resolve("jfr");
         Files.createDirectories(dir);
-        Path workerJfr = dir.resolve("sink-worker.jfr");
-        Path selfJfr = dir.resolve("sink-stack.jfr");
+        String suffix = avro(variant) ? "-avro" : "";
+        Path workerJfr = dir.resolve("sink" + suffix + "-worker.jfr");
+        Path selfJfr = dir.resolve("sink" + suffix + "-stack.jfr");
         long postgresPid = Bench.postgresPid();
         long self = ProcessHandle.current().pid();
         double w0 = Probe.cpuSeconds(bench.workerPid);

@@ -14,24 +14,36 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.connect.data.Struct;
 import org.apache.kafka.connect.json.JsonConverter;
+import org.apache.kafka.connect.storage.Converter;
 
 /**
- * Writes Connect records to Kafka exactly as a source task's worker would with JsonConverter (schemas on):
- * used by tests and benchmarks to feed the sink without a source connector.
+ * Writes Connect records to Kafka exactly as a source task's worker would with JsonConverter (schemas on), or with
+ * the converters given: used by tests and benchmarks to feed the sink without a source connector.
  */
 public final class RecordProducer implements AutoCloseable {
     private final String bootstrap;
     private final KafkaProducer<byte[], byte[]> producer;
-    private final JsonConverter keyConverter = new JsonConverter();
-    private final JsonConverter valueConverter = new JsonConverter();
+    private final Converter keyConverter;
+    private final Converter valueConverter;
     private volatile Exception failure;
 
     public RecordProducer(String bootstrap) {
+        this(bootstrap, json(true), json(false));
+    }
+
+    /** A producer whose records' keys and values are written by the given (configured) converters. */
+    public RecordProducer(String bootstrap, Converter keyConverter, Converter valueConverter) {
         this.bootstrap = bootstrap;
         this.producer = new KafkaProducer<>(Map.of("bootstrap.servers", bootstrap, "linger.ms", "20", "batch.size", "262144", "enable.idempotence", "true"),
                 new ByteArraySerializer(), new ByteArraySerializer());
-        keyConverter.configure(Map.of("schemas.enable", "true"), true);
-        valueConverter.configure(Map.of("schemas.enable", "true"), false);
+        this.keyConverter = keyConverter;
+        this.valueConverter = valueConverter;
+    }
+
+    private static Converter json(boolean isKey) {
+        JsonConverter converter = new JsonConverter();
+        converter.configure(Map.of("schemas.enable", "true"), isKey);
+        return converter;
     }
 
     /** Creates a one-partition topic if it does not exist. */

@@ -105,6 +105,99 @@ public final class LocalSchemaRegistry implements AutoCloseable {
         return converterPluginPath;
     }
 
+    /** Apicurio's Avro converter for Kafka Connect. */
+    public static final String AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter";
+
+    /**
+     * {@code config} (a connector's) with Apicurio's Avro converter for keys and values against this registry: schema
+     * ids in the payload, schemas registered as met. Returns {@code config}.
+     */
+    public java.util.Map<String, String> withAvroConverters(java.util.Map<String, String> config) {
+        for (String side : new String[] {"key", "value"}) {
+            config.put(side + ".converter", AVRO_CONVERTER);
+            config.put(side + ".converter.apicurio.registry.url", apiV2Url());
+            config.put(side + ".converter.apicurio.registry.auto-register", "true");
+            config.put(side + ".converter.apicurio.registry.headers.enabled", "false");
+        }
+        return config;
+    }
+
+    /**
+     * Apicurio's Avro converter, configured as {@link #withAvroConverters} configures a connector's, loaded in this JVM
+     * from {@link #converterPluginPath()} in a class loader of its own (Kafka's and the logging API's classes from
+     * this JVM, the rest from the plugin's jars first), as a worker isolates a plugin: to write records the way a
+     * worker with that converter does.
+     */
+    public org.apache.kafka.connect.storage.Converter avroConverter(boolean isKey) throws IOException, ReflectiveOperationException {
+        synchronized (this) {
+            if (pluginLoader == null) {
+                List<java.net.URL> jars = new java.util.ArrayList<>();
+                try (var files = Files.list(converterPluginPath.resolve("apicurio-avro"))) {
+                    for (Path jar : files.filter(f -> f.toString().endsWith(".jar")).sorted().toList()) {
+                        jars.add(jar.toUri().toURL());
+                    }
+                }
+                pluginLoader = new PluginFirstLoader(jars.toArray(new java.net.URL[0]), LocalSchemaRegistry.class.getClassLoader());
+            }
+        }
+        var converter = (org.apache.kafka.connect.storage.Converter) Class.forName(AVRO_CONVERTER, true, pluginLoader)
+                .getDeclaredConstructor().newInstance();
+        java.util.Map<String, String> config = new java.util.HashMap<>();
+        withAvroConverters(config);
+        java.util.Map<String, Object> own = new java.util.HashMap<>();
+        String prefix = (isKey ? "key" : "value") + ".converter.";
+        config.forEach((k, v) -> {
+            if (k.startsWith(prefix)) {
+                own.put(k.substring(prefix.length()), v);
+            }
+        });
+        Thread thread = Thread.currentThread();
+        ClassLoader previous = thread.getContextClassLoader();
+        thread.setContextClassLoader(pluginLoader);
+        try {
+            converter.configure(own, isKey);
+        } finally {
+            thread.setContextClassLoader(previous);
+        }
+        return converter;
+    }
+
+    private PluginFirstLoader pluginLoader;
+
+    /** Loads from its jars first, except the JDK's, Kafka's and SLF4J's classes, which come from the parent. */
+    private static final class PluginFirstLoader extends java.net.URLClassLoader {
+        PluginFirstLoader(java.net.URL[] jars, ClassLoader parent) {
+            super(jars, parent);
+        }
+
+        @Override
+        protected Class<?> loadClass(String name, boolean resolve) throws ClassNotFoundException {
+            if (name.startsWith("java.") || name.startsWith("jdk.") || name.startsWith("sun.")
+                    || name.startsWith("org.apache.kafka.") || name.startsWith("org.slf4j.")) {
+                return super.loadClass(name, resolve);
+            }
+            synchronized (getClassLoadingLock(name)) {
+                Class<?> c = findLoadedClass(name);
+                if (c == null) {
+                    try {
+                        c = findClass(name);
+                    } catch (ClassNotFoundException notInPlugin) {
+                        c = super.loadClass(name, false);
+                    }
+                }
+                if (resolve) {
+                    resolveClass(c);
+                }
+                return c;
+            }
+        }
+    }
+
+    /** The registry's process id, when this stack started it. */
+    public java.util.OptionalLong pid() {
+        return process == null ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(process.pid());
+    }
+
     private static Path install(Path workDir) throws IOException, InterruptedException {
         Path root = StackPaths.projectRoot();
         Path script = root.resolve(INSTALL_SCRIPT);
