@@ -252,7 +252,8 @@ class PgPipelineCopyIT {
         Map<String, String> source = sourceConfig("pgkill", "pgkill_pub");
         source.put("tasks.max", "2");
         source.put("copy.connections.per.table", "1");
-        source.put("batch.rows", "2000");
+        // 20 batches a copy attempt: each batch costs the sink one load, so smaller batches only make the test slower
+        source.put("batch.rows", "10000");
         // the killed worker's hold on the table runs out after this long
         source.put("copy.lease.ms", "5000");
         stack.connect().rest().putConfig("pgkill-sink", sinkConfig("pgkill"));

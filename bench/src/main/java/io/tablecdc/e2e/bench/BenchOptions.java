@@ -16,7 +16,8 @@ import java.util.Set;
 public final class BenchOptions {
     public static final List<String> SUITES = List.of("pg-copy", "pg-stream", "sink", "query-cdc", "e2e-pg", "e2e-query");
     public static final List<String> SINK_VARIANTS = List.of("pull:zstandard", "pull:snappy", "pull:deflate", "pull:null",
-            "push:zstandard", "push:snappy", "push:deflate", "push:null", "pull:zstandard:avro", "push:zstandard:avro");
+            "push:zstandard", "push:snappy", "push:deflate", "push:null", "pull:zstandard:avro", "push:zstandard:avro",
+            "pull:zstandard:avro:strings", "push:zstandard:avro:strings");
     /**
      * The record paths of suite 6: JSON with schemas and the worker's producer defaults; Apicurio's Avro converter
      * with a schema registry; the same with the producer overrides recommended for copies.
@@ -62,8 +63,9 @@ public final class BenchOptions {
                   --out DIR              folder of benchmarks.md and benchmarks/*.png (default docs)
                   --no-profile           skip the flight recordings of the sink suite
                   --sink-rows N          rows through the sink (500000)       --sink-batch-rows N   rows per batch (50000)
-                  --sink-variants LIST   mode:codec[:avro] entries (all 10 by default), e.g. pull:zstandard,push:null,
-                                         pull:zstandard:avro (records written and read by the Avro converter)
+                  --sink-variants LIST   mode:codec[:avro[:strings]] entries (all 12 by default), e.g. pull:zstandard,
+                                         push:null, pull:zstandard:avro (records written and read by the Avro
+                                         converter), pull:zstandard:avro:strings (and header.converter=StringConverter)
                   --copy-rows N          rows of the copied table (1000000)
                   --stream-changes N     changes of the streaming suite (500000)   --stream-tables N  tables (10)
                   --latency-samples N    single-change latency samples per run (10)
@@ -166,21 +168,19 @@ public final class BenchOptions {
     }
 
     private static List<String> sinkVariants(String v) {
-        List<String> out = new ArrayList<>();
-        for (String s : v.split(",")) {
-            if (!SINK_VARIANTS.contains(s.trim())) {
-                throw new IllegalArgumentException("unknown sink variant " + s + "; variants are " + SINK_VARIANTS);
-            }
-            out.add(s.trim());
-        }
-        return out;
+        return oneOf(v, SINK_VARIANTS, "sink variant");
     }
 
     private static List<String> e2ePaths(String v) {
+        return oneOf(v, E2E_PATHS, "record path");
+    }
+
+    /** The comma-separated entries of {@code v}, each one of {@code allowed}. */
+    private static List<String> oneOf(String v, List<String> allowed, String what) {
         List<String> out = new ArrayList<>();
         for (String s : v.split(",")) {
-            if (!E2E_PATHS.contains(s.trim())) {
-                throw new IllegalArgumentException("unknown record path " + s + "; paths are " + E2E_PATHS);
+            if (!allowed.contains(s.trim())) {
+                throw new IllegalArgumentException("unknown " + what + " " + s + "; they are " + allowed);
             }
             out.add(s.trim());
         }
@@ -190,7 +190,7 @@ public final class BenchOptions {
     /** Whether a suite that runs uses the schema registry. */
     boolean needsRegistry() {
         return suites.contains("e2e-pg") && e2ePaths.stream().anyMatch(p -> p.startsWith("avro"))
-                || suites.contains("sink") && sinkVariants.stream().anyMatch(v -> v.endsWith(":avro"));
+                || suites.contains("sink") && sinkVariants.stream().anyMatch(v -> v.contains(":avro"));
     }
 
     private static int positive(String option, String v) {

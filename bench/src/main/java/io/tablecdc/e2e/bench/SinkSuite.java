@@ -72,7 +72,9 @@ final class SinkSuite {
                 "%d rows of a 10-column table (bigint key, 3 strings, 2 doubles, bigint, int, decimal(18,2), timestamp) already"
                         + " in a one-partition Kafka topic as JSON with schemas (JsonConverter; for the variants named `Avro converter`, the"
                         + " same rows written by Apicurio's Avro converter 2.6.13.Final against Apicurio Registry 3.3.3 on this"
-                        + " machine, read by the sink with that converter), in batches of %d rows; the time from deploying"
+                        + " machine, read by the sink with that converter; `StringConverter headers`: the sink with"
+                        + " `header.converter=org.apache.kafka.connect.storage.StringConverter` instead of the worker's default"
+                        + " SimpleHeaderConverter), in batches of %d rows; the time from deploying"
                         + " the sink until the catalog shows every batch normalized into the final ReplacingMergeTree table"
                         + " (staged as Avro in the S3 store, loaded with INSERT … SELECT). The baseline inserts the same rows"
                         + " into the same engine as `INSERT … FORMAT RowBinary` over HTTP (the same front the sink talks to),"
@@ -94,11 +96,17 @@ final class SinkSuite {
 
     private static String variantName(String variant) {
         String[] mc = variant.split(":");
-        return "tablecdc " + mc[0] + ", " + mc[1] + (avro(variant) ? ", Avro converter" : "");
+        return "tablecdc " + mc[0] + ", " + mc[1] + (avro(variant) ? ", Avro converter" : "")
+                + (stringHeaders(variant) ? ", StringConverter headers" : "");
     }
 
     private static boolean avro(String variant) {
-        return variant.endsWith(":avro");
+        return List.of(variant.split(":")).contains("avro");
+    }
+
+    /** Variants whose sink reads the headers with {@code header.converter=StringConverter} (no parsing). */
+    private static boolean stringHeaders(String variant) {
+        return List.of(variant.split(":")).contains("strings");
     }
 
     SuiteReport run() throws Exception {
@@ -138,15 +146,14 @@ final class SinkSuite {
             }
         }
         if (o.profile && !o.sinkVariants.isEmpty()) {
-            profile(o.sinkVariants.get(0));
-            o.sinkVariants.stream().filter(SinkSuite::avro).findFirst()
-                    .filter(v -> !v.equals(o.sinkVariants.get(0))).ifPresent(v -> {
-                        try {
-                            profile(v);
-                        } catch (Exception e) {
-                            throw new IllegalStateException(e);
-                        }
-                    });
+            // the first variant, and the first of each converter choice after it
+            java.util.Set<String> profiled = new java.util.LinkedHashSet<>();
+            profiled.add(o.sinkVariants.get(0));
+            o.sinkVariants.stream().filter(v -> avro(v) && !stringHeaders(v)).findFirst().ifPresent(profiled::add);
+            o.sinkVariants.stream().filter(SinkSuite::stringHeaders).findFirst().ifPresent(profiled::add);
+            for (String v : profiled) {
+                profile(v);
+            }
         }
         return report;
     }
@@ -190,6 +197,9 @@ final class SinkSuite {
         config.put("consumer.override.max.poll.records", "5000");
         if (avro(variant)) {
             bench.registry.withAvroConverters(config);
+        }
+        if (stringHeaders(variant)) {
+            config.put("header.converter", "org.apache.kafka.connect.storage.StringConverter");
         }
         long start = System.nanoTime();
         bench.rest().putConfig(name, config);
@@ -325,7 +335,7 @@ final class SinkSuite {
     private void profile(String variant) throws Exception {
         Path dir = bench.workDir.resolve("jfr");
         Files.createDirectories(dir);
-        String suffix = avro(variant) ? "-avro" : "";
+        String suffix = (avro(variant) ? "-avro" : "") + (stringHeaders(variant) ? "-strings" : "");
         Path workerJfr = dir.resolve("sink" + suffix + "-worker.jfr");
         Path selfJfr = dir.resolve("sink" + suffix + "-stack.jfr");
         long postgresPid = Bench.postgresPid();
