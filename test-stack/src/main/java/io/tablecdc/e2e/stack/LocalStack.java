@@ -135,15 +135,39 @@ public final class LocalStack {
         return component;
     }
 
+    /** How long stopping the whole stack may take: a forked test JVM is killed 30 s after its exit began. */
+    private static final java.time.Duration STOP_BUDGET = java.time.Duration.ofSeconds(24);
+    /** The longest one component may take to stop before the next is stopped regardless (at least 2 s each). */
+    private static final java.time.Duration STOP_EACH = java.time.Duration.ofSeconds(10);
+
+    /**
+     * Stops what was started, newest first, each on a thread of its own and for a bounded time: a component that does
+     * not stop in time (an in-process Connect worker whose web server waits for a thread, say) is left to the JVM's
+     * exit and logged, and the rest (the Postgres server, the emulator's and the registry's processes) are still
+     * stopped, rather than the whole JVM being killed with them still running.
+     */
     private synchronized void stopAll() {
+        long deadline = System.nanoTime() + STOP_BUDGET.toNanos();
         while (!started.isEmpty()) {
             AutoCloseable component = started.pop();
+            String name = component.getClass().getSimpleName();
             long begin = System.nanoTime();
+            Thread stopping = Thread.ofPlatform().daemon().name("tablecdc-stack-stop-" + name).start(() -> {
+                try {
+                    component.close();
+                    log.info("stopped {} in {} ms", name, (System.nanoTime() - begin) / 1_000_000);
+                } catch (Exception e) {
+                    log.warn("stopping {} failed: {}", name, e.toString());
+                }
+            });
+            long wait = Math.max(2_000_000_000L, Math.min(STOP_EACH.toNanos(), deadline - begin));
             try {
-                component.close();
-                log.info("stopped {} in {} ms", component.getClass().getSimpleName(), (System.nanoTime() - begin) / 1_000_000);
-            } catch (Exception e) {
-                log.warn("stopping {} failed: {}", component.getClass().getSimpleName(), e.toString());
+                stopping.join(java.time.Duration.ofNanos(wait));
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (stopping.isAlive()) {
+                log.warn("{} did not stop within {} ms; stopping the rest of the stack", name, wait / 1_000_000);
             }
         }
     }
