@@ -246,10 +246,11 @@ public final class FaultProxy implements AutoCloseable {
                         + "fault proxy " + name + ": HTTP " + status + "</Message></Error>").getBytes(StandardCharsets.UTF_8);
                 String head = "HTTP/1.1 " + status + " " + reason(status) + "\r\n"
                         + "Content-Type: application/xml\r\nContent-Length: " + body.length + "\r\nConnection: close\r\n\r\n";
+                // counted before the answer is written: a client that has read the answer finds it counted
+                errorsAnswered.incrementAndGet();
                 out.write(head.getBytes(StandardCharsets.US_ASCII));
                 out.write(body);
                 out.flush();
-                errorsAnswered.incrementAndGet();
             } catch (IOException e) {
                 // the client went away
             }
