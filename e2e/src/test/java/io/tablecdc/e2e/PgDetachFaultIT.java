@@ -195,13 +195,7 @@ class PgDetachFaultIT {
         for (String table : List.of(stuck, schema + ".other")) {
             tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
         }
-        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "d_walbound_pub",
-                "pgdetach-walbound");
-        source.put("slot.prefix", schema);
-        source.put("tasks.max", "2");
-        source.put("table.sync.copy", "all");
-        source.put("max.unnormalized.batches", "3");
-        source.put("detach.after.ms", "1000");
+        Map<String, String> source = detachingSource("d_walbound_pub", "pgdetach-walbound", schema);
         source.put("detach.max.retained.wal.bytes", "1048576");
         var rest = stack.connect().rest();
         rest.putConfig("pgdetach-walbound-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-walbound-stage",
@@ -214,11 +208,7 @@ class PgDetachFaultIT {
                 pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
             }
             pg.awaitEqual(tables, Duration.ofSeconds(90));
-            clickhouse.execute("ALTER TABLE d_walbound_stuck ADD CONSTRAINT refuse CHECK id < 0").get().close();
-            for (int i = 1; i <= 4; i++) {
-                pg.batchEach(flow, stuck, "UPDATE " + stuck + " SET v = v + 1 WHERE id <= " + (i * 10));
-                pg.sql("INSERT INTO " + schema + ".other VALUES (" + i + ", " + i + ")");
-            }
+            stall(flow, stuck, "d_walbound_stuck", "INSERT INTO " + schema + ".other VALUES (%d, %<d)");
             Map<String, String> lagging = pg.awaitTable(flow, stuck, row -> "lagging".equals(row.get("phase")),
                     Duration.ofSeconds(90));
             pg.sql("UPDATE " + stuck + " SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM " + stuck + " WHERE id % 7 = 0",
@@ -265,13 +255,7 @@ class PgDetachFaultIT {
                 "CREATE PUBLICATION d_leaving_pub FOR TABLE " + stuck + ", " + schema + ".other");
         String rows = "id::text || '|' || v::text";
         String chRows = "concat(toString(id), '|', toString(v))";
-        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "d_leaving_pub",
-                "pgdetach-leaving");
-        source.put("slot.prefix", schema);
-        source.put("tasks.max", "2");
-        source.put("table.sync.copy", "all");
-        source.put("max.unnormalized.batches", "3");
-        source.put("detach.after.ms", "1000");
+        Map<String, String> source = detachingSource("d_leaving_pub", "pgdetach-leaving", schema);
         var rest = stack.connect().rest();
         rest.putConfig("pgdetach-leaving-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-leaving-stage",
                 "pgdetach-leaving"));
@@ -280,10 +264,7 @@ class PgDetachFaultIT {
             rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
             pg.awaitTable(flow, stuck, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
             pg.awaitEqual(Map.of(stuck, new String[] {rows, chRows}), Duration.ofSeconds(90));
-            clickhouse.execute("ALTER TABLE d_leaving_stuck ADD CONSTRAINT refuse CHECK id < 0").get().close();
-            for (int i = 1; i <= 4; i++) {
-                pg.batchEach(flow, stuck, "UPDATE " + stuck + " SET v = v + 1 WHERE id <= " + (i * 10));
-            }
+            stall(flow, stuck, "d_leaving_stuck", null);
             pg.awaitTable(flow, stuck, row -> "lagging".equals(row.get("phase")), Duration.ofSeconds(90));
             // changes only the private slot has, then the removal, with a copy of what the table held at that moment
             pg.sql("UPDATE " + stuck + " SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM " + stuck + " WHERE id % 7 = 0");
@@ -302,6 +283,31 @@ class PgDetachFaultIT {
         } finally {
             rest.delete(flow);
             rest.delete("pgdetach-leaving-sink");
+        }
+    }
+
+    /** A flow whose streamed tables detach after 3 unloaded batches and 1 s without a load; two tasks, tables copied. */
+    private static Map<String, String> detachingSource(String publication, String prefix, String slotPrefix) {
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
+        source.put("slot.prefix", slotPrefix);
+        source.put("tasks.max", "2");
+        source.put("table.sync.copy", "all");
+        source.put("max.unnormalized.batches", "3");
+        source.put("detach.after.ms", "1000");
+        return source;
+    }
+
+    /**
+     * Makes ClickHouse refuse {@code chTable}'s inserts, then changes {@code stuck} in 4 batches of its own (each
+     * followed by {@code alongside}, formatted with the batch's number, when given), enough to detach it.
+     */
+    private static void stall(String flow, String stuck, String chTable, String alongside) throws Exception {
+        clickhouse.execute("ALTER TABLE " + chTable + " ADD CONSTRAINT refuse CHECK id < 0").get().close();
+        for (int i = 1; i <= 4; i++) {
+            pg.batchEach(flow, stuck, "UPDATE " + stuck + " SET v = v + 1 WHERE id <= " + (i * 10));
+            if (alongside != null) {
+                pg.sql(String.format(java.util.Locale.ROOT, alongside, i));
+            }
         }
     }
 
