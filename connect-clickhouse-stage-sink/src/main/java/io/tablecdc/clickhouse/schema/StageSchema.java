@@ -68,13 +68,13 @@ public final class StageSchema {
     private final Schema valueSchema;
     private final org.apache.avro.Schema avroSchema;
     private final List<StageColumn> columns;
-    private final List<Field> fields;
+    /** What {@link #toAvro} does with each value field, in field order: resolved once here, not by name per row. */
+    private final ColumnPlan[] plans;
     /** Key column names in field order when the layout carries the lookup fields, else null. */
     private final List<String> lookupKeys;
+    /** The plans of {@link #lookupKeys}, in their order (empty without the lookup fields). */
+    private final ColumnPlan[] lookupPlans;
     private final Set<String> keyColumns;
-    private final Set<String> integerColumns;
-    /** The decimal columns staged as text, by name, with the STRING schema (or ARRAY of STRING) they are staged as. */
-    private final Map<String, Schema> textDecimals;
     private final List<Clamp> clamps = new ArrayList<>();
 
     /**
@@ -94,17 +94,84 @@ public final class StageSchema {
     public static final String DECIMAL_TEXT_COLUMNS = "decimal.text.columns";
 
     private StageSchema(String table, Schema valueSchema, org.apache.avro.Schema avroSchema, List<StageColumn> columns,
-                        List<Field> fields, List<String> lookupKeys, Set<String> keyColumns, Set<String> integerColumns,
+                        List<String> lookupKeys, Set<String> keyColumns, Set<String> integerColumns,
                         Map<String, Schema> textDecimals) {
         this.table = table;
         this.valueSchema = valueSchema;
         this.avroSchema = avroSchema;
         this.columns = columns;
-        this.fields = fields;
         this.lookupKeys = lookupKeys;
         this.keyColumns = keyColumns;
-        this.integerColumns = integerColumns;
-        this.textDecimals = textDecimals;
+        List<Field> fields = valueSchema.fields();
+        this.plans = new ColumnPlan[fields.size()];
+        for (int i = 0; i < plans.length; i++) {
+            plans[i] = ColumnPlan.of(fields.get(i), integerColumns, textDecimals);
+        }
+        this.lookupPlans = new ColumnPlan[lookupKeys == null ? 0 : lookupKeys.size()];
+        for (int i = 0; i < lookupPlans.length; i++) {
+            lookupPlans[i] = plans[valueSchema.field(lookupKeys.get(i)).index()];
+        }
+    }
+
+    /** How a value is converted: by its staged schema's logical name first, then by its type. */
+    private enum Kind { DECIMAL, DATE, TIME, TIMESTAMP, SMALL_INT, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, UUID,
+        BYTES, ARRAY, JSON, UNSUPPORTED }
+
+    /**
+     * One value field (or an array's element) as staged: its field, its staged schema and conversion, a decimal's scale
+     * and precision, whether its dates and timestamps are kept as integers, whether it is a decimal staged as text.
+     */
+    private record ColumnPlan(Field field, String name, Schema staged, Kind kind, int scale, int precision,
+                              boolean integer, boolean decimal, boolean decimalText, ColumnPlan element) {
+        static ColumnPlan of(Field field, Set<String> integerColumns, Map<String, Schema> textDecimals) {
+            Schema schema = field.schema();
+            boolean decimal = isDecimal(schema) || schema.type() == Schema.Type.ARRAY && isDecimal(schema.valueSchema());
+            Schema text = textDecimals.get(field.name());
+            return of(field, field.name(), text != null ? text : schema, integerColumns.contains(field.name()), decimal,
+                    text != null);
+        }
+
+        private static ColumnPlan of(Field field, String name, Schema staged, boolean integer, boolean decimal,
+                                     boolean decimalText) {
+            Kind kind = kindOf(staged);
+            int scale = 0;
+            int precision = 0;
+            if (kind == Kind.DECIMAL) {
+                scale = Integer.parseInt(staged.parameters().get(Decimal.SCALE_FIELD));
+                precision = StageSchema.precision(staged);
+            }
+            ColumnPlan element = kind == Kind.ARRAY ? of(null, name, staged.valueSchema(), integer, false, false) : null;
+            return new ColumnPlan(field, name, staged, kind, scale, precision, integer, decimal, decimalText, element);
+        }
+
+        private static Kind kindOf(Schema schema) {
+            String name = schema.name();
+            if (Decimal.LOGICAL_NAME.equals(name)) {
+                return Kind.DECIMAL;
+            }
+            if (Date.LOGICAL_NAME.equals(name)) {
+                return Kind.DATE;
+            }
+            if (Time.LOGICAL_NAME.equals(name)) {
+                return Kind.TIME;
+            }
+            if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
+                return Kind.TIMESTAMP;
+            }
+            return switch (schema.type()) {
+                case INT8, INT16 -> Kind.SMALL_INT;
+                case INT32 -> Kind.INT32;
+                case INT64 -> Kind.INT64;
+                case FLOAT32 -> Kind.FLOAT32;
+                case FLOAT64 -> Kind.FLOAT64;
+                case BOOLEAN -> Kind.BOOLEAN;
+                case STRING -> TablecdcTypes.is(schema, TablecdcTypes.UUID) ? Kind.UUID : Kind.STRING;
+                case BYTES -> Kind.BYTES;
+                case ARRAY -> Kind.ARRAY;
+                case MAP, STRUCT -> Kind.JSON;
+                default -> Kind.UNSUPPORTED;
+            };
+        }
     }
 
     /** The layout without the lookup fields. */
@@ -233,7 +300,7 @@ public final class StageSchema {
             field.addProp(KEY_PROPERTY, column.key());
             field.addProp(AUX_PROPERTY, true);
         }
-        return new StageSchema(table, valueSchema, avro, List.copyOf(columns), valueSchema.fields(),
+        return new StageSchema(table, valueSchema, avro, List.copyOf(columns),
                 lookupKeys == null ? null : List.copyOf(lookupKeys), Set.copyOf(keyColumns), Set.copyOf(integerColumns),
                 Map.copyOf(textDecimals));
     }
@@ -257,8 +324,9 @@ public final class StageSchema {
      * itself, with every NaN / ±Infinity of {@code nonFinite} (marked by the source, null in {@code raw}) counted as a
      * value stored as NULL.
      */
-    private Object decimalValue(String column, Object raw, Map<String, String> nonFinite) {
-        boolean text = textDecimals.containsKey(column);
+    private Object decimalValue(ColumnPlan plan, Object raw, Map<String, String> nonFinite) {
+        String column = plan.name();
+        boolean text = plan.decimalText();
         if (raw instanceof List<?> list) {
             List<Object> out = text ? new ArrayList<>(list.size()) : null;
             for (int i = 0; i < list.size(); i++) {
@@ -280,12 +348,6 @@ public final class StageSchema {
             return text ? mark : null;
         }
         return text ? ((BigDecimal) raw).toPlainString() : raw;
-    }
-
-    /** The schema a field is staged with: its own, or STRING for a decimal staged as text. */
-    private Schema stagedSchema(Field field) {
-        Schema text = textDecimals.get(field.name());
-        return text != null ? text : field.schema();
     }
 
     /** Whether records of this layout carry the lookup fields. */
@@ -375,28 +437,34 @@ public final class StageSchema {
                                 Struct lookupKey, java.math.BigInteger lookupVersion, Map<String, String> nonFinite) {
         clamps.clear();
         GenericData.Record out = new GenericData.Record(avroSchema);
-        for (int i = 0; i < fields.size(); i++) {
-            Field field = fields.get(i);
-            Object raw = value == null || unchanged.contains(field.name()) ? null : value.get(field.name());
-            if (isDecimal(field.schema()) || field.schema().type() == Schema.Type.ARRAY && isDecimal(field.schema().valueSchema())) {
-                raw = decimalValue(field.name(), raw, deleted ? Map.of() : nonFinite);
+        // a value of this layout's own schema is read by field position; another (a key projected for a delete, a
+        // value rebuilt around non-finite decimals) by name
+        boolean own = value != null && value.schema() == valueSchema;
+        boolean anyUnchanged = !unchanged.isEmpty();
+        int n = plans.length;
+        for (int i = 0; i < n; i++) {
+            ColumnPlan plan = plans[i];
+            Object raw = value == null || anyUnchanged && unchanged.contains(plan.name()) ? null
+                    : own ? value.get(plan.field()) : value.get(plan.name());
+            if (plan.decimal()) {
+                raw = decimalValue(plan, raw, deleted ? Map.of() : nonFinite);
             }
-            out.put(i, avroValue(field.name(), stagedSchema(field), raw, deleted));
+            out.put(i, avroValue(plan, raw, deleted));
         }
-        out.put(fields.size(), ClickHouseTypes.versionAvroValue(version));
-        out.put(fields.size() + 1, deleted ? 1 : 0);
+        out.put(n, ClickHouseTypes.versionAvroValue(version));
+        out.put(n + 1, deleted ? 1 : 0);
         if (lookupKeys != null) {
-            out.put(fields.size() + 2, List.copyOf(unchanged));
+            out.put(n + 2, List.copyOf(unchanged));
             Struct key = lookupKey == null ? value : lookupKey;
-            for (int i = 0; i < lookupKeys.size(); i++) {
-                Field field = valueSchema.field(lookupKeys.get(i));
-                Object raw = key == null || key.schema().field(field.name()) == null ? null : key.get(field.name());
-                if (textDecimals.containsKey(field.name())) {
-                    raw = decimalValue(field.name(), raw, Map.of());
+            for (int i = 0; i < lookupPlans.length; i++) {
+                ColumnPlan plan = lookupPlans[i];
+                Object raw = key == null || key.schema().field(plan.name()) == null ? null : key.get(plan.name());
+                if (plan.decimalText()) {
+                    raw = decimalValue(plan, raw, Map.of());
                 }
-                out.put(fields.size() + 3 + i, avroValue(field.name(), stagedSchema(field), raw, true));
+                out.put(n + 3 + i, avroValue(plan, raw, true));
             }
-            out.put(fields.size() + 3 + lookupKeys.size(), ClickHouseTypes.versionAvroValue(lookupVersion));
+            out.put(n + 3 + lookupPlans.length, ClickHouseTypes.versionAvroValue(lookupVersion));
         } else if (!unchanged.isEmpty()) {
             throw new IllegalStateException("table " + table + ": a row with unchanged columns needs the lookup layout");
         }
@@ -408,7 +476,9 @@ public final class StageSchema {
         return List.copyOf(clamps);
     }
 
-    private Object avroValue(String column, Schema schema, Object raw, boolean deleted) {
+    private Object avroValue(ColumnPlan plan, Object raw, boolean deleted) {
+        String column = plan.name();
+        Schema schema = plan.staged();
         if (raw == null) {
             if (schema.type() == Schema.Type.ARRAY) {
                 return List.of();
@@ -422,7 +492,7 @@ public final class StageSchema {
             throw new TypeMappingException("table " + table + ", column " + column + ": null in a required column");
         }
         try {
-            return convert(column, schema, raw);
+            return convert(plan, raw);
         } catch (TypeMappingException e) {
             throw e;
         } catch (RuntimeException e) {
@@ -431,35 +501,32 @@ public final class StageSchema {
         }
     }
 
-    private Object convert(String column, Schema schema, Object raw) {
-        String name = schema.name();
-        if (Decimal.LOGICAL_NAME.equals(name)) {
-            int scale = Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD));
-            BigDecimal decimal = ((BigDecimal) raw).setScale(scale, RoundingMode.UNNECESSARY);
-            int precision = precision(schema);
-            if (decimal.precision() > precision) {
-                throw new TypeMappingException("table " + table + ", column " + column + ": " + decimal
-                        + " has more than " + precision + " digits, more than the column's Decimal(" + precision + ", " + scale
-                        + ") holds; list the column in " + DECIMAL_TEXT_COLUMNS + " to keep such values exact as text");
+    private Object convert(ColumnPlan plan, Object raw) {
+        String column = plan.name();
+        switch (plan.kind()) {
+            case DECIMAL: {
+                BigDecimal decimal = ((BigDecimal) raw).setScale(plan.scale(), RoundingMode.UNNECESSARY);
+                if (decimal.precision() > plan.precision()) {
+                    throw new TypeMappingException("table " + table + ", column " + column + ": " + decimal
+                            + " has more than " + plan.precision() + " digits, more than the column's Decimal(" + plan.precision()
+                            + ", " + plan.scale() + ") holds; list the column in " + DECIMAL_TEXT_COLUMNS
+                            + " to keep such values exact as text");
+                }
+                return ByteBuffer.wrap(decimal.unscaledValue().toByteArray());
             }
-            return ByteBuffer.wrap(decimal.unscaledValue().toByteArray());
-        }
-        if (Date.LOGICAL_NAME.equals(name)) {
-            long day = Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
-            return (int) (integerColumns.contains(column) ? day
-                    : clamp(column, day, ClickHouseTypes.DATE32_MIN_DAY, ClickHouseTypes.DATE32_MAX_DAY, false));
-        }
-        if (Time.LOGICAL_NAME.equals(name)) {
-            return ((java.util.Date) raw).getTime() * 1000L;
-        }
-        if (Timestamp.LOGICAL_NAME.equals(name) || TablecdcTypes.is(schema, TablecdcTypes.MICRO_TIMESTAMP)) {
-            long micros = raw instanceof java.util.Date date ? Math.multiplyExact(date.getTime(), 1000L) : (Long) raw;
-            return integerColumns.contains(column) ? micros
-                    : clamp(column, micros, ClickHouseTypes.DATETIME64_MIN_MICROS, ClickHouseTypes.DATETIME64_MAX_MICROS, true);
-        }
-        switch (schema.type()) {
-            case INT8:
-            case INT16:
+            case DATE: {
+                long day = Math.floorDiv(((java.util.Date) raw).getTime(), 86_400_000L);
+                return (int) (plan.integer() ? day
+                        : clamp(column, day, ClickHouseTypes.DATE32_MIN_DAY, ClickHouseTypes.DATE32_MAX_DAY, false));
+            }
+            case TIME:
+                return ((java.util.Date) raw).getTime() * 1000L;
+            case TIMESTAMP: {
+                long micros = raw instanceof java.util.Date date ? Math.multiplyExact(date.getTime(), 1000L) : (Long) raw;
+                return plan.integer() ? micros
+                        : clamp(column, micros, ClickHouseTypes.DATETIME64_MIN_MICROS, ClickHouseTypes.DATETIME64_MAX_MICROS, true);
+            }
+            case SMALL_INT:
                 return ((Number) raw).intValue();
             case INT32:
                 return (Integer) raw;
@@ -472,25 +539,24 @@ public final class StageSchema {
             case BOOLEAN:
                 return (Boolean) raw;
             case STRING:
-                if (TablecdcTypes.is(schema, TablecdcTypes.UUID)) {
-                    return java.util.UUID.fromString((String) raw).toString();
-                }
                 return (String) raw;
+            case UUID:
+                return java.util.UUID.fromString((String) raw).toString();
             case BYTES:
                 return raw instanceof byte[] bytes ? ByteBuffer.wrap(bytes) : (ByteBuffer) raw;
             case ARRAY: {
                 List<?> items = (List<?>) raw;
                 List<Object> out = new ArrayList<>(items.size());
                 for (Object item : items) {
-                    out.add(item == null ? null : convert(column, schema.valueSchema(), item));
+                    out.add(item == null ? null : convert(plan.element(), item));
                 }
                 return out;
             }
-            case MAP:
-            case STRUCT:
-                return JsonColumn.of(schema, raw);
+            case JSON:
+                return JsonColumn.of(plan.staged(), raw);
             default:
-                throw new TypeMappingException("table " + table + ", column " + column + ": unsupported type " + describe(schema));
+                throw new TypeMappingException("table " + table + ", column " + column + ": unsupported type "
+                        + describe(plan.staged()));
         }
     }
 
