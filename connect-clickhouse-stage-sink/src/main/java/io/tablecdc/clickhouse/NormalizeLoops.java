@@ -80,7 +80,7 @@ final class NormalizeLoops {
         return normalizers.computeIfAbsent(key, k -> {
             TableNormalizer normalizer = new TableNormalizer(k, catalog.get(), store, destination, config.pushMode(), normalizePool,
                     config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()),
-                    leaseOwner, config.normalizeLease(), leaseTimer);
+                    leaseOwner, config.normalizeLease(), leaseTimer, config.normalizeBatchesPerLoad());
             // batches staged before a restart are loaded first
             normalizer.wake();
             return normalizer;

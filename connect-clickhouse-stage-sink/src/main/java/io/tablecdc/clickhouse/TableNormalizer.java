@@ -5,7 +5,10 @@ import java.io.InputStream;
 import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -26,6 +29,7 @@ import io.tablecdc.clickhouse.stage.StageStore;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.RowCounts;
 import io.tablecdc.catalog.SinkLeases;
 import io.tablecdc.catalog.Stage;
 import io.tablecdc.catalog.StageFile;
@@ -86,11 +90,26 @@ final class TableNormalizer {
     private volatile ScheduledFuture<?> next;
     /** The catalog's normalized id was read once (for the metrics of a table with nothing staged). */
     private boolean normalizedIdKnown;
+    /** The default of {@code normalize.batches.per.load}. */
+    static final int DEFAULT_BATCHES_PER_LOAD = 100;
+    /** {@link #normalizeAll} loads at most this many waiting batches of a table in one INSERT. */
+    private final int batchesPerLoad;
+    /** A group of batches loaded together takes no further batch once it holds this many rows. */
+    static final long MAX_ROWS_PER_LOAD = 1_000_000;
 
     TableNormalizer(TableKey key, Catalog catalog, StageStore store, ClickHouseDestination destination, boolean push,
                     ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs, TableMetrics.Table metrics,
                     String owner, Duration lease, ScheduledExecutorService leaseTimer) {
+        this(key, catalog, store, destination, push, pool, backoffInitialMs, backoffMaxMs, metrics, owner, lease, leaseTimer,
+                DEFAULT_BATCHES_PER_LOAD);
+    }
+
+    /** As above; {@code batchesPerLoad}: most waiting batches loaded by one INSERT ({@code normalize.batches.per.load}). */
+    TableNormalizer(TableKey key, Catalog catalog, StageStore store, ClickHouseDestination destination, boolean push,
+                    ScheduledExecutorService pool, long backoffInitialMs, long backoffMaxMs, TableMetrics.Table metrics,
+                    String owner, Duration lease, ScheduledExecutorService leaseTimer, int batchesPerLoad) {
         this.key = key;
+        this.batchesPerLoad = batchesPerLoad;
         this.catalog = catalog;
         this.store = store;
         this.destination = destination;
@@ -281,7 +300,9 @@ final class TableNormalizer {
         for (Stage stage : stages) {
             metrics.batchWaiting(stage.batchId(), stage.createdAt());
         }
-        for (Stage stage : stages) {
+        Map<String, org.apache.avro.Schema> schemas = new HashMap<>();
+        for (int next = 0; next < stages.size(); ) {
+            Stage stage = stages.get(next);
             if (!mayWrite()) {
                 return;
             }
@@ -298,8 +319,12 @@ final class TableNormalizer {
                 metrics.normalizedUpTo(stage.batchId());
                 log.info("flow {}, table {}: batch {} was normalized before a restart; its stage row is removed",
                         key.flow(), key.table(), stage.batchId());
+                next++;
                 continue;
             }
+            List<Stage> group = group(stages, next, schemas);
+            next += group.size();
+            Stage last = group.get(group.size() - 1);
             String attempt = "";
             if (stage.truncateBefore() && mayWrite()) {
                 destination.truncate(key.clickHouseTable());
@@ -307,24 +332,130 @@ final class TableNormalizer {
                 log.info("flow {}, table {}: batch {} starts with a truncate of the source table; emptied {} (if it existed)",
                         key.flow(), key.table(), stage.batchId(), key.clickHouseTable());
             }
-            for (int part = 0; part < stage.files().size(); part++) {
+            if (group.size() > 1) {
                 if (!mayWrite()) {
                     return;
                 }
-                load(stage, part, attempt, epoch);
+                load(group, attempt, epoch, schemas);
+            } else {
+                for (int part = 0; part < stage.files().size(); part++) {
+                    if (!mayWrite()) {
+                        return;
+                    }
+                    load(stage, part, attempt, epoch, schemas);
+                }
             }
             if (!mayWrite()) {
                 return;
             }
-            catalog.progress().recordNormalize(key.flow(), key.table(), stage.batchId(), stage.counts(), Instant.now());
-            metrics.batchNormalized(stage.batchId(), stage.rows());
-            for (StageFile file : stage.files()) {
-                store.delete(file.uri());
+            catalog.progress().recordNormalize(key.flow(), key.table(), last.batchId(), countsOf(group), Instant.now());
+            metrics.loaded();
+            for (Stage loaded : group) {
+                metrics.batchNormalized(loaded.batchId(), loaded.rows());
+                for (StageFile file : loaded.files()) {
+                    store.delete(file.uri());
+                    schemas.remove(file.uri());
+                }
+                catalog.stages().deleteStage(key.flow(), key.table(), loaded.batchId());
+                pendingBatches.decrementAndGet();
             }
-            catalog.stages().deleteStage(key.flow(), key.table(), stage.batchId());
-            pendingBatches.decrementAndGet();
-            log.debug("normalized batch {} of {} ({} rows) into {}", stage.batchId(), key, stage.rows(), key.clickHouseTable());
+            if (group.size() > 1) {
+                log.debug("normalized batches {} to {} of {} ({} rows) into {} in one load", stage.batchId(), last.batchId(),
+                        key, group.stream().mapToLong(Stage::rows).sum(), key.clickHouseTable());
+            } else {
+                log.debug("normalized batch {} of {} ({} rows) into {}", stage.batchId(), key, stage.rows(), key.clickHouseTable());
+            }
         }
+    }
+
+    /**
+     * The batches loaded together from {@code stages[from]} on: just that one, or (pull mode, the table has a key)
+     * it and the batches that follow it with the same file schema, up to {@link #batchesPerLoad} (and no batch
+     * more once they hold {@link #MAX_ROWS_PER_LOAD} rows). A batch that
+     * starts with a truncate begins a group of its own; a batch whose rows keep unchanged values is loaded alone (its
+     * values come from the rows loaded before it); a table without a key loads every batch alone, so that each
+     * keeps the deduplication token of its own parts. Batches loaded together once are loaded again as other
+     * groups after a crash between the load and the record of it: every row then arrives twice with its version,
+     * and the key and version make it one row in {@code FINAL}.
+     */
+    private List<Stage> group(List<Stage> stages, int from, Map<String, org.apache.avro.Schema> schemas) throws IOException {
+        Stage first = stages.get(from);
+        if (push || batchesPerLoad == 1 || from + 1 >= stages.size() || first.files().isEmpty()) {
+            return List.of(first);
+        }
+        org.apache.avro.Schema schema = null;
+        List<Stage> group = new ArrayList<>();
+        long rows = 0;
+        for (int i = from; i < stages.size() && group.size() < batchesPerLoad && rows < MAX_ROWS_PER_LOAD; i++) {
+            Stage stage = stages.get(i);
+            if (i > from && stage.truncateBefore() || stage.files().isEmpty()) {
+                break;
+            }
+            boolean fits = true;
+            for (StageFile file : stage.files()) {
+                if (!store.exists(file.uri())) {
+                    // staged again or missing: the batch on its own finds out which
+                    fits = false;
+                    break;
+                }
+                org.apache.avro.Schema fileSchema = schemaOf(file.uri(), schemas);
+                if (schema == null) {
+                    if (!StageSchema.lookupColumnsOf(fileSchema).isEmpty()
+                            || StageSchema.columnsOf(fileSchema).stream().noneMatch(StageColumn::key)) {
+                        return List.of(first);
+                    }
+                    schema = fileSchema;
+                } else if (!schema.equals(fileSchema)) {
+                    fits = false;
+                    break;
+                }
+            }
+            if (!fits) {
+                break;
+            }
+            group.add(stage);
+            rows += stage.rows();
+        }
+        if (group.size() > 1 && store.pullSource(uris(group)) == null) {
+            return List.of(first);
+        }
+        return group.isEmpty() ? List.of(first) : group;
+    }
+
+    private static List<String> uris(List<Stage> group) {
+        List<String> uris = new ArrayList<>();
+        for (Stage stage : group) {
+            for (StageFile file : stage.files()) {
+                uris.add(file.uri());
+            }
+        }
+        return uris;
+    }
+
+    private static RowCounts countsOf(List<Stage> group) {
+        if (group.size() == 1) {
+            return group.get(0).counts();
+        }
+        long inserts = 0;
+        long updates = 0;
+        long deletes = 0;
+        long clamped = 0;
+        for (Stage stage : group) {
+            inserts += stage.counts().inserts();
+            updates += stage.counts().updates();
+            deletes += stage.counts().deletes();
+            clamped += stage.counts().clampedValues();
+        }
+        return new RowCounts(inserts, updates, deletes, clamped);
+    }
+
+    /**
+     * The deduplication token of a group of batches loaded together: the same whenever the same group is loaded
+     * again (a failed load retried by the next run before more batches arrived).
+     */
+    static String groupToken(String flow, String table, long firstBatchId, long lastBatchId, int files, long rows, int epoch) {
+        return flow + "/" + table + "/batches-" + firstBatchId + "-to-" + lastBatchId + "/files-" + files + "/rows-" + rows
+                + (epoch > 0 ? "/reload-" + epoch : "");
     }
 
     /**
@@ -337,17 +468,11 @@ final class TableNormalizer {
                 + (epoch > 0 ? "/reload-" + epoch : "");
     }
 
-    private void load(Stage stage, int part, String attempt, int epoch) throws Exception {
+    private void load(Stage stage, int part, String attempt, int epoch, Map<String, org.apache.avro.Schema> schemas)
+            throws Exception {
         StageFile file = stage.files().get(part);
-        if (!store.exists(file.uri())) {
-            Stage now = catalog.stages().getStage(key.flow(), key.table(), stage.batchId()).orElse(null);
-            if (now == null || !now.files().equals(stage.files())) {
-                // staged again (a larger copy replaced it) or loaded by a run before: read the stage rows again
-                throw new Restaged(stage.batchId());
-            }
-            throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
-        }
-        org.apache.avro.Schema fileSchema = readSchema(file.uri());
+        requirePresent(stage, file);
+        org.apache.avro.Schema fileSchema = schemaOf(file.uri(), schemas);
         List<StageColumn> columns = StageSchema.columnsOf(fileSchema);
         List<StageColumn> lookupColumns = StageSchema.lookupColumnsOf(fileSchema);
         if (!lookupColumns.isEmpty() && push) {
@@ -372,6 +497,52 @@ final class TableNormalizer {
             destination.forget(key.clickHouseTable());
             throw e;
         }
+    }
+
+    /** One INSERT of every file of {@code group} (batches of one file schema, see {@link #group}). */
+    private void load(List<Stage> group, String attempt, int epoch, Map<String, org.apache.avro.Schema> schemas)
+            throws Exception {
+        List<StageColumn> columns = null;
+        long rows = 0;
+        for (Stage stage : group) {
+            for (StageFile file : stage.files()) {
+                requirePresent(stage, file);
+                if (columns == null) {
+                    columns = StageSchema.columnsOf(schemaOf(file.uri(), schemas));
+                }
+                rows += file.rows();
+            }
+        }
+        List<String> uris = uris(group);
+        String token = groupToken(key.flow(), key.table(), group.get(0).batchId(), group.get(group.size() - 1).batchId(),
+                uris.size(), rows, epoch) + attempt;
+        try {
+            destination.ensureTable(key.table(), key.clickHouseTable(), columns);
+            destination.loadPull(key.clickHouseTable(), columns, store.pullSource(uris), token);
+        } catch (Exception e) {
+            destination.forget(key.clickHouseTable());
+            throw e;
+        }
+    }
+
+    private void requirePresent(Stage stage, StageFile file) throws IOException {
+        if (!store.exists(file.uri())) {
+            Stage now = catalog.stages().getStage(key.flow(), key.table(), stage.batchId()).orElse(null);
+            if (now == null || !now.files().equals(stage.files())) {
+                // staged again (a larger copy replaced it) or loaded by a run before: read the stage rows again
+                throw new Restaged(stage.batchId());
+            }
+            throw new IOException("stage file " + file.uri() + " of batch " + stage.batchId() + " is missing from the stage store");
+        }
+    }
+
+    private org.apache.avro.Schema schemaOf(String uri, Map<String, org.apache.avro.Schema> schemas) throws IOException {
+        org.apache.avro.Schema schema = schemas.get(uri);
+        if (schema == null) {
+            schema = readSchema(uri);
+            schemas.put(uri, schema);
+        }
+        return schema;
     }
 
     private org.apache.avro.Schema readSchema(String uri) throws IOException {

@@ -140,6 +140,7 @@ public final class TableMetrics implements AutoCloseable {
         private final AtomicLong batchId = new AtomicLong();
         private final AtomicLong rowsNormalized = new AtomicLong();
         private final AtomicLong batchesNormalized = new AtomicLong();
+        private final AtomicLong loads = new AtomicLong();
         private final AtomicLong normalizedBatchId = new AtomicLong();
         /** Sink: values stored at the edge of ClickHouse's range (dates and timestamps it cannot hold). */
         private final AtomicLong valuesClamped = new AtomicLong();
@@ -212,6 +213,15 @@ public final class TableMetrics implements AutoCloseable {
             rowsNormalized.addAndGet(rowCount);
             batchesNormalized.incrementAndGet();
             normalizedUpTo(id);
+        }
+
+        /** Sink: one INSERT loaded one batch, or several that waited together. */
+        public void loaded() {
+            loads.incrementAndGet();
+        }
+
+        public long loads() {
+            return loads.get();
         }
 
         /** Sink: the catalog's normalized batch id is {@code id} (read at start, or a batch loaded before a crash). */
@@ -351,6 +361,9 @@ public final class TableMetrics implements AutoCloseable {
                         now -> (double) rowsNormalized()));
                 gauges.add(new Gauge("batches-normalized-total", "batches of this table loaded into ClickHouse since the task started",
                         now -> (double) batchesNormalized()));
+                gauges.add(new Gauge("normalize-loads-total", "INSERT statements that loaded batches of this table since the task"
+                        + " started: fewer than batches-normalized-total when batches that waited were loaded together",
+                        now -> (double) loads()));
                 gauges.add(new Gauge("normalized-batch-id", "the last batch of this table loaded into ClickHouse",
                         now -> (double) normalizedBatchId()));
                 gauges.add(new Gauge("batches-waiting", "staged batches of this table not yet loaded into ClickHouse",

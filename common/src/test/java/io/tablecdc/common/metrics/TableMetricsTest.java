@@ -136,6 +136,9 @@ class TableMetricsTest {
         assertEquals(6.0, attribute(name, "normalized-batch-id"));
         assertEquals(150.0, attribute(name, "rows-normalized-total"));
         assertEquals(2.0, attribute(name, "batches-normalized-total"));
+        assertEquals(0.0, attribute(name, "normalize-loads-total"));
+        t.loaded(); // batches 5 and 6 loaded together
+        assertEquals(1.0, attribute(name, "normalize-loads-total"));
 
         // a batch staged again after it was loaded (a replay) does not wait forever
         t.batchStaged(6, 50, Instant.ofEpochMilli(now));

@@ -100,6 +100,12 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
             + " partitions (other tables keep flowing); resumed when its normalize catches up.";
     private static final int NORMALIZE_BUFFER_BATCHES_DEFAULT = 24;
 
+    public static final String NORMALIZE_BATCHES_PER_LOAD_CONFIG = "normalize.batches.per.load";
+    private static final String NORMALIZE_BATCHES_PER_LOAD_DOC = "Most staged batches of one table loaded by one INSERT when"
+            + " several wait at once (pull mode, tables with a key; a group takes no batch more once it holds a million rows)."
+            + " 1 loads every batch on its own.";
+    private static final int NORMALIZE_BATCHES_PER_LOAD_DEFAULT = 100;
+
     public static final String NORMALIZE_BACKOFF_INITIAL_MS_CONFIG = "normalize.backoff.initial.ms";
     private static final String NORMALIZE_BACKOFF_INITIAL_MS_DOC = "First wait after a table's normalize failed; doubles per failure.";
     private static final long NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT = 60_000L;
@@ -292,6 +298,8 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
                 NORMALIZE_PARALLELISM_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Normalize parallelism");
         def.define(NORMALIZE_BUFFER_BATCHES_CONFIG, Type.INT, NORMALIZE_BUFFER_BATCHES_DEFAULT, ConfigDef.Range.atLeast(1), Importance.MEDIUM,
                 NORMALIZE_BUFFER_BATCHES_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Normalize buffer");
+        def.define(NORMALIZE_BATCHES_PER_LOAD_CONFIG, Type.INT, NORMALIZE_BATCHES_PER_LOAD_DEFAULT, ConfigDef.Range.between(1, 1000),
+                Importance.LOW, NORMALIZE_BATCHES_PER_LOAD_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "Batches per load");
         def.define(NORMALIZE_BACKOFF_INITIAL_MS_CONFIG, Type.LONG, NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT, ConfigDef.Range.atLeast(10),
                 Importance.LOW, NORMALIZE_BACKOFF_INITIAL_MS_DOC, NORMALIZE_GROUP, ++order, Width.SHORT, "First backoff");
         def.define(NORMALIZE_BACKOFF_MAX_MS_CONFIG, Type.LONG, NORMALIZE_BACKOFF_MAX_MS_DEFAULT, ConfigDef.Range.atLeast(10),
@@ -426,6 +434,10 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
 
     public int normalizeBufferBatches() {
         return getInt(NORMALIZE_BUFFER_BATCHES_CONFIG);
+    }
+
+    public int normalizeBatchesPerLoad() {
+        return getInt(NORMALIZE_BATCHES_PER_LOAD_CONFIG);
     }
 
     public long normalizeBackoffInitialMs() {

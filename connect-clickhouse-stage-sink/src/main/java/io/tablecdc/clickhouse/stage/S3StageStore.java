@@ -125,7 +125,39 @@ public final class S3StageStore implements StageStore {
 
     @Override
     public PullSource pullSource(String uri) {
-        String url = (endpoint != null ? endpoint + "/" + bucket : "https://" + bucket + ".s3.amazonaws.com") + "/" + keyOf(uri);
+        return source(keyOf(uri));
+    }
+
+    /**
+     * Several files in one glob: their longest common folder, then {@code {rest 1,rest 2,…}} (ClickHouse reads every
+     * object the glob matches, which are exactly these). Null when a file's name holds a character that a glob would
+     * read as a pattern.
+     */
+    @Override
+    public PullSource pullSource(java.util.List<String> uris) {
+        if (uris.size() == 1) {
+            return pullSource(uris.get(0));
+        }
+        java.util.List<String> keys = uris.stream().map(this::keyOf).toList();
+        String common = keys.get(0).substring(0, keys.get(0).lastIndexOf('/') + 1);
+        for (String key : keys) {
+            while (!key.startsWith(common)) {
+                common = common.substring(0, common.lastIndexOf('/', common.length() - 2) + 1);
+            }
+        }
+        StringBuilder glob = new StringBuilder(common).append('{');
+        for (int i = 0; i < keys.size(); i++) {
+            String rest = keys.get(i).substring(common.length());
+            if (rest.isEmpty() || rest.chars().anyMatch(c -> "*?{},\\[]".indexOf(c) >= 0)) {
+                return null;
+            }
+            glob.append(i == 0 ? "" : ",").append(rest);
+        }
+        return source(glob.append('}').toString());
+    }
+
+    private PullSource source(String key) {
+        String url = (endpoint != null ? endpoint + "/" + bucket : "https://" + bucket + ".s3.amazonaws.com") + "/" + key;
         Map<String, Object> params = new HashMap<>();
         params.put("stage_url", url);
         if (accessKey == null || accessKey.isBlank()) {

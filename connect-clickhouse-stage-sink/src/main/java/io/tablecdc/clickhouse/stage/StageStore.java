@@ -31,6 +31,14 @@ public interface StageStore extends Closeable {
      */
     PullSource pullSource(String uri);
 
+    /**
+     * One table function that reads all of {@code uris} (stage files of one Avro schema) in one statement, or null when
+     * this store cannot name them together (then each is loaded on its own).
+     */
+    default PullSource pullSource(java.util.List<String> uris) {
+        return uris.size() == 1 ? pullSource(uris.get(0)) : null;
+    }
+
     /** A table function expression and the query parameters it needs. */
     record PullSource(String tableFunction, Map<String, Object> parameters) {
     }
