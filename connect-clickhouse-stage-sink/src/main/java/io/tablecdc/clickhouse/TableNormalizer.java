@@ -336,7 +336,7 @@ final class TableNormalizer {
                 if (!mayWrite()) {
                     return;
                 }
-                load(group, attempt, epoch, schemas);
+                loadTogether(group, attempt, epoch, schemas);
             } else {
                 for (int part = 0; part < stage.files().size(); part++) {
                     if (!mayWrite()) {
@@ -500,7 +500,7 @@ final class TableNormalizer {
     }
 
     /** One INSERT of every file of {@code group} (batches of one file schema, see {@link #group}). */
-    private void load(List<Stage> group, String attempt, int epoch, Map<String, org.apache.avro.Schema> schemas)
+    private void loadTogether(List<Stage> group, String attempt, int epoch, Map<String, org.apache.avro.Schema> schemas)
             throws Exception {
         List<StageColumn> columns = null;
         long rows = 0;

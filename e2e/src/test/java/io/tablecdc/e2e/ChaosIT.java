@@ -86,7 +86,7 @@ class ChaosIT {
     private static List<Fault.Step> steps() {
         return List.of(NamedFaults.pgAckedNotRecorded(), NamedFaults.pgFlushedNotConfirmed(),
                 NamedFaults.pgMarkerWrittenNotHandedOver(), NamedFaults.pgCaughtUpNotReady(), NamedFaults.pgMidCopy(),
-                NamedFaults.sinkLoadedNotRecorded(), NamedFaults.sinkRecordedNotCleaned(),
+                NamedFaults.sinkLoadedNotRecorded(), NamedFaults.sinkGroupLoadedNotRecorded(), NamedFaults.sinkRecordedNotCleaned(),
                 NamedFaults.sinkUploadedNotStaged(), NamedFaults.sinkStagedNotCommitted());
     }
 

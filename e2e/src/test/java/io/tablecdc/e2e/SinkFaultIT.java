@@ -48,11 +48,54 @@ class SinkFaultIT {
 
     static Stream<Fault> steps() {
         return Stream.of(
-                // the third load, so that earlier batches are complete and later ones still staged
+                // the third load, so that earlier batches are complete and later ones still staged (these cases load
+                // one batch per INSERT: see Case.perBatch)
                 NamedFaults.sinkLoadedNotRecorded().kill().onOccurrence(3),
                 NamedFaults.sinkRecordedNotCleaned().kill().onOccurrence(3),
                 NamedFaults.sinkUploadedNotStaged().kill().onOccurrence(4),
                 NamedFaults.sinkStagedNotCommitted().kill().onOccurrence(4));
+    }
+
+    /**
+     * The batches that wait together are loaded by one INSERT (the default), and the worker dies after that INSERT or
+     * after the catalog recorded it; a second worker groups them again as it finds them. The first load (batch 1 alone)
+     * is slowed for 3 s, so that the later batches wait together.
+     */
+    static Stream<Fault> groupedSteps() {
+        return Stream.of(NamedFaults.sinkGroupLoadedNotRecorded().kill(),
+                NamedFaults.sinkRecordedNotCleaned().kill().onOccurrence(2));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("groupedSteps")
+    void aWorkerKilledAfterALoadOfSeveralBatchesLosesAndDoublesNothing(Fault fault) throws Exception {
+        Case c = Case.grouped(fault);
+        ConnectWorker first = c.startWorkerWithFault("worker-1");
+        try {
+            c.deployAndAwaitFault(first);
+        } finally {
+            first.kill();
+        }
+        ConnectWorker second = ConnectWorker.startProcess(c.workerProps, StackPaths.workDir("sinkfault-" + c.name + "/worker-2"),
+                Duration.ofSeconds(120));
+        try {
+            c.assertLoadedOnce(second);
+        } finally {
+            second.close();
+        }
+    }
+
+    /** The answer of a load of several batches is lost twice (the INSERT took effect); the sink repeats it. */
+    @Test
+    void aLoadOfSeveralBatchesWhoseAnswerIsLostLosesAndDoublesNothing() throws Exception {
+        Case c = Case.grouped(NamedFaults.failedCall(NamedFaults.sinkGroupLoadedNotRecorded()).times(2));
+        ConnectWorker worker = c.startWorkerWithFault("worker");
+        try {
+            c.deployAndAwaitFault(worker);
+            c.assertLoadedOnce(worker);
+        } finally {
+            worker.close();
+        }
     }
 
     @ParameterizedTest(name = "{0}")
@@ -78,9 +121,20 @@ class SinkFaultIT {
     /** One case: its catalog, flow, table and topic named after the fault, the records produced, a worker group. */
     private record Case(Fault fault, String name, String database, String flow, String table, String topic,
                         String clickhouseTable, String catalogUrl, Map<Long, String> expected,
-                        Map<String, String> workerProps, FaultInjector injector) {
+                        Map<String, String> workerProps, FaultInjector injector, boolean perBatch) {
+        /** A case whose sink loads one batch per INSERT, so that the n-th load is the n-th batch. */
         static Case of(Fault fault, Fault... more) throws Exception {
-            String name = fault.name();
+            return of(true, fault, more);
+        }
+
+        /** A case whose sink loads batches that wait together in one INSERT; its first load is slowed for 3 s. */
+        static Case grouped(Fault fault) throws Exception {
+            return of(false, fault, Fault.at("sink-first-load-slow", "io.tablecdc.clickhouse.TableNormalizer", "load", "AT ENTRY")
+                    .hang(3_000));
+        }
+
+        private static Case of(boolean perBatch, Fault fault, Fault... more) throws Exception {
+            String name = fault.name() + (perBatch ? "" : "-grouped");
             String database = ("sinkfault_" + name).replace('-', '_');
             String flow = "flow-" + name;
             String table = "fault." + name.replace('-', '_');
@@ -91,7 +145,7 @@ class SinkFaultIT {
             return new Case(fault, name, database, flow, table, topic, "fault_" + name.replace('-', '_'), catalogUrl,
                     expected, ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath()),
                     FaultInjector.of(StackPaths.workDir("sinkfault-" + name + "/faults"),
-                            Stream.concat(Stream.of(fault), Stream.of(more)).toArray(Fault[]::new)));
+                            Stream.concat(Stream.of(fault), Stream.of(more)).toArray(Fault[]::new)), perBatch);
         }
 
         /** A worker process with the fault armed (the Byteman agent attached). */
@@ -102,7 +156,11 @@ class SinkFaultIT {
         }
 
         void deployAndAwaitFault(ConnectWorker worker) throws Exception {
-            worker.rest().putConfig("sink-" + name, sinkConfig(catalogUrl, topic));
+            Map<String, String> config = sinkConfig(catalogUrl, topic);
+            if (perBatch) {
+                config.put("normalize.batches.per.load", "1");
+            }
+            worker.rest().putConfig("sink-" + name, config);
             injector.awaitFired(fault, Duration.ofSeconds(120));
         }
 

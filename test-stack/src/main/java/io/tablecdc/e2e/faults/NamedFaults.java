@@ -41,6 +41,14 @@ public final class NamedFaults {
         return Fault.at("sink-loaded-not-recorded", SINK_NORMALIZER, "normalizeAll", "AFTER INVOKE load");
     }
 
+    /**
+     * Sink: several batches that waited together were loaded into ClickHouse by one INSERT, the catalog does not know
+     * (the next run may group them otherwise and load their rows again).
+     */
+    public static Fault.Step sinkGroupLoadedNotRecorded() {
+        return Fault.at("sink-group-loaded-not-recorded", SINK_NORMALIZER, "normalizeAll", "AFTER INVOKE loadTogether");
+    }
+
     /** Sink: the catalog recorded the batch as normalized, its stage row and files are still there. */
     public static Fault.Step sinkRecordedNotCleaned() {
         return Fault.at("sink-recorded-not-cleaned", SINK_NORMALIZER, "normalizeAll", "AFTER INVOKE recordNormalize");
@@ -191,6 +199,8 @@ public final class NamedFaults {
             case "pg-mid-copy" -> new Callee(Fault.at(name, catalog + "CopyLeases", "recordCopySync", "AT EXIT"), unavailable, true);
             case "sink-loaded-not-recorded" ->
                     new Callee(Fault.at(name, SINK_NORMALIZER, "load", "AT EXIT"), "java.io.IOException", false);
+            case "sink-group-loaded-not-recorded" ->
+                    new Callee(Fault.at(name, SINK_NORMALIZER, "loadTogether", "AT EXIT"), "java.io.IOException", false);
             case "sink-recorded-not-cleaned" ->
                     new Callee(Fault.at(name, catalog + "TableProgress", "recordNormalize", "AT EXIT"), unavailable, true);
             case "sink-uploaded-not-staged" -> new Callee(Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore",
