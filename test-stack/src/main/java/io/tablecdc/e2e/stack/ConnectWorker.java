@@ -158,8 +158,9 @@ public final class ConnectWorker implements AutoCloseable {
                 .redirectErrorStream(true)
                 .redirectOutput(ProcessBuilder.Redirect.appendTo(workDir.resolve("worker.log").toFile()));
         builder.environment().putAll(environment);
+        long started = System.nanoTime();
         Process process = builder.start();
-        long deadline = System.nanoTime() + timeout.toNanos();
+        long deadline = started + timeout.toNanos();
         while (!Files.exists(urlFile) || Files.size(urlFile) == 0) {
             if (!process.isAlive()) {
                 throw new IllegalStateException("the Connect worker process exited with " + process.exitValue()
@@ -173,7 +174,7 @@ public final class ConnectWorker implements AutoCloseable {
             Thread.sleep(100);
         }
         URI url = URI.create(Files.readString(urlFile).trim());
-        log.info("Connect worker process {} up at {}", process.pid(), url);
+        log.info("Connect worker process {} up at {} in {} ms", process.pid(), url, (System.nanoTime() - started) / 1_000_000);
         return new ConnectWorker(url, null, process);
     }
 
