@@ -28,6 +28,7 @@ import io.tablecdc.common.TablecdcTypes;
  * {@code StageSchemaBench [rows per round (1000000)] [rounds (5)] [warm-up rounds (3)]}.
  */
 public final class StageSchemaBench {
+    /** Suite 3's table ({@code SinkSuite}), repeated here: this file is compiled on its own, against two builds. */
     private static final Schema VALUE = SchemaBuilder.struct().name("bench").field("id", Schema.INT64_SCHEMA)
             .field("name", Schema.STRING_SCHEMA).field("email", Schema.STRING_SCHEMA).field("city", Schema.OPTIONAL_STRING_SCHEMA)
             .field("score", Schema.FLOAT64_SCHEMA).field("ratio", Schema.OPTIONAL_FLOAT64_SCHEMA)

@@ -16,7 +16,6 @@ import org.apache.kafka.connect.data.Decimal;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.SchemaBuilder;
 import org.apache.kafka.connect.data.Struct;
-import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -69,57 +68,17 @@ class SinkFaultIT {
     @ParameterizedTest(name = "{0}")
     @MethodSource("groupedSteps")
     void aWorkerKilledAfterALoadOfSeveralBatchesLosesAndDoublesNothing(Fault fault) throws Exception {
-        Case c = Case.grouped(fault);
-        ConnectWorker first = c.startWorkerWithFault("worker-1");
-        try {
-            c.deployAndAwaitFault(first);
-        } finally {
-            first.kill();
-        }
-        ConnectWorker second = ConnectWorker.startProcess(c.workerProps, StackPaths.workDir("sinkfault-" + c.name + "/worker-2"),
-                Duration.ofSeconds(120));
-        try {
-            c.assertLoadedOnce(second);
-        } finally {
-            second.close();
-        }
-    }
-
-    /** The answer of a load of several batches is lost twice (the INSERT took effect); the sink repeats it. */
-    @Test
-    void aLoadOfSeveralBatchesWhoseAnswerIsLostLosesAndDoublesNothing() throws Exception {
-        Case c = Case.grouped(NamedFaults.failedCall(NamedFaults.sinkGroupLoadedNotRecorded()).times(2));
-        ConnectWorker worker = c.startWorkerWithFault("worker");
-        try {
-            c.deployAndAwaitFault(worker);
-            c.assertLoadedOnce(worker);
-        } finally {
-            worker.close();
-        }
+        Case.grouped(fault).killAndTakeOver();
     }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("steps")
     void aWorkerKilledAtTheStepLosesAndDoublesNothing(Fault fault) throws Exception {
-        Case c = Case.of(fault);
-        ConnectWorker first = c.startWorkerWithFault("worker-1");
-        try {
-            c.deployAndAwaitFault(first);
-        } finally {
-            first.kill();
-        }
-
-        ConnectWorker second = ConnectWorker.startProcess(c.workerProps, StackPaths.workDir("sinkfault-" + c.name + "/worker-2"),
-                Duration.ofSeconds(120));
-        try {
-            c.assertLoadedOnce(second);
-        } finally {
-            second.close();
-        }
+        Case.of(fault).killAndTakeOver();
     }
 
     /** One case: its catalog, flow, table and topic named after the fault, the records produced, a worker group. */
-    private record Case(Fault fault, String name, String database, String flow, String table, String topic,
+    record Case(Fault fault, String name, String database, String flow, String table, String topic,
                         String clickhouseTable, String catalogUrl, Map<Long, String> expected,
                         Map<String, String> workerProps, FaultInjector injector, boolean perBatch) {
         /** A case whose sink loads one batch per INSERT, so that the n-th load is the n-th batch. */
@@ -164,68 +123,30 @@ class SinkFaultIT {
             injector.awaitFired(fault, Duration.ofSeconds(120));
         }
 
+        /** A worker with the fault armed dies at it; a second worker without faults takes over and loads every row once. */
+        void killAndTakeOver() throws Exception {
+            ConnectWorker first = startWorkerWithFault("worker-1");
+            try {
+                deployAndAwaitFault(first);
+            } finally {
+                first.kill();
+            }
+            ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/worker-2"),
+                    Duration.ofSeconds(120));
+            try {
+                assertLoadedOnce(second);
+            } finally {
+                second.close();
+            }
+        }
+
         void assertLoadedOnce(ConnectWorker worker) throws Exception {
             SinkFaultIT.assertLoadedOnce(worker, name, database, flow, table, clickhouseTable, expected);
         }
     }
 
-    static Stream<Fault> failedCalls() {
-        return Stream.of(
-                // the fourth stage row written and its answer lost twice: the failed attempt's files are the row's
-                // (found by the randomized runs, seed 8200)
-                NamedFaults.failedCall(NamedFaults.sinkStagedNotCommitted()).onOccurrence(4).times(2),
-                NamedFaults.failedCall(NamedFaults.sinkUploadedNotStaged()).onOccurrence(4).times(2),
-                NamedFaults.failedCall(NamedFaults.sinkLoadedNotRecorded()).onOccurrence(3).times(2),
-                NamedFaults.failedCall(NamedFaults.sinkRecordedNotCleaned()).onOccurrence(3).times(2));
-    }
-
-    /**
-     * The step's call fails on one worker that lives on: its answer is lost after it took effect (the stage row, the
-     * normalize record and the upload are in place, the ClickHouse insert is done), so the sink repeats a call that
-     * already happened.
-     */
-    @ParameterizedTest(name = "{0}")
-    @MethodSource("failedCalls")
-    void aCallWhoseAnswerIsLostLosesAndDoublesNothing(Fault fault) throws Exception {
-        Case c = Case.of(fault);
-        ConnectWorker worker = c.startWorkerWithFault("worker");
-        try {
-            c.deployAndAwaitFault(worker);
-            c.assertLoadedOnce(worker);
-        } finally {
-            worker.close();
-        }
-    }
-
-    /**
-     * A table's staged batches fill its normalize buffer and its partitions are held; the put() that decided so is
-     * slowed at the hold (a hang at its entry), while the table's normalize loop, slowed at its first load, drains.
-     * The hold still begins and ends: the table resumes and loads every batch. Before the fix, the hold read the count
-     * again, found it drained and began nothing, while the partitions stayed paused for good (randomized run seed
-     * 8752, where a ClickHouse outage had filled the buffer and the table stopped at its recovery).
-     */
-    @Test
-    void aTableHeldAtItsBufferWhileItsNormalizeDrainsResumes() throws Exception {
-        Fault hold = Fault.at("sink-held-at-buffer", "io.tablecdc.clickhouse.NormalizeLoops", "holdForBuffer", "AT ENTRY")
-                .hang(8_000);
-        Fault slowLoad = Fault.at("sink-first-load-slow", "io.tablecdc.clickhouse.TableNormalizer", "load", "AT ENTRY")
-                .hang(3_000);
-        Case c = Case.of(hold, slowLoad);
-        ConnectWorker worker = c.startWorkerWithFault("worker");
-        try {
-            Map<String, String> config = sinkConfig(c.catalogUrl, c.topic);
-            config.put("normalize.buffer.batches", "2");
-            worker.rest().putConfig("sink-" + c.name, config);
-            c.injector.awaitFired(slowLoad, Duration.ofSeconds(120));
-            c.injector.awaitFired(hold, Duration.ofSeconds(120));
-            c.assertLoadedOnce(worker);
-        } finally {
-            worker.close();
-        }
-    }
-
     /** ClickHouse FINAL holds every row once with its last value, every batch is normalized, no stage row is left. */
-    private static void assertLoadedOnce(ConnectWorker worker, String name, String database, String flow, String table,
+    static void assertLoadedOnce(ConnectWorker worker, String name, String database, String flow, String table,
                                          String clickhouseTable, Map<Long, String> expected) throws Exception {
         try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
                 .setPassword(stack.clickhouse().password()).compressServerResponse(false).build()) {
@@ -281,7 +202,7 @@ class SinkFaultIT {
         return expected;
     }
 
-    private static Map<String, String> sinkConfig(String catalogUrl, String topic) {
+    static Map<String, String> sinkConfig(String catalogUrl, String topic) {
         Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "sinkfault");
         config.put("topics", topic);
         config.put("table.name.format", "${table}");

@@ -223,18 +223,13 @@ final class SinkSuite {
         // one connection for all the polls: a new one every 20 ms would start as many Postgres backends
         try (Connection c = bench.stack.postgres().connect(catalog)) {
             while (System.nanoTime() < deadline) {
-                try (PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id FROM cdc_table_replication_state"
-                        + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                    ps.setString(1, FLOW);
-                    ps.setString(2, TABLE);
-                    try (ResultSet rs = ps.executeQuery()) {
-                        long normalized = rs.next() ? rs.getLong(1) : 0;
-                        if (normalized >= 1 && first < 0) {
-                            first = System.nanoTime();
-                        }
-                        if (normalized >= batches) {
-                            return first;
-                        }
+                try {
+                    long normalized = normalizedBatchId(c, FLOW, TABLE);
+                    if (normalized >= 1 && first < 0) {
+                        first = System.nanoTime();
+                    }
+                    if (normalized >= batches) {
+                        return first;
                     }
                 } catch (java.sql.SQLException notYet) {
                     // the catalog's tables appear once the sink has migrated it
@@ -247,6 +242,18 @@ final class SinkSuite {
             }
         }
         throw new IllegalStateException(connector + " did not normalize " + batches + " batches within " + timeout);
+    }
+
+    /** The table's normalized batch id in the catalog behind {@code c} (0 before its row exists). */
+    static long normalizedBatchId(Connection c, String flow, String table) throws java.sql.SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id FROM cdc_table_replication_state"
+                + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? rs.getLong(1) : 0;
+            }
+        }
     }
 
     /** Seconds for the bulk RowBinary inserts of the same rows (encoding included, as the sink's is). */

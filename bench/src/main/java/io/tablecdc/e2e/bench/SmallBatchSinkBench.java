@@ -2,8 +2,6 @@ package io.tablecdc.e2e.bench;
 
 import java.lang.management.ManagementFactory;
 import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -126,14 +124,9 @@ public final class SmallBatchSinkBench {
         long deadline = System.nanoTime() + timeout.toNanos();
         try (Connection c = stack.postgres().connect(catalog)) {
             while (System.nanoTime() < deadline) {
-                try (PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id FROM cdc_table_replication_state"
-                        + " WHERE flow_name = ? AND source_table_identifier = ?")) {
-                    ps.setString(1, FLOW);
-                    ps.setString(2, TABLE);
-                    try (ResultSet rs = ps.executeQuery()) {
-                        if (rs.next() && rs.getLong(1) >= batches) {
-                            return;
-                        }
+                try {
+                    if (SinkSuite.normalizedBatchId(c, FLOW, TABLE) >= batches) {
+                        return;
                     }
                 } catch (java.sql.SQLException notYet) {
                     // the catalog's tables appear once the sink has migrated it
