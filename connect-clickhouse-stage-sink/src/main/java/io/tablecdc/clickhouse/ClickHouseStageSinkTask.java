@@ -36,6 +36,7 @@ import io.tablecdc.clickhouse.stage.StageStores;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.RowBlock;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.catalog.Catalog;
@@ -78,6 +79,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private TableMetrics metrics;
 
     private final Map<TableKey, TableStager> stagers = new HashMap<>();
+    /** Reads block records; keeps their schemas so that a table's blocks share one schema object. */
+    private final RowBlock.Reader blockReader = new RowBlock.Reader();
     /** Complete batches whose upload or catalog write failed; retried with backoff, their table paused. */
     private final Map<TableKey, PendingUpload> pendingUploads = new HashMap<>();
     private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
@@ -207,7 +210,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             SinkHeaders headers = SinkHeaders.of(record.headers());
             try {
-                if (!stageRecord(record, headers, tp, now)) {
+                if (!(headers.block() != null ? stageBlock(record, headers, tp, now) : stageRecord(record, headers, tp, now))) {
                     // the table is held at a batch boundary: read this record again once it resumes
                     context.offset(tp, record.kafkaOffset());
                     held.add(tp);
@@ -227,6 +230,83 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         closeDueSelfCutBatches(now);
         loops.releaseDrained(pendingUploads::containsKey, this::resume);
+    }
+
+    /**
+     * Stages the rows of a block record ({@link RowBlock}, {@code record.format=blocks} at the source) one by one as the
+     * row records they stand for; returns false (nothing staged) when the table is held before the block's first row.
+     * A block that cannot be read goes to the errant record reporter whole; rows that cannot be staged are named in one
+     * report of their block, and the block's other rows are staged.
+     */
+    private boolean stageBlock(SinkRecord record, SinkHeaders headers, TopicPartition tp, long now) throws IOException {
+        headers.requireText();
+        if (!RowBlock.FORMAT.equals(headers.block())) {
+            throw new IllegalArgumentException("header " + RowBlock.HEADER + " is '" + headers.block() + "': this sink reads"
+                    + " blocks of format " + RowBlock.FORMAT + " (the source is of a newer tablecdc release?)");
+        }
+        if (!headers.present()) {
+            throw new IllegalArgumentException("a block record without " + RecordHeaders.TABLE + " and " + RecordHeaders.BATCH
+                    + " headers");
+        }
+        headers.batchId();
+        byte[] bytes;
+        if (record.value() instanceof byte[] b) {
+            bytes = b;
+        } else if (record.value() instanceof java.nio.ByteBuffer buffer) {
+            bytes = new byte[buffer.remaining()];
+            buffer.duplicate().get(bytes);
+        } else {
+            throw new IllegalArgumentException("flow " + headers.flow() + ", table " + headers.table() + ": a block record's value"
+                    + " arrived as " + (record.value() == null ? "null" : record.value().getClass().getSimpleName())
+                    + ", not as bytes; read the topic with the converter the source wrote it with (value.converter="
+                    + "org.apache.kafka.connect.converters.ByteArrayConverter)");
+        }
+        RowBlock.Decoded block = blockReader.read(bytes);
+        List<RowBlock.Row> rows = block.rows();
+        List<String> failed = null;
+        int failures = 0;
+        for (int i = 0; i < rows.size(); i++) {
+            RowBlock.Row row = rows.get(i);
+            SinkHeaders rowHeaders = headers.ofBlockRow(row, i == rows.size() - 1);
+            SinkRecord rowRecord = blockRow(record, block, row);
+            try {
+                if (!stageRecord(rowRecord, rowHeaders, tp, now)) {
+                    if (i == 0) {
+                        return false;
+                    }
+                    throw new IllegalStateException("sink " + connectorName + ", flow " + headers.flow() + ", table "
+                            + headers.table() + ": held at row " + i + " of a block of batch " + headers.batch()
+                            + ", not at its first row");
+                }
+            } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
+                failures++;
+                if (failed == null) {
+                    failed = new ArrayList<>();
+                }
+                if (failed.size() < 10) {
+                    failed.add("row " + i + " (" + row.op() + ", version " + row.version() + "): " + e.getMessage());
+                }
+                closeBatchOfErrantLast(rowRecord, rowHeaders);
+            }
+        }
+        if (failed != null) {
+            report(record, new IllegalArgumentException("flow " + headers.flow() + ", table " + headers.table() + ", batch "
+                    + headers.batch() + ": " + failures + " of the block's " + rows.size() + " rows cannot be staged (the"
+                    + " others are): " + String.join("; ", failed) + (failures > failed.size() ? "; …" : "")));
+        }
+        return true;
+    }
+
+    /** Row {@code row} of a block record as the row record it stands for (same topic, partition and offsets). */
+    private static SinkRecord blockRow(SinkRecord record, RowBlock.Decoded block, RowBlock.Row row) {
+        try {
+            return new SinkRecord(record.topic(), record.kafkaPartition(), block.keySchema(), row.key(), block.valueSchema(),
+                    row.value(), record.kafkaOffset(), record.timestamp(), record.timestampType(), null,
+                    record.originalTopic(), record.originalKafkaPartition(), record.originalKafkaOffset());
+        } catch (NoSuchMethodError olderWorker) {
+            return new SinkRecord(record.topic(), record.kafkaPartition(), block.keySchema(), row.key(), block.valueSchema(),
+                    row.value(), record.kafkaOffset(), record.timestamp(), record.timestampType());
+        }
     }
 
     /**

@@ -13,7 +13,8 @@ import io.tablecdc.common.RecordHeaders;
  * The tablecdc headers of one record, read in one pass over its header list (the last header of a name wins, as
  * with {@link Headers#lastWithName}). Checked on arrival: a record whose batch header is not a positive integer
  * goes to the errant record reporter instead of being staged. {@code tablecdc.unchanged} may appear several times (one
- * column each); all are kept, in order. So may {@code tablecdc.nonfinite} (one float value each).
+ * column each); all are kept, in order. So may {@code tablecdc.nonfinite} (one float value each). {@code tablecdc.block}
+ * marks a block record, whose rows carry their own op, version, unchanged columns and marks ({@link #ofBlockRow}).
  *
  * <p>The headers that carry names (flow, table, unchanged columns) must arrive as the text the source wrote: as a
  * {@code String} or as bytes. Kafka Connect's default header converter, {@code SimpleHeaderConverter}, parses header
@@ -23,11 +24,17 @@ import io.tablecdc.common.RecordHeaders;
  * {@code org.apache.kafka.connect.storage.StringConverter} on the sink hands every header over as written.
  */
 record SinkHeaders(String flow, String table, String op, String batch, String last, String version, List<String> unchanged,
-                   boolean keyChanged, List<String> nonFinite, String notText) {
-    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of(), null);
+                   boolean keyChanged, List<String> nonFinite, String notText, String block) {
+    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of(), null, null);
 
     SinkHeaders(String flow, String table, String op, String batch, String last) {
-        this(flow, table, op, batch, last, null, List.of(), false, List.of(), null);
+        this(flow, table, op, batch, last, null, List.of(), false, List.of(), null, null);
+    }
+
+    /** The headers of row {@code row} of a block record with these headers ({@link io.tablecdc.common.RowBlock}). */
+    SinkHeaders ofBlockRow(io.tablecdc.common.RowBlock.Row row, boolean lastOfBlock) {
+        return new SinkHeaders(flow, table, row.op().code(), batch, lastOfBlock ? last : null, row.version().toString(),
+                row.unchanged(), row.keyChanged(), row.nonFinite(), null, null);
     }
 
     static SinkHeaders of(Headers headers) {
@@ -44,6 +51,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
         List<String> nonFinite = null;
         boolean keyChanged = false;
         String notText = null;
+        String block = null;
         for (Header header : headers) {
             switch (header.key()) {
                 case RecordHeaders.FLOW -> {
@@ -71,6 +79,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
                     }
                 }
                 case RecordHeaders.KEY_CHANGED -> keyChanged = "true".equals(text(header));
+                case io.tablecdc.common.RowBlock.HEADER -> block = text(header);
                 case RecordHeaders.NON_FINITE -> {
                     String mark = text(header);
                     if (mark != null) {
@@ -85,7 +94,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
             }
         }
         return new SinkHeaders(flow, table, op, batch, last, version, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged,
-                nonFinite == null ? List.of() : List.copyOf(nonFinite), notText);
+                nonFinite == null ? List.of() : List.copyOf(nonFinite), notText, block);
     }
 
     /** Null when a name-carrying header arrived as text; else what arrived instead, for {@link #requireText()}. */

@@ -267,7 +267,7 @@ public class ApplyTask extends SourceTask {
 
     private ChangeBatcher newBatcher(Lsn start) {
         return new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true);
+                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true).blocks(config.blockBytes());
     }
 
     /** The flow's position Connect stores for {@code slotName} ({@code X/Y}), or null. */

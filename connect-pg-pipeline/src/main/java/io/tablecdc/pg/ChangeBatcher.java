@@ -16,6 +16,7 @@ import org.apache.kafka.connect.source.SourceRecord;
 
 import io.tablecdc.common.NonFiniteValues;
 import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.RowBlock;
 import io.tablecdc.catalog.SyncedBatch;
 import io.tablecdc.pg.wire.Lsn;
 
@@ -66,6 +67,8 @@ final class ChangeBatcher {
     private final java.util.function.Function<String, String> topicOf;
     private final BatchIds batchIds;
     private final boolean coalesce;
+    /** {@code record.format=blocks}: the most bytes of rows in one block record; 0 for a record per row. */
+    private int blockBytes;
 
     // poll thread only
     private final Map<String, Slice> slices = new LinkedHashMap<>();
@@ -101,6 +104,15 @@ final class ChangeBatcher {
         this.safe = start;
         this.acknowledgedPosition = start;
         this.coalesce = coalesce;
+    }
+
+    /**
+     * Emits each batch as block records ({@link RowBlock}) of at most about {@code maxBytes} of rows each, instead of a
+     * record per row ({@code record.format=blocks}).
+     */
+    ChangeBatcher blocks(int maxBytes) {
+        this.blockBytes = maxBytes;
+        return this;
     }
 
     static Map<String, String> tablePartition(String flow, String table) {
@@ -419,54 +431,110 @@ final class ChangeBatcher {
         Map<String, String> partition = tablePartition(flow, table);
         Map<String, Object> offset = Map.of(BATCH_KEY, id, LSN_KEY, last.commitLsn.toString());
         String topic = topicOf.apply(table);
-        List<SourceRecord> records = new ArrayList<>(rows);
+        List<SourceRecord> records = new ArrayList<>(blockBytes > 0 ? 1 : rows);
+        List<List<Txn>> recordTxns = new ArrayList<>(blockBytes > 0 ? 1 : rows);
         UnchangedToast.Resolver toast = new UnchangedToast.Resolver();
-        for (int i = from; i < to; i++) {
-            Change change = toast.resolve(slice.changes.get(i));
-            ConnectHeaders headers = new ConnectHeaders();
-            headers.addString(RecordHeaders.FLOW, flow);
-            headers.addString(RecordHeaders.TABLE, table);
-            headers.addString(RecordHeaders.OP, change.op().code());
-            headers.addString(RecordHeaders.VERSION, slice.versions.get(i).toString());
-            headers.addString(RecordHeaders.BATCH, Long.toString(id));
-            if (change.replayId() != null) {
-                headers.addString(RecordHeaders.REPLAY_ID, change.replayId());
+        if (blockBytes > 0) {
+            emitBlocks(table, id, partition, offset, topic, slice, from, to, toast, records, recordTxns);
+        } else {
+            for (int i = from; i < to; i++) {
+                Change change = toast.resolve(slice.changes.get(i));
+                ConnectHeaders headers = new ConnectHeaders();
+                headers.addString(RecordHeaders.FLOW, flow);
+                headers.addString(RecordHeaders.TABLE, table);
+                headers.addString(RecordHeaders.OP, change.op().code());
+                headers.addString(RecordHeaders.VERSION, slice.versions.get(i).toString());
+                headers.addString(RecordHeaders.BATCH, Long.toString(id));
+                if (change.replayId() != null) {
+                    headers.addString(RecordHeaders.REPLAY_ID, change.replayId());
+                }
+                for (String column : change.unchanged()) {
+                    headers.addString(RecordHeaders.UNCHANGED, column);
+                }
+                if (change.keyChanged()) {
+                    headers.addString(RecordHeaders.KEY_CHANGED, "true");
+                }
+                for (String mark : change.nonFinite()) {
+                    headers.addString(RecordHeaders.NON_FINITE, mark);
+                }
+                for (String mark : NonFiniteValues.marks(change.value())) {
+                    headers.addString(RecordHeaders.NON_FINITE, mark);
+                }
+                if (i == to - 1) {
+                    headers.addString(RecordHeaders.BATCH_LAST, "true");
+                }
+                records.add(new SourceRecord(partition, offset, topic, 0, change.keySchema(), change.key(),
+                        change.valueSchema(), change.value(), slice.txns.get(i).commitTime.toEpochMilli(), headers));
+                recordTxns.add(List.of(slice.txns.get(i)));
             }
-            for (String column : change.unchanged()) {
-                headers.addString(RecordHeaders.UNCHANGED, column);
-            }
-            if (change.keyChanged()) {
-                headers.addString(RecordHeaders.KEY_CHANGED, "true");
-            }
-            for (String mark : change.nonFinite()) {
-                headers.addString(RecordHeaders.NON_FINITE, mark);
-            }
-            for (String mark : NonFiniteValues.marks(change.value())) {
-                headers.addString(RecordHeaders.NON_FINITE, mark);
-            }
-            if (i == to - 1) {
-                headers.addString(RecordHeaders.BATCH_LAST, "true");
-            }
-            records.add(new SourceRecord(partition, offset, topic, 0, change.keySchema(), change.key(),
-                    change.valueSchema(), change.value(), slice.txns.get(i).commitTime.toEpochMilli(), headers));
         }
         synchronized (this) {
             for (int i = 0; i < records.size(); i++) {
-                Txn txn = slice.txns.get(from + i);
-                tags.put(records.get(i), new Tag(txn, batch));
-                txn.remaining++;
-                txn.pending--;
+                List<Txn> txns = recordTxns.get(i);
+                tags.put(records.get(i), new Tag(txns, batch, null));
+                for (Txn txn : txns) {
+                    txn.remaining++;
+                    txn.pending--;
+                }
             }
         }
         out.addAll(records);
     }
 
+    /**
+     * The rows {@code from} to {@code to} of {@code slice} as block records: a new block when the rows so far reach
+     * {@link #blockBytes} or the value schema changes (a relation changed within the slice). Floats travel exactly in a
+     * block, so only the changes' own non-finite marks (decimals) are written.
+     */
+    private void emitBlocks(String table, long id, Map<String, String> partition, Map<String, Object> offset, String topic,
+                            Slice slice, int from, int to, UnchangedToast.Resolver toast, List<SourceRecord> records,
+                            List<List<Txn>> recordTxns) {
+        RowBlock.Writer writer = null;
+        org.apache.kafka.connect.data.Schema writerSchema = null;
+        List<Txn> txns = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            Change change = toast.resolve(slice.changes.get(i));
+            if (writer != null && (writer.bytes() >= blockBytes || change.valueSchema() != writerSchema)) {
+                records.add(blockRecord(table, id, partition, offset, topic, writer.finish(), slice.txns.get(i - 1), false));
+                recordTxns.add(txns);
+                txns = new ArrayList<>();
+            }
+            if (writer == null || change.valueSchema() != writerSchema) {
+                writer = new RowBlock.Writer(change.valueSchema(), change.keySchema());
+                writerSchema = change.valueSchema();
+            }
+            writer.add(change.op(), slice.versions.get(i), change.value(), change.unchanged(), change.keyChanged(),
+                    change.nonFinite(), change.replayId());
+            txns.add(slice.txns.get(i));
+        }
+        records.add(blockRecord(table, id, partition, offset, topic, writer.finish(), slice.txns.get(to - 1), true));
+        recordTxns.add(txns);
+    }
+
+    private SourceRecord blockRecord(String table, long id, Map<String, String> partition, Map<String, Object> offset,
+                                     String topic, byte[] block, Txn lastTxn, boolean lastOfBatch) {
+        ConnectHeaders headers = new ConnectHeaders();
+        headers.addString(RecordHeaders.FLOW, flow);
+        headers.addString(RecordHeaders.TABLE, table);
+        headers.addString(RecordHeaders.BATCH, Long.toString(id));
+        headers.addString(RowBlock.HEADER, RowBlock.FORMAT);
+        if (lastOfBatch) {
+            headers.addString(RecordHeaders.BATCH_LAST, "true");
+        }
+        return new SourceRecord(partition, offset, topic, 0, null, null, Schema.BYTES_SCHEMA, block,
+                lastTxn.commitTime.toEpochMilli(), headers);
+    }
+
     /** A position record for {@code lsn}: partition {@code {"flow", "slot"}}, offset {@code {"lsn"}}. */
     SourceRecord positionRecord(Lsn lsn) {
-        SourceRecord record = new SourceRecord(slotPartition(flow, slot), Map.of(LSN_KEY, lsn.toString()), heartbeatTopic, 0,
-                Schema.STRING_SCHEMA, flow, Schema.STRING_SCHEMA, lsn.toString());
+        // with blocks the worker may use ByteArrayConverter for values: the position's value is bytes then too
+        SourceRecord record = blockBytes > 0
+                ? new SourceRecord(slotPartition(flow, slot), Map.of(LSN_KEY, lsn.toString()), heartbeatTopic, 0,
+                        Schema.STRING_SCHEMA, flow, Schema.BYTES_SCHEMA, lsn.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8))
+                : new SourceRecord(slotPartition(flow, slot), Map.of(LSN_KEY, lsn.toString()), heartbeatTopic, 0,
+                        Schema.STRING_SCHEMA, flow, Schema.STRING_SCHEMA, lsn.toString());
         synchronized (this) {
-            tags.put(record, new Tag(null, null, lsn));
+            tags.put(record, new Tag(List.of(), null, lsn));
         }
         return record;
     }
@@ -483,8 +551,11 @@ final class ChangeBatcher {
             }
             return;
         }
-        tag.txn.remaining--;
-        if (--tag.batch.remaining == 0) {
+        for (Txn txn : tag.txns) {
+            txn.remaining--;
+        }
+        tag.batch.remaining -= tag.txns.size();
+        if (tag.batch.remaining == 0) {
             Batch b = tag.batch;
             synced.add(new Synced(b.table, new SyncedBatch(b.commitLsn.toString(), b.id, b.rows, b.receivedAt, b.commitTime)));
         }
@@ -618,9 +689,7 @@ final class ChangeBatcher {
         }
     }
 
-    private record Tag(Txn txn, Batch batch, Lsn position) {
-        Tag(Txn txn, Batch batch) {
-            this(txn, batch, null);
-        }
+    /** What a record acknowledges: the transaction of each of its rows (one, or a block's), or a position. */
+    private record Tag(List<Txn> txns, Batch batch, Lsn position) {
     }
 }

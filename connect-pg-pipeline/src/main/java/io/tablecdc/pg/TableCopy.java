@@ -302,7 +302,8 @@ final class TableCopy {
         }
         schema = ChangeBuilder.of(relation, oid -> SourceDatabase.primaryKey(first, oid), config::arrayText);
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint)
+                .blocks(config.blockBytes());
         if (!copyRows) {
             closeReaders();
             log.info("flow {}, table {}: not copied (table.sync.copy); catching up from {} and handing over", flow,
@@ -374,7 +375,8 @@ final class TableCopy {
         slotName = detachSlot;
         consistentPoint = detachLsn;
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint);
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint)
+                .blocks(config.blockBytes());
         log.info("flow {}, table {}: rejoining (attempt {}): streaming its changes committed from its detach marker {}"
                 + " from private slot {}", flow, table, attempt, detachLsn, detachSlot);
         step = Step.DRAIN_COPY;
@@ -392,7 +394,8 @@ final class TableCopy {
     private void copyRows(List<SourceRecord> out) throws SQLException {
         long deadline = System.nanoTime() + BUDGET_NANOS;
         int columns = relation.columns().size();
-        while (out.size() < config.batchRows() && System.nanoTime() < deadline && !copies.isEmpty()) {
+        int read = 0;
+        while (read < config.batchRows() && System.nanoTime() < deadline && !copies.isEmpty()) {
             for (int i = 0; i < copies.size(); i++) {
                 CopyOut copy = copies.get(i);
                 byte[] row = copy.readFromCopy();
@@ -404,6 +407,7 @@ final class TableCopy {
                 RelationSchema.Row converted = schema.row(CopyText.parse(row, columns));
                 out.addAll(batcher.add(ChangeBuilder.change(schema, Op.SNAPSHOT, converted.value()).withNonFinite(converted.nonFinite())));
                 rowsSent++;
+                read++;
             }
         }
         if (copies.isEmpty()) {

@@ -409,4 +409,79 @@ class ChangeBatcherTest {
         assertEquals(List.of("n=-Infinity", "f=Infinity", "af[1]=NaN"), marks);
         assertNull(header(out.get(1), RecordHeaders.NON_FINITE));
     }
+
+    /**
+     * record.format=blocks: a batch is one block record per record.block.bytes of rows (the last one
+     * marked), rows in order with their versions; the batch syncs, and the position moves, only once every block of it
+     * is acknowledged; a truncate is a block of its own; a relation change starts a new block.
+     */
+    @Test
+    void blocksCarryTheBatchAndAreAcknowledgedForEveryRowTheyHold() {
+        ChangeBatcher b = new ChangeBatcher("f", "slot_1", "__hb", 1000, t -> "pg." + t, BatchIds.countingFrom(t -> 0L),
+                Lsn.parse("0/100"), true).blocks(1024);
+        b.begin(Lsn.parse("0/200"), T, T);
+        List<SourceRecord> out = new ArrayList<>();
+        for (long id = 1; id <= 200; id++) {
+            out.addAll(b.add(change("s.a", Op.CREATE, id)));
+        }
+        b.commit(Lsn.parse("0/250"));
+        b.begin(Lsn.parse("0/300"), T, T);
+        out.addAll(b.add(Change.truncate("s.a", "9/0/table/1")));
+        Schema wider = SchemaBuilder.struct().field("id", Schema.INT64_SCHEMA).field("name", Schema.OPTIONAL_STRING_SCHEMA)
+                .field("extra", Schema.OPTIONAL_INT32_SCHEMA).build();
+        out.addAll(b.add(change("s.a", Op.UPDATE, 1)));
+        out.addAll(b.add(new Change("s.a", Op.UPDATE, KEY, new Struct(KEY).put("id", 2L), wider,
+                new Struct(wider).put("id", 2L).put("extra", 5))));
+        b.commit(Lsn.parse("0/350"));
+        out.addAll(b.flush());
+
+        io.tablecdc.common.RowBlock.Reader reader = new io.tablecdc.common.RowBlock.Reader();
+        List<io.tablecdc.common.RowBlock.Row> rows = new ArrayList<>();
+        List<String> batches = new ArrayList<>();
+        List<String> lasts = new ArrayList<>();
+        List<Integer> sizes = new ArrayList<>();
+        for (SourceRecord r : out) {
+            assertEquals("1", header(r, io.tablecdc.common.RowBlock.HEADER));
+            assertEquals(Schema.BYTES_SCHEMA, r.valueSchema());
+            assertNull(r.key());
+            assertEquals(0, r.kafkaPartition());
+            io.tablecdc.common.RowBlock.Decoded block = reader.read((byte[]) r.value());
+            rows.addAll(block.rows());
+            sizes.add(block.rows().size());
+            batches.add(header(r, RecordHeaders.BATCH));
+            lasts.add(String.valueOf(header(r, RecordHeaders.BATCH_LAST)));
+        }
+        assertEquals(203, rows.size());
+        assertTrue(sizes.get(0) > 1 && sizes.get(0) < 200, "a block closes at record.block.bytes: " + sizes);
+        int firstBatchBlocks = (int) batches.stream().filter("1"::equals).count();
+        assertTrue(firstBatchBlocks >= 2, "the 200 rows span blocks: " + batches);
+        assertEquals("true", lasts.get(firstBatchBlocks - 1));
+        assertTrue(lasts.subList(0, firstBatchBlocks - 1).stream().allMatch("null"::equals), lasts.toString());
+        // the truncate is batch 2, alone; the two updates batch 3 in two blocks (the schema changed between them)
+        assertEquals(List.of("2", "3", "3"), batches.subList(firstBatchBlocks, batches.size()));
+        assertEquals(List.of("true", "null", "true"), lasts.subList(firstBatchBlocks, lasts.size()));
+        io.tablecdc.common.RowBlock.Row truncate = rows.get(200);
+        assertEquals(Op.TRUNCATE, truncate.op());
+        assertEquals("9/0/table/1", truncate.replayId());
+        for (int i = 0; i < 200; i++) {
+            assertEquals(i + 1L, rows.get(i).value().get("id"));
+            assertEquals(new Struct(KEY).put("id", i + 1L), rows.get(i).key());
+            assertEquals(ChangeVersion.of(Lsn.parse("0/200"), i + 1), rows.get(i).version());
+        }
+        assertEquals(5, rows.get(202).value().get("extra"));
+
+        // acknowledged in reverse: nothing syncs and the position stays until the first block is in
+        for (int i = out.size() - 1; i >= 1; i--) {
+            b.acknowledged(out.get(i));
+        }
+        assertEquals(List.of("3", "2"), b.drainSynced().stream().map(s -> Long.toString(s.batch().batchId())).toList(),
+                "in acknowledgement order");
+        assertEquals(Lsn.parse("0/100"), b.safePosition());
+        b.acknowledged(out.get(0));
+        List<ChangeBatcher.Synced> synced = b.drainSynced();
+        assertEquals(1, synced.size());
+        assertEquals(1L, synced.get(0).batch().batchId());
+        assertEquals(200L, synced.get(0).batch().rows(), "a batch counts its rows, not its blocks");
+        assertEquals(Lsn.parse("0/350"), b.safePosition(), "every block acknowledged");
+    }
 }

@@ -22,7 +22,7 @@ public final class BenchOptions {
      * The record paths of suite 6: JSON with schemas and the worker's producer defaults; Apicurio's Avro converter
      * with a schema registry; the same with the producer overrides recommended for copies.
      */
-    public static final List<String> E2E_PATHS = List.of("json", "avro", "avro-tuned");
+    public static final List<String> E2E_PATHS = List.of("json", "avro", "avro-tuned", "blocks");
 
     final List<String> args;
     Set<String> suites = new LinkedHashSet<>(SUITES);
@@ -76,7 +76,8 @@ public final class BenchOptions {
                   --e2e-changes N        changes of the end-to-end streaming workload (500000)
                   --e2e-paths LIST       record paths of the end-to-end Postgres suite, of: json (JsonConverter with
                                          schemas), avro (Apicurio's Avro converter and schema registry), avro-tuned
-                                         (avro and the copy's producer overrides); default all
+                                         (avro and the copy's producer overrides), blocks (record.format=blocks,
+                                         ByteArrayConverter, the producer overrides); default all
                   --e2e-query-rows N     rows of the end-to-end BigQuery table (1000000)
                   --worker-heap SIZE     -Xmx of the Connect worker (1536m)
                   --budget-minutes N     share N minutes among the suites: a suite starts no further repetition once

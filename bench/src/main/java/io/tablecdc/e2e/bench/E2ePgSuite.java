@@ -32,7 +32,7 @@ final class E2ePgSuite {
     static final String STREAM = "tablecdc streaming backlog";
     /** What each record path adds to the names of its variants ({@link BenchOptions#E2E_PATHS}). */
     private static final Map<String, String> PATH_SUFFIX = Map.of("json", "", "avro", ", Avro converter",
-            "avro-tuned", ", Avro converter, producer overrides");
+            "avro-tuned", ", Avro converter, producer overrides", "blocks", ", blocks, producer overrides");
     private static final String TABLE = "bench.e2e_src";
     /** The ClickHouse table the sink derives from {@link #TABLE} ({@code table.name.format=${table}}). */
     private static final String CH_TABLE = "bench_e2e_src";
@@ -59,7 +59,9 @@ final class E2ePgSuite {
                         + " against Apicurio Registry 3.3.3 (in-memory storage, its own JVM on this machine; schemas"
                         + " registered as met, their ids in the payload); `producer overrides`: the source's producer with"
                         + " `linger.ms=20`, `batch.size=262144`, `compression.type=lz4`, as pg-pipeline.md recommends for"
-                        + " copies. **%s**:"
+                        + " copies; `blocks`: the source with `record.format=blocks` (blocks of rows of up to 256 KiB) and"
+                        + " `ByteArrayConverter` for values on both connectors (keys: JsonConverter), with the same producer"
+                        + " overrides. **%s**:"
                         + " from deploying both connectors until `SELECT count() … FINAL` (live rows) equals the table's rows."
                         + " **%s**: then, with the source paused, %d changes (60 %% inserts, 30 %% updates, 10 %% deletes of"
                         + " new rows, in statements of 1000 rows, and a last marker row) are committed; from resuming it until"
@@ -108,7 +110,7 @@ final class E2ePgSuite {
                 // the paths in a rotated order per repetition, so that none always runs first on a fresh worker
                 for (int i = 0; i < o.e2ePaths.size(); i++) {
                     String path = o.e2ePaths.get((i + rep) % o.e2ePaths.size());
-                    boolean profiled = rep == Math.min(1, o.reps - 1) && o.profile && (path.equals("json") || path.equals("avro-tuned"));
+                    boolean profiled = rep == Math.min(1, o.reps - 1) && o.profile && (path.equals("json") || path.equals("avro-tuned") || path.equals("blocks"));
                     tablecdc(rep, path, profiled);
                 }
             }
@@ -170,7 +172,12 @@ final class E2ePgSuite {
             bench.registry.withAvroConverters(sink);
             bench.registry.withAvroConverters(source);
         }
-        if (path.equals("avro-tuned")) {
+        if (path.equals("blocks")) {
+            source.put("record.format", "blocks");
+            source.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+            sink.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+        }
+        if (path.equals("avro-tuned") || path.equals("blocks")) {
             source.put("producer.override.linger.ms", "20");
             source.put("producer.override.batch.size", "262144");
             source.put("producer.override.compression.type", "lz4");

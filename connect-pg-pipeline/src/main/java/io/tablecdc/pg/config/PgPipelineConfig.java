@@ -113,6 +113,21 @@ public final class PgPipelineConfig extends AbstractConfig {
             + " one transaction; a transaction with more rows of a table is cut into batches of this size.";
     private static final int BATCH_ROWS_DEFAULT = 10_000;
 
+    public static final String RECORD_FORMAT_CONFIG = "record.format";
+    private static final String RECORD_FORMAT_DOC = "How rows travel through Kafka. rows (the default): one record per row,"
+            + " its value a Struct that any converter, SMT and consumer reads. blocks: for flows whose only consumer is the"
+            + " tablecdc stage sink, one record per block of rows of one table and batch, its value the rows in tablecdc's"
+            + " binary block form (schema BYTES) and its headers the batch's; set value.converter="
+            + "org.apache.kafka.connect.converters.ByteArrayConverter on this connector so that no converter touches the"
+            + " rows. The sink unpacks the blocks into the same rows. SMTs and other consumers see blocks, not rows.";
+    private static final String RECORD_FORMAT_DEFAULT = "rows";
+
+    public static final String RECORD_BLOCK_BYTES_CONFIG = "record.block.bytes";
+    private static final String RECORD_BLOCK_BYTES_DOC = "With record.format=blocks: a block record is closed once its"
+            + " rows take this many bytes (a row larger than that makes a block of its own). Keep it well below the"
+            + " producer's max.request.size and the topic's max.message.bytes (1 MiB by default).";
+    private static final int RECORD_BLOCK_BYTES_DEFAULT = 262_144;
+
     public static final String MAX_UNNORMALIZED_BATCHES_CONFIG = "max.unnormalized.batches";
     private static final String MAX_UNNORMALIZED_BATCHES_DOC = "How many batches a table may have synced but not yet"
             + " normalized (the same setting as the BigQuery source's): a copy task whose table's batches reach it pauses"
@@ -241,6 +256,11 @@ public final class PgPipelineConfig extends AbstractConfig {
                         "Max table retries")
                 .define(BATCH_ROWS_CONFIG, Type.INT, BATCH_ROWS_DEFAULT, ConfigDef.Range.between(1, 1_000_000),
                         Importance.MEDIUM, BATCH_ROWS_DOC, REPLICATION_GROUP, ++order, Width.SHORT, "Batch rows")
+                .define(RECORD_FORMAT_CONFIG, Type.STRING, RECORD_FORMAT_DEFAULT, ConfigDef.ValidString.in("rows", "blocks"),
+                        Importance.MEDIUM, RECORD_FORMAT_DOC, REPLICATION_GROUP, ++order, Width.SHORT, "Record format")
+                .define(RECORD_BLOCK_BYTES_CONFIG, Type.INT, RECORD_BLOCK_BYTES_DEFAULT,
+                        ConfigDef.Range.between(1024, 16_777_216), Importance.LOW, RECORD_BLOCK_BYTES_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Block bytes")
                 .define(MAX_UNNORMALIZED_BATCHES_CONFIG, Type.INT, MAX_UNNORMALIZED_BATCHES_DEFAULT,
                         ConfigDef.Range.between(1, 1_000_000), Importance.MEDIUM, MAX_UNNORMALIZED_BATCHES_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Max unnormalized batches")
@@ -266,6 +286,11 @@ public final class PgPipelineConfig extends AbstractConfig {
                 .define(ARRAY_TEXT_COLUMNS_CONFIG, Type.LIST, "", Importance.LOW, ARRAY_TEXT_COLUMNS_DOC,
                         REPLICATION_GROUP, ++order, Width.LONG, "Arrays as text");
         return CatalogConfig.addTo(def);
+    }
+
+    /** {@code record.format=blocks}: the most bytes of rows per block record; 0 for a record per row. */
+    public int blockBytes() {
+        return "blocks".equals(getString(RECORD_FORMAT_CONFIG)) ? getInt(RECORD_BLOCK_BYTES_CONFIG) : 0;
     }
 
     public String host() {
