@@ -72,12 +72,16 @@ public final class RowBlock {
     /** Writes rows of one value and key schema into blocks; reused block after block. Not thread-safe. */
     public static final class Writer {
         private final Schema valueSchema;
+        private final Field[] fields;
+        private final Kind[] kinds;
         private final Out schemaSection = new Out(256);
         private final Out rows = new Out(64 * 1024);
         private int count;
 
         public Writer(Schema valueSchema, Schema keySchema) {
             this.valueSchema = valueSchema;
+            this.fields = valueSchema == null ? new Field[0] : valueSchema.fields().toArray(new Field[0]);
+            this.kinds = kinds(fields);
             writeOptionalSchema(schemaSection, valueSchema);
             writeOptionalSchema(schemaSection, keySchema);
         }
@@ -110,7 +114,9 @@ public final class RowBlock {
                 if (value.schema() != valueSchema && !value.schema().equals(valueSchema)) {
                     throw new IllegalArgumentException("a row of another schema than its block's");
                 }
-                writeStruct(out, valueSchema, value);
+                for (int i = 0; i < fields.length; i++) {
+                    writeValue(out, fields[i].schema(), kinds[i], value.get(fields[i]));
+                }
             }
             count++;
         }
@@ -142,14 +148,18 @@ public final class RowBlock {
     /** Reads blocks, keeping the schemas of the last schema sections so that equal sections give the same objects. */
     public static final class Reader {
         private static final int SCHEMAS_KEPT = 64;
-        private final Map<ByteBuffer, Schema[]> schemas = new LinkedHashMap<>(16, 0.75f, true) {
+        private final Map<ByteBuffer, Plan> schemas = new LinkedHashMap<>(16, 0.75f, true) {
             private static final long serialVersionUID = 1L;
 
             @Override
-            protected boolean removeEldestEntry(Map.Entry<ByteBuffer, Schema[]> eldest) {
+            protected boolean removeEldestEntry(Map.Entry<ByteBuffer, Plan> eldest) {
                 return size() > SCHEMAS_KEPT;
             }
         };
+
+        /** A schema section read: the schemas, the value's fields and how each is read. */
+        private record Plan(Schema valueSchema, Schema keySchema, Field[] fields, Kind[] kinds) {
+        }
 
         /**
          * The block's schemas and rows.
@@ -157,6 +167,17 @@ public final class RowBlock {
          * @throws IllegalArgumentException when the bytes are not a block of this format, or end early
          */
         public Decoded read(byte[] block) {
+            try {
+                return readBlock(block);
+            } catch (IllegalArgumentException e) {
+                throw e;
+            } catch (RuntimeException e) {
+                // a schema section or value that Connect refuses (a corrupted block): as unreadable as a short one
+                throw new IllegalArgumentException("a tablecdc row block cannot be read: " + e, e);
+            }
+        }
+
+        private Decoded readBlock(byte[] block) {
             In in = new In(block);
             for (byte b : MAGIC) {
                 if (in.pos >= block.length || block[in.pos++] != b) {
@@ -168,16 +189,21 @@ public final class RowBlock {
             int sectionStart = in.pos;
             in.need(sectionLength);
             ByteBuffer section = ByteBuffer.wrap(Arrays.copyOfRange(block, sectionStart, sectionStart + sectionLength));
-            Schema[] both = schemas.get(section);
-            if (both == null) {
+            Plan plan = schemas.get(section);
+            if (plan == null) {
                 In s = new In(block);
                 s.pos = sectionStart;
-                both = new Schema[] {readOptionalSchema(s), readOptionalSchema(s)};
-                schemas.put(section, both);
+                Schema value = readOptionalSchema(s);
+                Schema key = readOptionalSchema(s);
+                Field[] fields = value == null ? new Field[0] : value.fields().toArray(new Field[0]);
+                plan = new Plan(value, key, fields, kinds(fields));
+                schemas.put(section, plan);
             }
             in.pos = sectionStart + sectionLength;
-            Schema valueSchema = both[0];
-            Schema keySchema = both[1];
+            Schema valueSchema = plan.valueSchema();
+            Schema keySchema = plan.keySchema();
+            Field[] fields = plan.fields();
+            Kind[] kinds = plan.kinds();
             int count = in.length();
             List<Row> rows = new ArrayList<>(Math.min(count, 1 << 16));
             for (int i = 0; i < count; i++) {
@@ -194,7 +220,10 @@ public final class RowBlock {
                     if (valueSchema == null) {
                         throw new IllegalArgumentException("row " + i + " of a block without a value schema has a value");
                     }
-                    value = (Struct) readValue(in, valueSchema);
+                    value = new Struct(valueSchema);
+                    for (int f = 0; f < fields.length; f++) {
+                        value.put(fields[f], readValue(in, fields[f].schema(), kinds[f]));
+                    }
                     if (keySchema != null) {
                         key = new Struct(keySchema);
                         for (Field field : keySchema.fields()) {
@@ -309,7 +338,36 @@ public final class RowBlock {
         }
     }
 
+    /** How a value of a schema is written and read, chosen once per field. */
+    private enum Kind {
+        DECIMAL, DATE, MILLIS, INT8, INT16, INT32, INT64, FLOAT32, FLOAT64, BOOLEAN, STRING, BYTES, ARRAY, MAP, STRUCT;
+
+        static Kind of(Schema schema) {
+            String logical = schema.name();
+            if (Decimal.LOGICAL_NAME.equals(logical)) {
+                return DECIMAL;
+            } else if (Date.LOGICAL_NAME.equals(logical)) {
+                return DATE;
+            } else if (Time.LOGICAL_NAME.equals(logical) || Timestamp.LOGICAL_NAME.equals(logical)) {
+                return MILLIS;
+            }
+            return valueOf(schema.type().name());
+        }
+    }
+
+    private static Kind[] kinds(Field[] fields) {
+        Kind[] kinds = new Kind[fields.length];
+        for (int i = 0; i < fields.length; i++) {
+            kinds[i] = Kind.of(fields[i].schema());
+        }
+        return kinds;
+    }
+
     private static void writeValue(Out out, Schema schema, Object value) {
+        writeValue(out, schema, Kind.of(schema), value);
+    }
+
+    private static void writeValue(Out out, Schema schema, Kind kind, Object value) {
         if (schema.isOptional()) {
             if (value == null) {
                 out.write(0);
@@ -319,26 +377,10 @@ public final class RowBlock {
         } else if (value == null) {
             throw new IllegalArgumentException("null in a required " + schema.type() + " value");
         }
-        String logical = schema.name();
-        if (logical != null) {
-            switch (logical) {
-                case Decimal.LOGICAL_NAME -> {
-                    out.bytes(((BigDecimal) value).unscaledValue().toByteArray());
-                    return;
-                }
-                case Date.LOGICAL_NAME -> {
-                    out.varLong(zigZag(Math.floorDiv(((java.util.Date) value).getTime(), 86_400_000L)));
-                    return;
-                }
-                case Time.LOGICAL_NAME, Timestamp.LOGICAL_NAME -> {
-                    out.varLong(zigZag(((java.util.Date) value).getTime()));
-                    return;
-                }
-                default -> {
-                }
-            }
-        }
-        switch (schema.type()) {
+        switch (kind) {
+            case DECIMAL -> out.bytes(((BigDecimal) value).unscaledValue().toByteArray());
+            case DATE -> out.varLong(zigZag(Math.floorDiv(((java.util.Date) value).getTime(), 86_400_000L)));
+            case MILLIS -> out.varLong(zigZag(((java.util.Date) value).getTime()));
             case INT8 -> out.write((Byte) value);
             case INT16 -> out.varLong(zigZag((Short) value));
             case INT32 -> out.varLong(zigZag((Integer) value));
@@ -377,26 +419,17 @@ public final class RowBlock {
     }
 
     private static Object readValue(In in, Schema schema) {
+        return readValue(in, schema, Kind.of(schema));
+    }
+
+    private static Object readValue(In in, Schema schema, Kind kind) {
         if (schema.isOptional() && in.u8() == 0) {
             return null;
         }
-        String logical = schema.name();
-        if (logical != null) {
-            switch (logical) {
-                case Decimal.LOGICAL_NAME -> {
-                    return new BigDecimal(new BigInteger(in.bytes()), Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD)));
-                }
-                case Date.LOGICAL_NAME -> {
-                    return new java.util.Date(Math.multiplyExact(unZigZag(in.varLong()), 86_400_000L));
-                }
-                case Time.LOGICAL_NAME, Timestamp.LOGICAL_NAME -> {
-                    return new java.util.Date(unZigZag(in.varLong()));
-                }
-                default -> {
-                }
-            }
-        }
-        return switch (schema.type()) {
+        return switch (kind) {
+            case DECIMAL -> new BigDecimal(new BigInteger(in.bytes()), Integer.parseInt(schema.parameters().get(Decimal.SCALE_FIELD)));
+            case DATE -> new java.util.Date(Math.multiplyExact(unZigZag(in.varLong()), 86_400_000L));
+            case MILLIS -> new java.util.Date(unZigZag(in.varLong()));
             case INT8 -> (byte) in.u8();
             case INT16 -> (short) unZigZag(in.varLong());
             case INT32 -> (int) unZigZag(in.varLong());

@@ -149,4 +149,27 @@ class RowBlockTest {
         assertThrows(IllegalArgumentException.class,
                 () -> writer.add(RecordHeaders.Op.CREATE, BigInteger.ONE, other, Set.of(), false, List.of(), null));
     }
+
+    /** Any corruption of a block is refused as unreadable (IllegalArgumentException) or read, never another failure. */
+    @Test
+    void corruptedBlocksAreRefusedAsUnreadable() {
+        RowBlock.Writer writer = new RowBlock.Writer(VALUE, KEY);
+        writer.add(RecordHeaders.Op.CREATE, BigInteger.ONE, full(1), Set.of(), false, List.of(), null);
+        writer.add(RecordHeaders.Op.UPDATE, BigInteger.TEN, full(2), Set.of("s"), false, List.of("d=NaN"), null);
+        byte[] block = writer.finish();
+        java.util.Random random = new java.util.Random(7);
+        int refused = 0;
+        for (int i = 0; i < 5_000; i++) {
+            byte[] corrupt = block.clone();
+            for (int flips = 1 + random.nextInt(3); flips > 0; flips--) {
+                corrupt[4 + random.nextInt(corrupt.length - 4)] = (byte) random.nextInt(256);
+            }
+            try {
+                new RowBlock.Reader().read(corrupt);
+            } catch (IllegalArgumentException e) {
+                refused++;
+            }
+        }
+        assertTrue(refused > 1_000, "most corruptions are noticed: " + refused);
+    }
 }

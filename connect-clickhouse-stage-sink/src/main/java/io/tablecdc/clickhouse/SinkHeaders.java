@@ -24,17 +24,19 @@ import io.tablecdc.common.RecordHeaders;
  * {@code org.apache.kafka.connect.storage.StringConverter} on the sink hands every header over as written.
  */
 record SinkHeaders(String flow, String table, String op, String batch, String last, String version, List<String> unchanged,
-                   boolean keyChanged, List<String> nonFinite, String notText, String block) {
-    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of(), null, null);
+                   boolean keyChanged, List<String> nonFinite, String notText, String block,
+                   java.math.BigInteger blockVersion) {
+    static final SinkHeaders NONE = new SinkHeaders(null, null, null, null, null, null, List.of(), false, List.of(), null, null,
+            null);
 
     SinkHeaders(String flow, String table, String op, String batch, String last) {
-        this(flow, table, op, batch, last, null, List.of(), false, List.of(), null, null);
+        this(flow, table, op, batch, last, null, List.of(), false, List.of(), null, null, null);
     }
 
     /** The headers of row {@code row} of a block record with these headers ({@link io.tablecdc.common.RowBlock}). */
     SinkHeaders ofBlockRow(io.tablecdc.common.RowBlock.Row row, boolean lastOfBlock) {
-        return new SinkHeaders(flow, table, row.op().code(), batch, lastOfBlock ? last : null, row.version().toString(),
-                row.unchanged(), row.keyChanged(), row.nonFinite(), null, null);
+        return new SinkHeaders(flow, table, row.op().code(), batch, lastOfBlock ? last : null, null, row.unchanged(),
+                row.keyChanged(), row.nonFinite(), null, null, row.version());
     }
 
     static SinkHeaders of(Headers headers) {
@@ -94,7 +96,7 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
             }
         }
         return new SinkHeaders(flow, table, op, batch, last, version, unchanged == null ? List.of() : List.copyOf(unchanged), keyChanged,
-                nonFinite == null ? List.of() : List.copyOf(nonFinite), notText, block);
+                nonFinite == null ? List.of() : List.copyOf(nonFinite), notText, block, null);
     }
 
     /** Null when a name-carrying header arrived as text; else what arrived instead, for {@link #requireText()}. */
@@ -150,6 +152,13 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
 
     /** The row version; fails naming the header when it is missing or not a decimal integer below 2^128. */
     java.math.BigInteger versionValue() {
+        if (blockVersion != null) {
+            if (blockVersion.signum() < 0 || blockVersion.compareTo(RecordHeaders.VERSION_LIMIT) >= 0) {
+                throw new IllegalArgumentException("the row's version is " + blockVersion + ", not a non-negative integer"
+                        + " below 2^128");
+            }
+            return blockVersion;
+        }
         return RecordHeaders.versionValue(version);
     }
 

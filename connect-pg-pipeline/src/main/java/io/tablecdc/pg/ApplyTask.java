@@ -684,6 +684,8 @@ public class ApplyTask extends SourceTask {
             applyConfirm();
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
+            // rows, not records: a block record holds many
+            long emittedBefore = batcher.emittedRows();
             while (!stopping) {
                 if (hold.full(batcher.heldRows())) {
                     // held tables wait for their copy tasks; reading on would only grow what is held (also in the
@@ -715,7 +717,7 @@ public class ApplyTask extends SourceTask {
                 }
                 messageBytes = buffer.remaining();
                 handle(PgOutputParser.parse(buffer), out);
-                if (out.size() >= config.batchRows() || System.nanoTime() > deadline) {
+                if (batcher.emittedRows() - emittedBefore >= config.batchRows() || System.nanoTime() > deadline) {
                     break;
                 }
             }

@@ -69,6 +69,8 @@ final class ChangeBatcher {
     private final boolean coalesce;
     /** {@code record.format=blocks}: the most bytes of rows in one block record; 0 for a record per row. */
     private int blockBytes;
+    /** Rows emitted as records so far (poll thread only): a poll's measure of work whatever the record format. */
+    private long emittedRows;
 
     // poll thread only
     private final Map<String, Slice> slices = new LinkedHashMap<>();
@@ -113,6 +115,11 @@ final class ChangeBatcher {
     ChangeBatcher blocks(int maxBytes) {
         this.blockBytes = maxBytes;
         return this;
+    }
+
+    /** Rows emitted as records since this batcher was made (a block record counts the rows it holds). */
+    long emittedRows() {
+        return emittedRows;
     }
 
     static Map<String, String> tablePartition(String flow, String table) {
@@ -424,6 +431,7 @@ final class ChangeBatcher {
         }
         long id = slice.ids[slice.nextId++];
         int rows = to - from;
+        emittedRows += rows;
         Txn first = slice.txns.get(from);
         Txn last = slice.txns.get(to - 1);
         // the batch's cursor is its newest commit; its lag counts from its oldest
@@ -433,12 +441,13 @@ final class ChangeBatcher {
         String topic = topicOf.apply(table);
         List<SourceRecord> records = new ArrayList<>(blockBytes > 0 ? 1 : rows);
         List<List<Txn>> recordTxns = new ArrayList<>(blockBytes > 0 ? 1 : rows);
-        UnchangedToast.Resolver toast = new UnchangedToast.Resolver();
+        // only a batch with unchanged TOAST values needs its rows remembered by key
+        UnchangedToast.Resolver toast = anyUnchanged(slice, from, to) ? new UnchangedToast.Resolver() : null;
         if (blockBytes > 0) {
             emitBlocks(table, id, partition, offset, topic, slice, from, to, toast, records, recordTxns);
         } else {
             for (int i = from; i < to; i++) {
-                Change change = toast.resolve(slice.changes.get(i));
+                Change change = toast == null ? slice.changes.get(i) : toast.resolve(slice.changes.get(i));
                 ConnectHeaders headers = new ConnectHeaders();
                 headers.addString(RecordHeaders.FLOW, flow);
                 headers.addString(RecordHeaders.TABLE, table);
@@ -481,6 +490,15 @@ final class ChangeBatcher {
         out.addAll(records);
     }
 
+    private static boolean anyUnchanged(Slice slice, int from, int to) {
+        for (int i = from; i < to; i++) {
+            if (!slice.changes.get(i).unchanged().isEmpty()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /**
      * The rows {@code from} to {@code to} of {@code slice} as block records: a new block when the rows so far reach
      * {@link #blockBytes} or the value schema changes (a relation changed within the slice). Floats travel exactly in a
@@ -493,7 +511,7 @@ final class ChangeBatcher {
         org.apache.kafka.connect.data.Schema writerSchema = null;
         List<Txn> txns = new ArrayList<>();
         for (int i = from; i < to; i++) {
-            Change change = toast.resolve(slice.changes.get(i));
+            Change change = toast == null ? slice.changes.get(i) : toast.resolve(slice.changes.get(i));
             if (writer != null && (writer.bytes() >= blockBytes || change.valueSchema() != writerSchema)) {
                 records.add(blockRecord(table, id, partition, offset, topic, writer.finish(), slice.txns.get(i - 1), false));
                 recordTxns.add(txns);

@@ -478,7 +478,9 @@ final class TableCopy {
 
     private void catchUp(List<SourceRecord> out) throws SQLException, InterruptedException {
         long deadline = System.nanoTime() + BUDGET_NANOS;
-        while (System.nanoTime() < deadline && out.size() < config.batchRows()) {
+        // rows, not records: a block record holds many
+        long emittedBefore = batcher.emittedRows();
+        while (System.nanoTime() < deadline && batcher.emittedRows() - emittedBefore < config.batchRows()) {
             ByteBuffer buffer = stream.readPending();
             if (buffer == null) {
                 if (idleSince == 0) {

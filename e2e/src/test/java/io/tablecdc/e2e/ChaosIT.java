@@ -233,6 +233,17 @@ class ChaosIT {
             source.put("detach.after.ms", "4000");
             detach = ", detaching at " + limit + " batches";
         }
+        // a generator of its own too: in half of the runs the pipeline sends block records (record.format=blocks),
+        // small enough that a batch spans several, carried by the worker's JsonConverter as BYTES values
+        SplittableRandom blocksRandom = new SplittableRandom(seed * 19 + 7);
+        String blocks = "";
+        if (blocksRandom.nextBoolean()) {
+            int blockBytes = 1024 + blocksRandom.nextInt(16 * 1024);
+            source.put("record.format", "blocks");
+            source.put("record.block.bytes", Integer.toString(blockBytes));
+            detach += ", blocks of " + blockBytes + " bytes";
+            blocks = "+blocks-" + blockBytes;
+        }
         Outage outage = Outage.pick(random);
         if (slowOutage) {
             outage = outage.slowed();
@@ -397,11 +408,11 @@ class ChaosIT {
                     bigQueryOutageThread.join();
                 }
                 record(seed, faultText + "+" + outage + "+r-out-" + removeAt + "-back-" + returnAt + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
-                        + "+g-gone-after-" + goneAfter + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
+                        + "+g-gone-after-" + goneAfter + blocks + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
-            throw new AssertionError("chaos run seed " + seed + " (" + describe(fault)
+            throw new AssertionError("chaos run seed " + seed + " (" + describe(fault) + blocks
                     + ", " + outage + (bigQueryOutage == null ? "" : ", " + bigQueryOutage) + "): " + e.getMessage() + "; replay with scripts/chaos.sh --runs 1 --seed " + seed, e);
         }
     }

@@ -86,6 +86,57 @@ class StageSinkBadInputIT {
         rest.delete("sink-badlast");
     }
 
+    /**
+     * Block records ({@code record.format=blocks}): a row the sink cannot stage sends its block to the dead letter queue
+     * once, naming the row, and the block's other rows are loaded; a block that cannot be read goes there whole and its
+     * batch is closed; the table goes on.
+     */
+    @Test
+    void aBlockWithARowTheSinkCannotStageGoesToTheDeadLetterQueueAndItsOtherRowsAreLoaded() throws Exception {
+        String flow = "flow-badblock";
+        String topic = "sinkbad.block";
+        io.tablecdc.common.RowBlock.Writer writer = new io.tablecdc.common.RowBlock.Writer(VALUE, KEY);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.ONE, row(1), java.util.Set.of(), false, List.of(), null);
+        // an insert whose value is marked unchanged: only an update can keep a previous value
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.TWO, row(2), java.util.Set.of("customer"), false,
+                List.of(), null);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.valueOf(3), row(3), java.util.Set.of(), false,
+                List.of(), null);
+        byte[] first = writer.finish();
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.valueOf(4), row(4), java.util.Set.of(), false,
+                List.of(), null);
+        byte[] third = writer.finish();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.sendRaw(topic, null, first, blockHeaders(flow, "badblock.t", 1));
+            producer.sendRaw(topic, null, "{\"id\": 5}".getBytes(StandardCharsets.UTF_8), blockHeaders(flow, "badblock.t", 2));
+            producer.sendRaw(topic, null, third, blockHeaders(flow, "badblock.t", 3));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = config("badblock", topic, "sinkbad.block.dlq");
+        config.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+        rest.putConfig("sink-badblock", config);
+        rest.awaitRunning("sink-badblock", 1, Duration.ofSeconds(60));
+        awaitRows("SELECT id FROM badblock_t FINAL ORDER BY id", rows -> rows.stream().map(r -> r.getLong("id")).toList()
+                .equals(List.of(1L, 3L, 4L)), Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.block.dlq");
+        assertEquals(2, errors.size(), errors.toString());
+        assertTrue(errors.get(0).contains("table badblock.t, batch 1: 1 of the block's 3 rows cannot be staged")
+                && errors.get(0).contains("row 1 (CREATE, version 2)") && errors.get(0).contains("tablecdc.unchanged"), errors.get(0));
+        assertTrue(errors.get(1).contains("not a tablecdc row block"), errors.get(1));
+        assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-badblock"));
+        rest.delete("sink-badblock");
+    }
+
+    private static Map<String, String> blockHeaders(String flow, String table, long batch) {
+        Map<String, String> headers = new java.util.HashMap<>();
+        headers.put("tablecdc.flow", flow);
+        headers.put("tablecdc.table", table);
+        headers.put("tablecdc.batch", Long.toString(batch));
+        headers.put("tablecdc.block", "1");
+        headers.put("tablecdc.batch.last", "true");
+        return headers;
+    }
+
     @Test
     void aBatchHeaderThatIsNotAPositiveIntegerGoesToTheDeadLetterQueueAndTheTableGoesOn() throws Exception {
         String flow = "flow-badbatch";

@@ -17,10 +17,11 @@ public final class BenchOptions {
     public static final List<String> SUITES = List.of("pg-copy", "pg-stream", "sink", "query-cdc", "e2e-pg", "e2e-query");
     public static final List<String> SINK_VARIANTS = List.of("pull:zstandard", "pull:snappy", "pull:deflate", "pull:null",
             "push:zstandard", "push:snappy", "push:deflate", "push:null", "pull:zstandard:avro", "push:zstandard:avro",
-            "pull:zstandard:avro:strings", "push:zstandard:avro:strings");
+            "pull:zstandard:avro:strings", "push:zstandard:avro:strings", "pull:zstandard:blocks", "push:zstandard:blocks");
     /**
      * The record paths of suite 6: JSON with schemas and the worker's producer defaults; Apicurio's Avro converter
-     * with a schema registry; the same with the producer overrides recommended for copies.
+     * with a schema registry; the same with the producer overrides recommended for copies; block records
+     * ({@code record.format=blocks}) with ByteArrayConverter and those overrides.
      */
     public static final List<String> E2E_PATHS = List.of("json", "avro", "avro-tuned", "blocks");
 
@@ -63,9 +64,10 @@ public final class BenchOptions {
                   --out DIR              folder of benchmarks.md and benchmarks/*.png (default docs)
                   --no-profile           skip the flight recordings of the sink suite
                   --sink-rows N          rows through the sink (500000)       --sink-batch-rows N   rows per batch (50000)
-                  --sink-variants LIST   mode:codec[:avro[:strings]] entries (all 12 by default), e.g. pull:zstandard,
-                                         push:null, pull:zstandard:avro (records written and read by the Avro
-                                         converter), pull:zstandard:avro:strings (and header.converter=StringConverter)
+                  --sink-variants LIST   mode:codec[:avro[:strings]|:blocks] entries (all 14 by default), e.g.
+                                         pull:zstandard, push:null, pull:zstandard:avro (records written and read by
+                                         the Avro converter), pull:zstandard:avro:strings (and header.converter=
+                                         StringConverter), pull:zstandard:blocks (block records, ByteArrayConverter)
                   --copy-rows N          rows of the copied table (1000000)
                   --stream-changes N     changes of the streaming suite (500000)   --stream-tables N  tables (10)
                   --latency-samples N    single-change latency samples per run (10)

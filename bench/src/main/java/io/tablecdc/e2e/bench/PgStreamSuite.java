@@ -26,6 +26,8 @@ final class PgStreamSuite {
     private static final String PUBLICATION = "bench_stream_pub";
     private static final String DEBEZIUM = "Debezium 3.6.1 streaming";
     private static final String TABLECDC = "tablecdc apply task";
+    /** The apply task with {@code record.format=blocks}, ByteArrayConverter and the copy's producer overrides. */
+    private static final String TABLECDC_BLOCKS = "tablecdc apply task, blocks, producer overrides";
     private static final int CHUNK = 1_000;
 
     private final Bench bench;
@@ -45,7 +47,8 @@ final class PgStreamSuite {
                         + " resumed and timed until a marker row committed after the workload is in Kafka. Debezium runs with"
                         + " `snapshot.mode=no_data`, `tombstones.on.delete=false` (one record per change, like tablecdc),"
                         + " the tablecdc source with `table.sync.copy=none`; both with pgoutput, JsonConverter with schemas,"
-                        + " the same worker. Latency: %d single-row inserts, one at a time, each timed from its commit until"
+                        + " the same worker; `blocks, producer overrides`: the tablecdc source with `record.format=blocks` and"
+                        + " ByteArrayConverter for values, `linger.ms=20`, `batch.size=262144`, `compression.type=lz4`. Latency: %d single-row inserts, one at a time, each timed from its commit until"
                         + " the record is read from Kafka (median per run).",
                 o.streamChanges, o.streamTables, CHUNK, o.latencySamples));
         this.changesPerSecond = report.measure(new Measure("pg-stream-changes-per-second", "Postgres streaming: changes per second",
@@ -54,6 +57,7 @@ final class PgStreamSuite {
                 false, DEBEZIUM));
         for (Measure m : List.of(changesPerSecond, latency)) {
             m.declare(TABLECDC);
+            m.declare(TABLECDC_BLOCKS);
             m.declare(DEBEZIUM);
         }
         this.catalogUrl = bench.stack.postgres().createDatabase("bench_pg_catalog");
@@ -81,6 +85,7 @@ final class PgStreamSuite {
         try {
             for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {
                 runOrSkip(rep, TABLECDC, tables);
+                runOrSkip(rep, TABLECDC_BLOCKS, tables);
                 if (bench.debezium) {
                     runOrSkip(rep, DEBEZIUM, tables);
                 } else {
@@ -100,7 +105,7 @@ final class PgStreamSuite {
 
     private void runOrSkip(int rep, String variant, List<String> tables) throws Exception {
         int run = ++runs;
-        String name = (variant.equals(TABLECDC) ? "benchstream" : "dbzstream") + run;
+        String name = (variant.equals(DEBEZIUM) ? "dbzstream" : "benchstream") + run;
         try {
             run(rep, run, name, variant, tables);
         } catch (Exception e) {
@@ -116,11 +121,18 @@ final class PgStreamSuite {
 
     private void run(int rep, int run, String name, String variant, List<String> tables) throws Exception {
         BenchOptions o = bench.options;
-        Map<String, String> config = variant.equals(TABLECDC)
-                ? bench.pgPipeline(DATABASE, catalogUrl, PUBLICATION, name, name)
-                : bench.debezium(DATABASE, PUBLICATION, name, name, "bench.*", "no_data");
-        if (variant.equals(TABLECDC)) {
+        Map<String, String> config = variant.equals(DEBEZIUM)
+                ? bench.debezium(DATABASE, PUBLICATION, name, name, "bench.*", "no_data")
+                : bench.pgPipeline(DATABASE, catalogUrl, PUBLICATION, name, name);
+        if (!variant.equals(DEBEZIUM)) {
             config.put("table.sync.copy", "none");
+        }
+        if (variant.equals(TABLECDC_BLOCKS)) {
+            config.put("record.format", "blocks");
+            config.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+            config.put("producer.override.linger.ms", "20");
+            config.put("producer.override.batch.size", "262144");
+            config.put("producer.override.compression.type", "lz4");
         }
         bench.rest().putConfig(name, config);
         bench.awaitRunning(name, 1, Duration.ofMinutes(3));

@@ -63,6 +63,8 @@ final class SinkSuite {
     private final String topic;
     /** The same rows written by Apicurio's Avro converter, for the variants ending {@code :avro}. */
     private final String avroTopic;
+    /** The same rows as block records ({@code record.format=blocks}), for the variants ending {@code :blocks}. */
+    private final String blocksTopic;
     private int catalogs;
 
     SinkSuite(Bench bench) {
@@ -74,7 +76,9 @@ final class SinkSuite {
                         + " same rows written by Apicurio's Avro converter 2.6.13.Final against Apicurio Registry 3.3.3 on this"
                         + " machine, read by the sink with that converter; `StringConverter headers`: the sink with"
                         + " `header.converter=org.apache.kafka.connect.storage.StringConverter` instead of the worker's default"
-                        + " SimpleHeaderConverter), in batches of %d rows; the time from deploying"
+                        + " SimpleHeaderConverter; `block records`: the same rows as block records of up to 256 KiB, as the"
+                        + " Postgres pipeline's `record.format=blocks` writes them, read with ByteArrayConverter), in batches"
+                        + " of %d rows; the time from deploying"
                         + " the sink until the catalog shows every batch normalized into the final ReplacingMergeTree table"
                         + " (staged as Avro in the S3 store, loaded with INSERT … SELECT). The baseline inserts the same rows"
                         + " into the same engine as `INSERT … FORMAT RowBinary` over HTTP (the same front the sink talks to),"
@@ -92,12 +96,18 @@ final class SinkSuite {
         }
         this.topic = "bench.sink." + Long.toString(System.currentTimeMillis(), 36);
         this.avroTopic = topic + ".avro";
+        this.blocksTopic = topic + ".blocks";
     }
 
     private static String variantName(String variant) {
         String[] mc = variant.split(":");
         return "tablecdc " + mc[0] + ", " + mc[1] + (avro(variant) ? ", Avro converter" : "")
-                + (stringHeaders(variant) ? ", StringConverter headers" : "");
+                + (stringHeaders(variant) ? ", StringConverter headers" : "") + (blocks(variant) ? ", block records" : "");
+    }
+
+    /** Variants that read block records ({@code record.format=blocks}) with ByteArrayConverter. */
+    private static boolean blocks(String variant) {
+        return List.of(variant.split(":")).contains("blocks");
     }
 
     private static boolean avro(String variant) {
@@ -118,6 +128,10 @@ final class SinkSuite {
         if (avro) {
             produce(avroTopic, o.sinkRows, o.sinkBatchRows, true);
         }
+        boolean blocks = o.sinkVariants.stream().anyMatch(SinkSuite::blocks);
+        if (blocks) {
+            produceBlocks(blocksTopic, o.sinkRows, o.sinkBatchRows);
+        }
         // warm-up, not measured: the worker's first sink of each mode (and converter) loads and compiles its classes
         String warmup = topic + ".warmup";
         produce(warmup, 1_000, 1_000, false);
@@ -129,6 +143,11 @@ final class SinkSuite {
             produce(warmup + ".avro", 1_000, 1_000, true);
             double seconds = sink("pull:zstandard:avro", warmup + ".avro", 1);
             BenchRunner.log("sink: warm-up Avro converter %.1f s", seconds);
+        }
+        if (blocks) {
+            produceBlocks(warmup + ".blocks", 1_000, 1_000);
+            double seconds = sink("pull:zstandard:blocks", warmup + ".blocks", 1);
+            BenchRunner.log("sink: warm-up block records %.1f s", seconds);
         }
         for (int rep = 0; rep < o.reps && bench.startRepetition(report, rep); rep++) {
             double base = baseline(o.sinkRows, o.sinkBatchRows);
@@ -151,6 +170,7 @@ final class SinkSuite {
             profiled.add(o.sinkVariants.get(0));
             o.sinkVariants.stream().filter(v -> avro(v) && !stringHeaders(v)).findFirst().ifPresent(profiled::add);
             o.sinkVariants.stream().filter(SinkSuite::stringHeaders).findFirst().ifPresent(profiled::add);
+            o.sinkVariants.stream().filter(SinkSuite::blocks).findFirst().ifPresent(profiled::add);
             for (String v : profiled) {
                 profile(v);
             }
@@ -171,6 +191,30 @@ final class SinkSuite {
         }
     }
 
+    /** The rows of {@link #produce} as block records of up to 256 KiB, as {@code record.format=blocks} writes them. */
+    private void produceBlocks(String topic, int rows, int batchRows) throws Exception {
+        try (RecordProducer producer = new RecordProducer(bench.stack.kafka().bootstrapServers()).topic(topic)) {
+            io.tablecdc.common.RowBlock.Writer writer = new io.tablecdc.common.RowBlock.Writer(VALUE, KEY);
+            for (int i = 0; i < rows; i++) {
+                int batch = i / batchRows + 1;
+                boolean last = (i + 1) % batchRows == 0 || i == rows - 1;
+                writer.add(io.tablecdc.common.RecordHeaders.Op.SNAPSHOT, java.math.BigInteger.ONE, row(i), List.of(), false,
+                        List.of(), null);
+                if (last || writer.bytes() >= 262_144) {
+                    Map<String, String> headers = new java.util.HashMap<>();
+                    headers.put("tablecdc.flow", FLOW);
+                    headers.put("tablecdc.table", TABLE);
+                    headers.put("tablecdc.batch", Integer.toString(batch));
+                    headers.put(io.tablecdc.common.RowBlock.HEADER, io.tablecdc.common.RowBlock.FORMAT);
+                    if (last) {
+                        headers.put("tablecdc.batch.last", "true");
+                    }
+                    producer.sendRaw(topic, null, writer.finish(), headers);
+                }
+            }
+        }
+    }
+
     private static Struct row(int i) {
         return new Struct(VALUE).put("id", (long) i).put("name", "name-" + i).put("email", "user" + i + "@example.com")
                 .put("city", i % 7 == 0 ? null : "city-" + (i % 100)).put("score", i * 0.5).put("ratio", i % 5 == 0 ? null : 1.0 / (i + 1))
@@ -181,7 +225,8 @@ final class SinkSuite {
     /** Seconds the sink takes from deployment to every batch normalized. */
     private double sink(String variant) throws Exception {
         BenchOptions o = bench.options;
-        return sink(variant, avro(variant) ? avroTopic : topic, (o.sinkRows + o.sinkBatchRows - 1) / o.sinkBatchRows);
+        return sink(variant, avro(variant) ? avroTopic : blocks(variant) ? blocksTopic : topic,
+                (o.sinkRows + o.sinkBatchRows - 1) / o.sinkBatchRows);
     }
 
     private double sink(String variant, String topic, long batches) throws Exception {
@@ -200,6 +245,9 @@ final class SinkSuite {
         }
         if (stringHeaders(variant)) {
             config.put("header.converter", "org.apache.kafka.connect.storage.StringConverter");
+        }
+        if (blocks(variant)) {
+            config.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
         }
         long start = System.nanoTime();
         bench.rest().putConfig(name, config);
@@ -342,7 +390,7 @@ final class SinkSuite {
     private void profile(String variant) throws Exception {
         Path dir = bench.workDir.resolve("jfr");
         Files.createDirectories(dir);
-        String suffix = (avro(variant) ? "-avro" : "") + (stringHeaders(variant) ? "-strings" : "");
+        String suffix = (avro(variant) ? "-avro" : "") + (stringHeaders(variant) ? "-strings" : "") + (blocks(variant) ? "-blocks" : "");
         Path workerJfr = dir.resolve("sink" + suffix + "-worker.jfr");
         Path selfJfr = dir.resolve("sink" + suffix + "-stack.jfr");
         long postgresPid = Bench.postgresPid();

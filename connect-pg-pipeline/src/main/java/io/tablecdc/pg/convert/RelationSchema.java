@@ -152,10 +152,13 @@ public final class RelationSchema {
                     + " columns but the relation has " + columns.size());
         }
         Struct value = new Struct(valueSchema);
+        // the value schema's fields are the relation's columns, in order
+        List<org.apache.kafka.connect.data.Field> fields = valueSchema.fields();
         Set<String> unchanged = new LinkedHashSet<>();
         List<String> nonFinite = null;
         for (int i = 0; i < columns.size(); i++) {
             Column column = columns.get(i);
+            org.apache.kafka.connect.data.Field field = fields.get(i);
             TupleValue raw = tuple.get(i);
             if (raw instanceof TupleValue.UnchangedToast && old != null && old.tuple().size() == columns.size()
                     && old.tuple().get(i) instanceof TupleValue.Text) {
@@ -164,7 +167,7 @@ public final class RelationSchema {
             Object converted;
             if (raw instanceof TupleValue.Text text) {
                 converted = convert(i, column, text.value());
-                nonFinite = nonFinite(column.name(), valueSchema.field(column.name()).schema(), text.value(), converted, nonFinite);
+                nonFinite = nonFinite(column.name(), field.schema(), text.value(), converted, nonFinite);
             } else if (raw instanceof TupleValue.UnchangedToast) {
                 unchanged.add(column.name());
                 converted = null;
@@ -174,11 +177,11 @@ public final class RelationSchema {
             } else {
                 converted = null;
             }
-            if (converted == null && !valueSchema.field(column.name()).schema().isOptional()) {
+            if (converted == null && !field.schema().isOptional()) {
                 throw new ConversionException("table " + relation.qualifiedName() + ", key column " + column.name() + " is "
                         + (raw instanceof TupleValue.UnchangedToast ? "an unchanged TOAST value without an old value" : "null"));
             }
-            value.put(column.name(), converted);
+            value.put(field, converted);
         }
         return new Row(value, unchanged, nonFinite == null ? List.of() : nonFinite);
     }

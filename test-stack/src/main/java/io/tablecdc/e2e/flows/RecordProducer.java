@@ -93,6 +93,13 @@ public final class RecordProducer implements AutoCloseable {
         producer.send(new ProducerRecord<>(topic, key, value)).get(30, TimeUnit.SECONDS);
     }
 
+    /** Sends raw bytes with {@code headers} written as UTF-8 text (a block record, for one). */
+    public void sendRaw(String topic, byte[] key, byte[] value, Map<String, String> headers) throws Exception {
+        RecordHeaders kafkaHeaders = new RecordHeaders();
+        headers.forEach((k, v) -> kafkaHeaders.add(k, v.getBytes(StandardCharsets.UTF_8)));
+        producer.send(new ProducerRecord<>(topic, null, key, value, kafkaHeaders)).get(30, TimeUnit.SECONDS);
+    }
+
     @Override
     public void close() {
         producer.close();
