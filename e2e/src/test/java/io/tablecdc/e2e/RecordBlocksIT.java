@@ -3,11 +3,9 @@ package io.tablecdc.e2e;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.sql.Connection;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -19,7 +17,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
-import com.clickhouse.client.api.query.GenericRecord;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
@@ -49,18 +46,8 @@ class RecordBlocksIT {
         catalogUrl = stack.postgres().createDatabase("blocks_catalog");
         clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
                 .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
-        pg = new PgChecks(stack, () -> {
-            Connection c = stack.postgres().connect(DATABASE);
-            try (Statement s = c.createStatement()) {
-                s.execute("SET IntervalStyle = iso_8601");
-            }
-            return c;
-        }, catalogUrl, clickhouse);
+        pg = TypedTables.checks(stack, DATABASE, catalogUrl, clickhouse);
     }
-
-    private static final String KEYED_PG = "trim_scale(k_n)::text || '|' || to_char(k_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
-            + " || '|' || k_u::text || '|' || coalesce(v, '-')";
-    private static final String KEYED_CH = "concat(toString(k_n), '|', toString(k_ts), '|', toString(k_u), '|', ifNull(v, '-'))";
     private static final String BULK = "id::text || '|' || v";
     private static final String BULK_CH = "concat(toString(id), '|', v)";
     private static final String TOAST_PG = "id::text || '|' || n::text || '|' || md5(body)";
@@ -76,20 +63,10 @@ class RecordBlocksIT {
         String prefix = "pgblk";
         String flow = "pgblk-flow";
         String sink = "pgblk-sink";
-        PgTypesIT.AllTypes all = PgTypesIT.AllTypes.in("blk");
-        pg.sql("DROP PUBLICATION IF EXISTS pgblk_pub",
-                "DROP SCHEMA IF EXISTS blk CASCADE",
-                "CREATE SCHEMA blk",
-                "CREATE TYPE blk.pair AS (a int, b text)",
-                "CREATE DOMAIN blk.posint AS int CHECK (VALUE > 0)",
-                "CREATE TYPE blk.mood AS ENUM ('happy', 'sad')",
-                all.ddl(),
-                all.insert(),
-                "INSERT INTO blk.all (id) VALUES (3)",
-                "CREATE TABLE blk.keyed (k_n numeric(12,3), k_ts timestamptz, k_u uuid, v text, PRIMARY KEY (k_n, k_ts, k_u))",
-                "INSERT INTO blk.keyed VALUES (-1.5, '2024-02-29 12:34:56.123456+05:30', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'a'),"
-                        + " (123456789.001, '1970-01-01 00:00:00+00', '00000000-0000-0000-0000-000000000000', NULL)",
-                "CREATE TABLE blk.bulk (id int PRIMARY KEY, v text NOT NULL)",
+        TypedTables typed = new TypedTables("blk");
+        pg.sql("DROP PUBLICATION IF EXISTS pgblk_pub");
+        pg.sql(typed.create().toArray(String[]::new));
+        pg.sql("CREATE TABLE blk.bulk (id int PRIMARY KEY, v text NOT NULL)",
                 "INSERT INTO blk.bulk SELECT g, repeat(md5(g::text), 2) FROM generate_series(1, 600) g",
                 "CREATE TABLE blk.toast (id bigint PRIMARY KEY, n int NOT NULL, body text)",
                 "ALTER TABLE blk.toast ALTER COLUMN body SET STORAGE EXTERNAL",
@@ -112,28 +89,19 @@ class RecordBlocksIT {
         for (String table : new String[] {"blk.all", "blk.keyed", "blk.bulk", "blk.toast"}) {
             pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
         }
-        Map<String, String[]> tables = new LinkedHashMap<>();
-        tables.put("blk.all", new String[] {all.pgRow(), all.chRow()});
-        tables.put("blk.keyed", new String[] {KEYED_PG, KEYED_CH});
+        Map<String, String[]> tables = typed.rows();
         tables.put("blk.bulk", new String[] {BULK, BULK_CH});
         tables.put("blk.toast", new String[] {TOAST_PG, TOAST_CH});
         pg.awaitEqual(tables, Duration.ofSeconds(120));
 
         // streamed: the same values again under new keys, updates (a key column too), deletes, a truncate and rows after
         // it, and updates that leave the TOAST value untouched (the sink takes it from the rows loaded before)
-        pg.transaction("INSERT INTO blk.all SELECT id + 100" + all.names() + " FROM blk.all",
-                "UPDATE blk.all SET t = t || '!', i4 = i4 - 1, n = 0.01, ai = ai || 4, f8i = '-Infinity', af8 = af8 || 'NaN'::float8"
-                        + " WHERE id = 101",
-                "UPDATE blk.all SET tz = NULL, j = NULL, by = '\\xdeadbeef' WHERE id = 102",
-                "DELETE FROM blk.all WHERE id IN (2, 103)",
-                "INSERT INTO blk.keyed VALUES (0.001, '2299-12-31 23:59:59.999999+00', 'ffffffff-ffff-ffff-ffff-ffffffffffff', 'c')",
-                "UPDATE blk.keyed SET v = 'b' WHERE k_n = -1.5",
-                "UPDATE blk.keyed SET k_n = 7.25 WHERE k_n = 123456789.001",
-                "DELETE FROM blk.keyed WHERE k_n = -1.5",
-                "UPDATE blk.bulk SET v = 'updated ' || id WHERE id % 3 = 0",
+        List<String> changes = typed.changes();
+        changes.addAll(List.of("UPDATE blk.bulk SET v = 'updated ' || id WHERE id % 3 = 0",
                 "DELETE FROM blk.bulk WHERE id % 7 = 0",
                 "UPDATE blk.toast SET n = n + 1",
-                "UPDATE blk.toast SET n = n + 1 WHERE id <= 2");
+                "UPDATE blk.toast SET n = n + 1 WHERE id <= 2"));
+        pg.transaction(changes.toArray(String[]::new));
         pg.transaction("TRUNCATE blk.bulk",
                 "INSERT INTO blk.bulk SELECT g, 'after ' || g FROM generate_series(1000, 1400) g");
         pg.sql("UPDATE blk.toast SET body = " + body("(id + 10)") + " WHERE id = 3",
@@ -141,7 +109,7 @@ class RecordBlocksIT {
         pg.awaitEqual(tables, Duration.ofSeconds(120));
         assertEquals(4, pg.postgresRows("blk.all", "id").size());
         assertEquals(401, pg.postgresRows("blk.bulk", "id").size());
-        assertEquals(java.util.List.of("1|2", "2|2", "3|9", "4|1", "5|1"),
+        assertEquals(List.of("1|2", "2|2", "3|9", "4|1", "5|1"),
                 pg.clickHouseRows("blk.toast", "concat(toString(id), '|', toString(n))"));
 
         // the topics hold blocks: values in the block form, marked, several rows each, the last of a batch marked
@@ -150,25 +118,7 @@ class RecordBlocksIT {
         assertTrue(bulk.records < 600 / 10, "600 copied rows in " + bulk.records + " records: " + bulk);
         assertTrue(bulk.lastOfBatch >= 4, "the copy's 600 rows make 3 batches, the stream more: " + bulk);
         // the sink chose the ClickHouse types the row records give (docs/types.md)
-        Map<String, String> expectedTypes = new LinkedHashMap<>();
-        expectedTypes.put("blk_all.n", "Nullable(Decimal(10, 2))");
-        expectedTypes.put("blk_all.f4", "Nullable(Float32)");
-        expectedTypes.put("blk_all.u", "Nullable(UUID)");
-        expectedTypes.put("blk_all.d", "Nullable(Date32)");
-        expectedTypes.put("blk_all.tz", "Nullable(DateTime64(6, 'UTC'))");
-        expectedTypes.put("blk_all.tm", "Nullable(Int64)");
-        expectedTypes.put("blk_all.af8", "Array(Nullable(Float64))");
-        expectedTypes.put("blk_keyed.k_n", "Decimal(12, 3)");
-        expectedTypes.put("blk_keyed.k_ts", "DateTime64(6, 'UTC')");
-        expectedTypes.put("blk_keyed.k_u", "UUID");
-        Map<String, String> actualTypes = new LinkedHashMap<>();
-        for (GenericRecord r : clickhouse.queryAll("SELECT concat(table, '.', name) AS c, type FROM system.columns"
-                + " WHERE database = currentDatabase() AND table IN ('blk_all', 'blk_keyed')")) {
-            if (expectedTypes.containsKey(r.getString("c"))) {
-                actualTypes.put(r.getString("c"), r.getString("type"));
-            }
-        }
-        assertEquals(new java.util.TreeMap<>(expectedTypes), new java.util.TreeMap<>(actualTypes));
+        assertEquals(typed.expectedTypes(), typed.actualTypes(clickhouse));
 
         rest.delete(flow);
         rest.delete(sink);
@@ -186,9 +136,9 @@ class RecordBlocksIT {
         int last = 0;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(props, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
             TopicPartition partition = new TopicPartition(topic, 0);
-            consumer.assign(java.util.List.of(partition));
-            consumer.seekToBeginning(java.util.List.of(partition));
-            long end = consumer.endOffsets(java.util.List.of(partition)).get(partition);
+            consumer.assign(List.of(partition));
+            consumer.seekToBeginning(List.of(partition));
+            long end = consumer.endOffsets(List.of(partition)).get(partition);
             long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
             while (consumer.position(partition) < end && System.nanoTime() < deadline) {
                 for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(500))) {
