@@ -91,8 +91,10 @@ class PgFaultIT {
         source.put("copy.connections.per.table", "1");
         source.put("batch.rows", "200");
         // the dead copy's lease outlives the second worker's start: its apply task reads the dead copy's marker while
-        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table
-        source.put("copy.lease.ms", "20000");
+        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table. The
+        // second worker's apply task has started streaming 10 to 22 s after the kill with three test JVMs on two cores
+        // (with 20 s, once it came 0.2 s after a new copy had claimed the table, and the path under test was not taken)
+        source.put("copy.lease.ms", "45000");
         source.put("table.retry.delay.ms", "1000");
         Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
@@ -160,8 +162,10 @@ class PgFaultIT {
         // holds at most 20 x 20 = 400 changes: the 1,000-row transaction below fills that in its middle
         source.put("batch.rows", "20");
         // the dead copy's lease outlives the second worker's start: its apply task reads the dead copy's marker while
-        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table
-        source.put("copy.lease.ms", "20000");
+        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table. The
+        // second worker's apply task has started streaming 10 to 22 s after the kill with three test JVMs on two cores
+        // (with 20 s, once it came 0.2 s after a new copy had claimed the table, and the path under test was not taken)
+        source.put("copy.lease.ms", "45000");
         source.put("table.retry.delay.ms", "1000");
         Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
