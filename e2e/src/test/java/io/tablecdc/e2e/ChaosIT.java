@@ -51,7 +51,7 @@ import io.tablecdc.e2e.stack.StackPaths;
  * ({@code FINAL}) with Postgres row for row and waits for every table to reach {@code ready}, then compares ClickHouse
  * with the emulator's latest version of every row ({@link ChaosBigQuery}). Each run prints its
  * seed; {@code scripts/chaos.sh --runs N --seed S} repeats runs S, S+1, … ({@code -Dtablecdc.chaos.seed},
- * {@code -Dtablecdc.chaos.runs}); the suite runs one run with a fresh seed. Every run appends a line to
+ * {@code -Dtablecdc.chaos.runs}); the test command runs the fixed seed {@link #SUITE_SEED}. Every run appends a line to
  * {@code e2e/target/chaos/runs.tsv}; a failed run keeps its workers' logs under {@code e2e/target/stack/chaos-<seed>-*}.
  */
 class ChaosIT {
@@ -72,6 +72,8 @@ class ChaosIT {
         clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
                 .setPassword(stack.clickhouse().password()).build();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        // the sources are quiet when these tests compare: a late stale batch must fail them
+        pg.holdEqualFor(Duration.ofSeconds(5));
         checks = new CdcChecks(stack, "chaos_catalog");
     }
 
@@ -110,10 +112,18 @@ class ChaosIT {
         return fault.name() + what + " occurrence " + fault.occurrence();
     }
 
+    /**
+     * The seed the test command runs when no seed is given (a worker killed at a rebalance step with a second worker
+     * joining, the Kafka broker restarted, block records: about three minutes); {@code scripts/chaos.sh} runs fresh
+     * seeds.
+     */
+    static final long SUITE_SEED = 8760;
+
     @Test
     void seededRunsLoseAndDoubleNothing() throws Exception {
         String seedProperty = System.getProperty("tablecdc.chaos.seed", "");
-        long seed = seedProperty.isBlank() ? (System.nanoTime() & 0xffff_ffffL) : Long.parseLong(seedProperty.trim());
+        // the test command runs fixed seeds, so that it is the same run every time; scripts/chaos.sh draws new ones
+        long seed = seedProperty.isBlank() ? SUITE_SEED : Long.parseLong(seedProperty.trim());
         int runs = Integer.parseInt(System.getProperty("tablecdc.chaos.runs", "1").trim());
         for (int i = 0; i < runs; i++) {
             run(seed + i);
@@ -380,7 +390,12 @@ class ChaosIT {
                     pg.awaitEqual(gone, Duration.ofSeconds(60));
                     bigQuery.check(checks, Duration.ofSeconds(180));
                     int copies = pg.keylessCopies(schema + ".k");
-                    outcome = copies == 0 ? "equal" : "equal+" + copies + "-keyless-copies";
+                    int keyedCopies = 0;
+                    for (String table : tables.keySet()) {
+                        keyedCopies += pg.keyedCopies(table);
+                    }
+                    outcome = (copies == 0 ? "equal" : "equal+" + copies + "-keyless-copies")
+                            + (keyedCopies == 0 ? "" : "+" + keyedCopies + "-keyed-copies");
                     System.out.printf("chaos run seed %d: %s %s, %s%s%s; %d transactions (%d truncates),"
                             + " %d BigQuery rows written: ClickHouse equals Postgres and BigQuery (%s)%n", seed,
                             describe(fault), fired ? "fired" : lives ? "not reached" : "not reached, killed", outage,

@@ -73,6 +73,8 @@ class ExactlyOnceSourceIT {
         clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
                 .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        // the sources are quiet when these tests compare: a late stale batch must fail them
+        pg.holdEqualFor(Duration.ofSeconds(5));
         pg.sql("DROP PUBLICATION IF EXISTS eos_pub",
                 "DROP SCHEMA IF EXISTS eos CASCADE",
                 "CREATE SCHEMA eos",

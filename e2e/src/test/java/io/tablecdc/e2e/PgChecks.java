@@ -40,6 +40,9 @@ final class PgChecks {
     private final java.util.Set<String> keylessTables = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final Map<String, Integer> keylessCopies = new java.util.concurrent.ConcurrentHashMap<>();
     private final Map<String, String> expectedFrom = new java.util.concurrent.ConcurrentHashMap<>();
+    private final Map<String, Integer> keyedCopies = new java.util.concurrent.ConcurrentHashMap<>();
+    /** How long {@link #awaitEqual} requires equality to last once reached; zero: the first moment is enough. */
+    private volatile Duration hold = Duration.ZERO;
 
     PgChecks(LocalStack stack, String database, String catalogUrl, Client clickhouse) {
         this(stack, () -> stack.postgres().connect(database), catalogUrl, clickhouse);
@@ -334,6 +337,8 @@ final class PgChecks {
                 }
             }
             if (equal) {
+                checkVersions(tables);
+                holdEqual(tables);
                 return;
             }
             Thread.sleep(500);
@@ -345,6 +350,85 @@ final class PgChecks {
         }
         throw new AssertionError("ClickHouse never equalled Postgres within " + (System.nanoTime() - start) / 1_000_000_000
                 + " s: " + last + "; catalog: " + sinkProgress());
+    }
+
+    /**
+     * Once ClickHouse equalled Postgres, it must stay equal: for {@link #holdEqualFor} it is compared again every
+     * second, and any difference (a late stale batch, a replayed truncate) fails with what differed. Only for tests
+     * whose sources are quiet when they call {@link #awaitEqual}.
+     */
+    void holdEqualFor(Duration hold) {
+        this.hold = hold;
+    }
+
+    private void holdEqual(Map<String, String[]> tables) throws Exception {
+        long until = System.nanoTime() + hold.toNanos();
+        String since = java.time.LocalTime.now().toString();
+        while (System.nanoTime() < until) {
+            Thread.sleep(1000);
+            for (Map.Entry<String, String[]> table : tables.entrySet()) {
+                List<String> expected = postgresRows(table.getKey(), table.getValue()[0]);
+                List<String> actual = clickHouseRows(table.getKey(), table.getValue()[1]);
+                expected.sort(null);
+                actual.sort(null);
+                boolean same = keylessTables.contains(table.getKey())
+                        ? new java.util.HashSet<>(actual).equals(new java.util.HashSet<>(expected)) && actual.size() >= expected.size()
+                        : expected.equals(actual);
+                if (!same) {
+                    throw new AssertionError("ClickHouse equalled Postgres at " + since + " but no longer at "
+                            + java.time.LocalTime.now() + " for " + table.getKey() + ": " + expected.size()
+                            + " rows in Postgres, " + actual.size() + " in ClickHouse; catalog: " + sinkProgress());
+                }
+            }
+        }
+        checkVersions(tables);
+    }
+
+    /**
+     * Rows {@code FINAL} hides: in every keyed table, the rows loaded for one key and one version (read without
+     * {@code FINAL}, deleted rows too) must be one image; two images of one (key, version) leave {@code FINAL} to pick
+     * either, so they fail the check. Identical copies (a batch loaded again under another token) are counted in
+     * {@link #keyedCopies}. A background merge may already have folded rows together, so this can miss a pair, never
+     * invent one.
+     */
+    private void checkVersions(Map<String, String[]> tables) {
+        for (Map.Entry<String, String[]> table : tables.entrySet()) {
+            if (keylessTables.contains(table.getKey())) {
+                continue;
+            }
+            String name = table.getKey().replaceAll("[^A-Za-z0-9_]", "_");
+            List<GenericRecord> keys = clickhouse.queryAll("SELECT sorting_key AS k FROM system.tables"
+                    + " WHERE database = currentDatabase() AND name = '" + name + "'");
+            if (keys.isEmpty() || keys.get(0).getString("k").isBlank()) {
+                continue;
+            }
+            String key = "tuple(" + keys.get(0).getString("k") + ")";
+            List<GenericRecord> groups = clickhouse.queryAll("SELECT toString(" + key + ") AS k, toString(_tablecdc_version) AS v,"
+                    + " uniqExact(tuple(" + table.getValue()[1] + ", _tablecdc_is_deleted)) AS images, count() AS n FROM " + name
+                    + " GROUP BY " + key + ", _tablecdc_version HAVING n > 1 ORDER BY images DESC, k LIMIT 1000");
+            int copies = 0;
+            List<String> conflicts = new ArrayList<>();
+            for (GenericRecord g : groups) {
+                long images = g.getLong("images");
+                copies += (int) (g.getLong("n") - images);
+                if (images > 1) {
+                    conflicts.add("key " + g.getString("k") + " version " + g.getString("v") + ": " + images + " images");
+                }
+            }
+            keyedCopies.put(table.getKey(), copies);
+            if (!conflicts.isEmpty()) {
+                throw new AssertionError("ClickHouse table " + name + " holds different rows under one key and version"
+                        + " (FINAL keeps either): " + head(conflicts));
+            }
+        }
+    }
+
+    /**
+     * How many identical extra copies of (key, version) rows keyed {@code table} held (without {@code FINAL}) at the
+     * last {@link #awaitEqual} that succeeded; {@code FINAL} shows each once.
+     */
+    int keyedCopies(String table) {
+        return keyedCopies.getOrDefault(table, 0);
     }
 
     /** Every table's synced and normalized batch ids and stage rows in the catalog, as text. */

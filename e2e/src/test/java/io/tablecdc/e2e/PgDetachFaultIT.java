@@ -52,6 +52,8 @@ class PgDetachFaultIT {
         clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
                 .setPassword(stack.clickhouse().password()).build();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        // the sources are quiet when these tests compare: a late stale batch must fail them
+        pg.holdEqualFor(Duration.ofSeconds(5));
     }
 
     @AfterAll
