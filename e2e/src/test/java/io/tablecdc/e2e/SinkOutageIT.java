@@ -31,8 +31,8 @@ import io.tablecdc.e2e.stack.LocalStack;
 
 /**
  * One of the sink's dependencies (the catalog Postgres, ClickHouse, the object store) goes away while batches flow,
- * through a {@link FaultProxy} in front of it: refused (down) or hung (no answer), for longer than the sink's backoff
- * limits. The sink task stays running, and once the dependency is back ClickHouse {@code FINAL} equals what was
+ * through a {@link FaultProxy} in front of it: refused (down), hung (no answer), or a black hole (no answer, and the
+ * connections that met it stay dead after it heals), for longer than the sink's backoff limits. The sink task stays running, and once the dependency is back ClickHouse {@code FINAL} equals what was
  * produced, each row once.
  */
 class SinkOutageIT {
@@ -49,6 +49,11 @@ class SinkOutageIT {
             "clickhouse, hang, 6000",
             "clickhouse, http-503, 6000",
             "objectstore, refuse, 6000",
+            // a host that froze or was cut off: calls in flight never answer and never fail, and their connections
+            // stay dead after the network heals, so only the sink's own time limits end them
+            "catalog, black-hole, 8000",
+            "clickhouse, black-hole, 8000",
+            "objectstore, black-hole, 8000",
     })
     void theSinkRidesOutAnOutageOfADependency(String dependency, String how, long outageMs) throws Exception {
         String name = dependency + "-" + how;
@@ -68,6 +73,7 @@ class SinkOutageIT {
         };
         Consumer<FaultProxy> outage = switch (how) {
             case "hang" -> FaultProxy::hang;
+            case "black-hole" -> FaultProxy::blackHole;
             // a load balancer in front of ClickHouse answering every request with 503
             case "http-503" -> p -> p.httpError(503);
             default -> FaultProxy::refuse;
@@ -105,10 +111,16 @@ class SinkOutageIT {
             Thread.sleep(1000);
             long acceptedBefore = proxy.accepted();
             long heldBefore = proxy.held();
+            long swallowedBefore = proxy.swallowed();
             outage.accept(proxy);
             Thread.sleep(outageMs);
-            // a refused or erring proxy counts the connections it turned away, a hung one the chunks it held
-            long met = "hang".equals(how) ? proxy.held() - heldBefore : proxy.accepted() - acceptedBefore;
+            // a refused or erring proxy counts the connections it turned away, a hung one the chunks it held, a black
+            // hole the chunks it swallowed
+            long met = switch (how) {
+                case "hang" -> proxy.held() - heldBefore;
+                case "black-hole" -> proxy.swallowed() - swallowedBefore;
+                default -> proxy.accepted() - acceptedBefore;
+            };
             proxy.pass();
             producing.get(2, TimeUnit.MINUTES);
             assertTrue(met > 0, "the sink called " + dependency + " during the outage");

@@ -56,6 +56,42 @@ class FaultProxyTest {
         }
     }
 
+    /**
+     * A black hole: a query on an open connection never answers and never fails (only the client's socket timeout
+     * ends it), a new connection is accepted and never answered, and after the network heals the connection that met
+     * the hole stays dead while a new one works and one that stayed idle meanwhile works too.
+     */
+    @Test
+    void blackHoleSwallowsForGoodAndHealsOnlyForNewAndIdleConnections() throws Exception {
+        try (FaultProxy proxy = FaultProxy.start("pg-hole", stack.postgres().host(), stack.postgres().port())) {
+            String viaProxy = "jdbc:postgresql://127.0.0.1:" + proxy.port() + "/postgres";
+            try (Connection met = connect(viaProxy, 3); Connection idle = connect(viaProxy, 0)) {
+                assertEquals(1, selectOne(met));
+                assertEquals(1, selectOne(idle));
+                proxy.blackHole();
+                long start = System.nanoTime();
+                assertThrows(SQLException.class, () -> selectOne(met), "only the socket timeout ends the wait");
+                assertTrue(System.nanoTime() - start >= TimeUnit.SECONDS.toNanos(3) - TimeUnit.MILLISECONDS.toNanos(100),
+                        "the query waited for the timeout, it was not refused");
+                assertTrue(proxy.swallowed() >= 1, "the query met the hole: " + proxy.swallowed());
+                CompletableFuture<Connection> fresh = CompletableFuture.supplyAsync(() -> {
+                    try {
+                        return connect(viaProxy, 0);
+                    } catch (SQLException e) {
+                        throw new IllegalStateException(e);
+                    }
+                });
+                assertThrows(TimeoutException.class, () -> fresh.get(2, TimeUnit.SECONDS), "a new connection never answers");
+                proxy.pass();
+                try (Connection after = connect(viaProxy, 3)) {
+                    assertEquals(1, selectOne(after), "a new connection works once healed");
+                }
+                assertEquals(1, selectOne(idle), "a connection idle during the hole works once healed");
+                fresh.cancel(true);
+            }
+        }
+    }
+
     @Test
     void httpErrorAnswersEveryRequestWithTheStatusAndPassRestoresTheServer() throws Exception {
         URI store = URI.create(stack.objectStore().endpoint());
@@ -118,7 +154,13 @@ class FaultProxyTest {
     }
 
     private static Connection connect(String url) throws SQLException {
+        return connect(url, 0);
+    }
+
+    /** {@code socketTimeoutSeconds}: 0 waits for ever. */
+    private static Connection connect(String url, int socketTimeoutSeconds) throws SQLException {
         Properties props = new Properties();
+        props.setProperty("socketTimeout", Integer.toString(socketTimeoutSeconds));
         props.setProperty("user", stack.postgres().user());
         props.setProperty("password", stack.postgres().password());
         props.setProperty("connectTimeout", "5");

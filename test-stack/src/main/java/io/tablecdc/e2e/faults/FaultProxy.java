@@ -23,14 +23,15 @@ import org.slf4j.LoggerFactory;
  * no byte in either direction (the server stopped answering), {@link #slow(long)} forwards every chunk late (the
  * server or the network is slow), {@link #httpError(int)} answers every HTTP request itself with an error status (an
  * HTTP server that is up but failing: an object store's {@code 503 SlowDown}, an API's backend error),
- * {@link #pass()} restores it. The server itself keeps
+ * {@link #blackHole()} swallows every byte for good without closing anything (a host that froze or was cut off: no
+ * FIN, no RST, and a connection that met it stays dead after the network heals), {@link #pass()} restores it. The server itself keeps
  * running, so what a connector sees is exactly a network or server outage.
  */
 public final class FaultProxy implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(FaultProxy.class);
 
     /** What the proxy does with traffic. */
-    public enum Mode { PASS, REFUSE, HANG, SLOW, HTTP_ERROR }
+    public enum Mode { PASS, REFUSE, HANG, SLOW, HTTP_ERROR, BLACK_HOLE }
 
     private final String name;
     private final InetSocketAddress target;
@@ -45,6 +46,7 @@ public final class FaultProxy implements AutoCloseable {
     private final AtomicLong held = new AtomicLong();
     private volatile int errorStatus;
     private final AtomicLong errorsAnswered = new AtomicLong();
+    private final AtomicLong swallowed = new AtomicLong();
     private volatile boolean closed;
 
     private FaultProxy(String name, InetSocketAddress target) throws IOException {
@@ -144,6 +146,21 @@ public final class FaultProxy implements AutoCloseable {
         return errorsAnswered.get();
     }
 
+    /**
+     * A black hole: new connections are accepted and never answered, and a connection that carries a byte while the
+     * hole lasts is dead for good (what either side sends is swallowed; neither side is closed, so only a client's own
+     * timeout ends its wait). {@link #pass()} heals the network for new connections and for those that stayed idle
+     * meanwhile; the dead ones stay dead, as a TCP connection whose peer froze or lost its state.
+     */
+    public void blackHole() {
+        set(Mode.BLACK_HOLE);
+    }
+
+    /** Chunks swallowed so far by dead connections ({@link #blackHole}). */
+    public long swallowed() {
+        return swallowed.get();
+    }
+
     /** Connections stay open and new ones are accepted, but no byte moves: the server looks hung. */
     public void hang() {
         set(Mode.HANG);
@@ -177,6 +194,11 @@ public final class FaultProxy implements AutoCloseable {
                 answerWithError(client, errorStatus);
                 continue;
             }
+            if (mode == Mode.BLACK_HOLE) {
+                open.add(client);
+                swallow(client);
+                continue;
+            }
             Socket upstream = new Socket();
             try {
                 upstream.connect(target, 5000);
@@ -187,17 +209,47 @@ public final class FaultProxy implements AutoCloseable {
             }
             open.add(client);
             open.add(upstream);
-            pump(client, upstream, "up");
-            pump(upstream, client, "down");
+            java.util.concurrent.atomic.AtomicBoolean dead = new java.util.concurrent.atomic.AtomicBoolean();
+            pump(client, upstream, dead, "up");
+            pump(upstream, client, dead, "down");
         }
     }
 
-    private void pump(Socket from, Socket to, String direction) {
+    /** Reads and drops what {@code from} sends until the proxy closes: a peer that is gone without a word. */
+    private void swallow(Socket from) {
+        Thread thread = new Thread(() -> {
+            byte[] buffer = new byte[64 * 1024];
+            try (InputStream in = from.getInputStream()) {
+                while (in.read(buffer) >= 0 && !closed) {
+                    swallowed.incrementAndGet();
+                }
+            } catch (IOException e) {
+                // the proxy closed
+            } finally {
+                open.remove(from);
+            }
+        }, "fault-proxy-" + name + "-swallowed");
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    private void pump(Socket from, Socket to, java.util.concurrent.atomic.AtomicBoolean dead, String direction) {
         Thread thread = new Thread(() -> {
             byte[] buffer = new byte[64 * 1024];
             try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
                 int n;
                 while ((n = in.read(buffer)) >= 0) {
+                    if (mode == Mode.BLACK_HOLE) {
+                        dead.set(true);
+                    }
+                    if (dead.get()) {
+                        // the connection met the black hole: nothing it carries arrives, and nothing closes it
+                        swallowed.incrementAndGet();
+                        if (closed) {
+                            break;
+                        }
+                        continue;
+                    }
                     if (mode == Mode.HANG) {
                         held.incrementAndGet();
                     }
@@ -218,9 +270,13 @@ public final class FaultProxy implements AutoCloseable {
                 // the other side or a mode change closed the connection
             } finally {
                 closeQuietly(from);
-                closeQuietly(to);
                 open.remove(from);
-                open.remove(to);
+                // a dead connection's peer that goes away is never seen by the other side (no FIN crosses a black
+                // hole): that side stays open until it gives up itself, or the proxy closes
+                if (!dead.get() || closed) {
+                    closeQuietly(to);
+                    open.remove(to);
+                }
             }
         }, "fault-proxy-" + name + "-" + direction);
         thread.setDaemon(true);
