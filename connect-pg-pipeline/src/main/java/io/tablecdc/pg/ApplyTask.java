@@ -95,6 +95,8 @@ public class ApplyTask extends SourceTask {
     private static final long POLL_BUDGET_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
     private static final long POSITION_INTERVAL_NANOS = TimeUnit.SECONDS.toNanos(1);
     private static final long SLOT_BUSY_WAIT_MS = 60_000;
+    /** Tells a stream whose connection died without closing (a black hole) from a quiet one. */
+    private final StreamLiveness liveness = new StreamLiveness();
     static final long RECONNECT_BACKOFF_INITIAL_MS = 1_000;
     static final long RECONNECT_BACKOFF_MAX_MS = 30_000;
 
@@ -627,6 +629,7 @@ public class ApplyTask extends SourceTask {
                     replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
                 }
                 stream = ReplicationStream.start(replication, slot, config.publication(), position.read());
+                liveness.streamOpened();
                 return;
             } catch (SQLException e) {
                 // after a restart the previous task's walsender may still hold the slot for a moment
@@ -681,6 +684,7 @@ public class ApplyTask extends SourceTask {
             return null;
         }
         try {
+            liveness.check(sql, replication, stream, slot);
             applyConfirm();
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
@@ -1096,6 +1100,10 @@ public class ApplyTask extends SourceTask {
 
     /** Closes the stream and both source connections. */
     private void closeSource() {
+        // closing the stream waits for the server's answer: on a connection that died without closing it would wait
+        // for ever, so the close is bounded
+        StreamLiveness.boundWaits(replication);
+        StreamLiveness.boundWaits(sql);
         Resources.closeQuietly(stream, "the replication stream");
         Resources.closeQuietly(replication, "the replication connection");
         Resources.closeQuietly(sql, "the source connection");

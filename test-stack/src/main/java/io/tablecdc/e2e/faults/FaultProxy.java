@@ -236,7 +236,11 @@ public final class FaultProxy implements AutoCloseable {
     private void pump(Socket from, Socket to, java.util.concurrent.atomic.AtomicBoolean dead, String direction) {
         Thread thread = new Thread(() -> {
             byte[] buffer = new byte[64 * 1024];
-            try (InputStream in = from.getInputStream(); OutputStream out = to.getOutputStream()) {
+            // the streams are not closed with the block: closing one closes its socket, and the finally below decides
+            // which sockets close (a dead connection's peer must not see the other side go)
+            try {
+                InputStream in = from.getInputStream();
+                OutputStream out = to.getOutputStream();
                 int n;
                 while ((n = in.read(buffer)) >= 0) {
                     if (mode == Mode.BLACK_HOLE) {
