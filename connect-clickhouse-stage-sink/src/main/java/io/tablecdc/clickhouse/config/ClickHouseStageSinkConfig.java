@@ -44,7 +44,7 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final String CLICKHOUSE_DATABASE_DEFAULT = "default";
 
     public static final String CLICKHOUSE_TIMEOUT_MS_CONFIG = "clickhouse.timeout.ms";
-    private static final String CLICKHOUSE_TIMEOUT_MS_DOC = "How long one ClickHouse statement (DDL or a batch load) may take before it counts as failed and is retried.";
+    private static final String CLICKHOUSE_TIMEOUT_MS_DOC = "How long one ClickHouse statement (DDL or a batch load) may take before it counts as failed and is retried; also the longest the sink waits for a byte from ClickHouse on an open connection (a server that froze or a network cut that closes nothing ends no sooner).";
     private static final long CLICKHOUSE_TIMEOUT_MS_DEFAULT = 300_000L;
 
     public static final String STAGE_URI_CONFIG = "stage.uri";

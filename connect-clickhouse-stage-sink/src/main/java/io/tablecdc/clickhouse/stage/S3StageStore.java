@@ -68,7 +68,11 @@ public final class S3StageStore implements StageStore {
                 ? DefaultCredentialsProvider.builder().build()
                 : StaticCredentialsProvider.create(AwsBasicCredentials.create(accessKey, secretKey));
         var builder = S3Client.builder()
-                .httpClientBuilder(UrlConnectionHttpClient.builder())
+                // every call bounded, also on a connection that stops carrying data without closing: 10 s to
+                // connect, 30 s without a byte from the store; the SDK retries a failed call (3 times, with backoff)
+                .httpClientBuilder(UrlConnectionHttpClient.builder()
+                        .connectionTimeout(java.time.Duration.ofSeconds(10))
+                        .socketTimeout(java.time.Duration.ofSeconds(30)))
                 .region(Region.of(region))
                 .credentialsProvider(credentials);
         if (this.endpoint != null) {
