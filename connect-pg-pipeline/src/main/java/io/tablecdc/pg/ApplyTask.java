@@ -684,7 +684,7 @@ public class ApplyTask extends SourceTask {
             return null;
         }
         try {
-            liveness.check(sql, replication, stream, slot);
+            liveness.check(sql, replication, slot);
             applyConfirm();
             refresh(out);
             long deadline = System.nanoTime() + POLL_BUDGET_NANOS;
