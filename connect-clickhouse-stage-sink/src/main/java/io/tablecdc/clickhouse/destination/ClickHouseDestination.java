@@ -122,14 +122,16 @@ public final class ClickHouseDestination implements AutoCloseable {
                 execute(statement, Map.of());
             }
         }
-        if (!missing.isEmpty() && autoCreate) {
+        if (autoCreate) {
+            // the view again whenever the table is met here without matching what this process knew of it: first sight
+            // in this process, columns added above, or a column's type changed by an operator (as the error above
+            // advises): a view keeps the column types its SELECT * had when it was created, and would read a widened
+            // column through its old type; also a crash between CREATE TABLE and CREATE VIEW left no view, and the view
+            // of a table without a key must not use FINAL (earlier releases created it so)
             execute(ddl.replaceCurrentView(table, keyless(stageColumns)), Map.of());
-        } else if (autoCreate) {
-            // first sight of this table in this process: a crash between CREATE TABLE and CREATE VIEW left no view, and
-            // the view of a table without a key must not use FINAL (earlier releases created it so)
-            boolean keyless = keyless(stageColumns);
-            execute(keyless ? ddl.replaceCurrentView(table, true) : ddl.createCurrentView(table, false), Map.of());
-            checkDeduplicationWindow(sourceTable, table);
+            if (missing.isEmpty() && cached == null) {
+                checkDeduplicationWindow(sourceTable, table);
+            }
         }
         known.put(table, missing.isEmpty() ? existing : columns(table));
     }
