@@ -226,6 +226,30 @@ public final class ConnectWorker implements AutoCloseable {
         process.waitFor(30, TimeUnit.SECONDS);
     }
 
+    /**
+     * SIGSTOP for a worker process: it stops in the middle of whatever it does, holding its connections open (a long GC
+     * pause, a frozen VM). Past the group's session timeout its tasks are given to the other workers; {@link #thaw}
+     * lets it run on, believing for a while that it still owns them.
+     */
+    public void freeze() throws java.io.IOException, InterruptedException {
+        signal("STOP");
+    }
+
+    /** SIGCONT for a worker process {@link #freeze frozen} before. */
+    public void thaw() throws java.io.IOException, InterruptedException {
+        signal("CONT");
+    }
+
+    private void signal(String name) throws java.io.IOException, InterruptedException {
+        if (process == null || !process.isAlive()) {
+            throw new IllegalStateException("only a running worker started with startProcess can be sent SIG" + name);
+        }
+        Process kill = new ProcessBuilder("kill", "-" + name, Long.toString(process.pid())).inheritIO().start();
+        if (!kill.waitFor(10, TimeUnit.SECONDS) || kill.exitValue() != 0) {
+            throw new IllegalStateException("kill -" + name + " " + process.pid() + " failed");
+        }
+    }
+
     /** The worker's process id, or empty for an in-process or external worker. */
     public java.util.OptionalLong pid() {
         return process == null ? java.util.OptionalLong.empty() : java.util.OptionalLong.of(process.pid());
