@@ -331,6 +331,10 @@ public class ApplyTask extends SourceTask {
             restartOnNewSlot(checked.start());
         } else {
             position.serverConfirmed(checked.start());
+            // a task that was cut off (its worker frozen or partitioned) may find its tables sent by another task
+            // meanwhile, with ids above the ones it holds: ids sent below those would be dropped by the sink as
+            // already loaded
+            batcher.forgetBatchIds();
         }
         openStream();
     }

@@ -19,6 +19,13 @@ interface BatchIds {
     void forget(String table);
 
     /**
+     * Drops the ids left of every table: the next id of each comes from a new reservation. After a reconnect, another
+     * task may have sent the tables meanwhile (a worker cut off from its group whose tasks were given to another
+     * worker), and its ids are above the ones this task still holds.
+     */
+    void forgetAll();
+
+    /**
      * Ids reserved in blocks of {@code block} in the catalog ({@link BatchIdReservations#reserveBatchIds}): never used twice,
      * even by a task that died after Kafka took batches it had not recorded. One catalog update per block.
      */
@@ -59,6 +66,11 @@ interface BatchIds {
             public void forget(String table) {
                 blocks.remove(table);
             }
+
+            @Override
+            public void forgetAll() {
+                blocks.clear();
+            }
         };
     }
 
@@ -86,6 +98,11 @@ interface BatchIds {
             @Override
             public void forget(String table) {
                 next.remove(table);
+            }
+
+            @Override
+            public void forgetAll() {
+                next.clear();
             }
         };
     }

@@ -260,6 +260,14 @@ final class ChangeBatcher {
         batchIds.forget(table);
     }
 
+    /**
+     * Forgets every table's batch ids (not their changes): the next batch of each takes ids from a new reservation.
+     * Called after a reconnect, when another task may have sent these tables with ids above the ones held here.
+     */
+    void forgetBatchIds() {
+        batchIds.forgetAll();
+    }
+
     /** Drops {@code table}'s unsent changes (the table just failed). */
     void drop(String table) {
         dropAll(slices.remove(table));

@@ -21,15 +21,15 @@ import net.jqwik.api.Provide;
  * {@link BatchIds#reservedWhileHolding} run on) over a model of the catalog's counter
  * ({@code Catalog.reserveBatchIds}: the table's counter, at least every id reserved, synced, normalized or staged,
  * moves up by the block and the block's first id is returned). Several tasks (an apply task, copy tasks) take ids
- * of the same tables, forget a table's block (it went to another task), restart (their blocks are lost, the
- * counter stays) and the sink reserves single ids too. Ids must never be used twice, each task's ids of a table
+ * of the same tables, forget a table's block (it went to another task) or every block (a reconnect), restart (their
+ * blocks are lost, the counter stays) and the sink reserves single ids too. Ids must never be used twice, each task's ids of a table
  * strictly increase across its restarts, and after a forget or a restart a task's next id is above every id any
  * task used before.
  */
 class BatchIdsPropertyTest {
     private static final String[] TABLES = {"s.a", "s.b"};
 
-    enum Kind { NEXT, FORGET, RESTART, SINK_RESERVE, SYNCED_ELSEWHERE }
+    enum Kind { NEXT, FORGET, RECONNECT, RESTART, SINK_RESERVE, SYNCED_ELSEWHERE }
 
     record Op(Kind kind, int task, int table, int amount) {
     }
@@ -39,6 +39,7 @@ class BatchIdsPropertyTest {
         Arbitrary<Kind> kinds = Arbitraries.frequencyOf(
                 net.jqwik.api.Tuple.of(12, Arbitraries.just(Kind.NEXT)),
                 net.jqwik.api.Tuple.of(2, Arbitraries.just(Kind.FORGET)),
+                net.jqwik.api.Tuple.of(1, Arbitraries.just(Kind.RECONNECT)),
                 net.jqwik.api.Tuple.of(2, Arbitraries.just(Kind.RESTART)),
                 net.jqwik.api.Tuple.of(1, Arbitraries.just(Kind.SINK_RESERVE)),
                 net.jqwik.api.Tuple.of(1, Arbitraries.just(Kind.SYNCED_ELSEWHERE)));
@@ -84,6 +85,14 @@ class BatchIdsPropertyTest {
                     tasks.get(op.task()).forget(table);
                     trace.add("task " + op.task() + " forgets " + table);
                     floorOf.put(key, maxUsed.getOrDefault(table, 0L));
+                }
+                case RECONNECT -> {
+                    // the apply task after a reconnect: another task may have sent its tables meanwhile
+                    tasks.get(op.task()).forgetAll();
+                    trace.add("task " + op.task() + " reconnects");
+                    for (String t : TABLES) {
+                        floorOf.put(op.task() + "/" + t, maxUsed.getOrDefault(t, 0L));
+                    }
                 }
                 case RESTART -> {
                     tasks.set(op.task(), BatchIds.inBlocks(t -> counter.merge(t, (long) block, Long::sum) - block + 1, block));

@@ -403,16 +403,20 @@ final class PgChecks {
                 continue;
             }
             String key = "tuple(" + keys.get(0).getString("k") + ")";
-            List<GenericRecord> groups = clickhouse.queryAll("SELECT toString(" + key + ") AS k, toString(_tablecdc_version) AS v,"
-                    + " uniqExact(tuple(" + table.getValue()[1] + ", _tablecdc_is_deleted)) AS images, count() AS n FROM " + name
-                    + " GROUP BY " + key + ", _tablecdc_version HAVING n > 1 ORDER BY images DESC, k LIMIT 1000");
+            // aliases no column of a table can have: an alias named like a column (k, v, n) would shadow it in the
+            // expressions that read the columns
+            List<GenericRecord> groups = clickhouse.queryAll("SELECT toString(" + key + ") AS _tc_key,"
+                    + " toString(_tablecdc_version) AS _tc_version, uniqExact(tuple(" + table.getValue()[1]
+                    + ", _tablecdc_is_deleted)) AS _tc_images, count() AS _tc_rows FROM " + name + " GROUP BY " + key
+                    + ", _tablecdc_version HAVING _tc_rows > 1 ORDER BY _tc_images DESC, _tc_key LIMIT 1000");
             int copies = 0;
             List<String> conflicts = new ArrayList<>();
             for (GenericRecord g : groups) {
-                long images = g.getLong("images");
-                copies += (int) (g.getLong("n") - images);
+                long images = g.getLong("_tc_images");
+                copies += (int) (g.getLong("_tc_rows") - images);
                 if (images > 1) {
-                    conflicts.add("key " + g.getString("k") + " version " + g.getString("v") + ": " + images + " images");
+                    conflicts.add("key " + g.getString("_tc_key") + " version " + g.getString("_tc_version") + ": "
+                            + images + " images");
                 }
             }
             keyedCopies.put(table.getKey(), copies);
