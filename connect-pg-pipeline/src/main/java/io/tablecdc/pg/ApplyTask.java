@@ -104,6 +104,8 @@ public class ApplyTask extends SourceTask {
     private String flow;
     private Catalog catalog;
     private Connection sql;
+    /** Publication checks in a row that gave up waiting for a table's lock ({@link #checkPublication}). */
+    private int publicationLockWaits;
     private Connection replication;
     private PGReplicationStream stream;
     private String slot;
@@ -202,7 +204,8 @@ public class ApplyTask extends SourceTask {
         } catch (CatalogUnavailableException e) {
             return deferStart(e);
         } catch (SQLException e) {
-            if (SourceDatabase.unreachable(e)) {
+            // a read of the publication that waited for a table's lock (a DDL queued behind a copy): tried again
+            if (SourceDatabase.unreachable(e) || SourceDatabase.lockTimedOut(e)) {
                 return deferStart(e);
             }
             closeQuietly();
@@ -282,6 +285,8 @@ public class ApplyTask extends SourceTask {
     /** Opens the regular and the replication connection to the source. */
     private void connectSource() throws SQLException {
         sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
+        // no statement of the apply task may queue behind a DDL that waits for a copy's lock (all tables would stall)
+        SourceDatabase.boundLockWaits(sql, SourceDatabase.APPLY_LOCK_TIMEOUT_MS);
         replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
     }
 
@@ -546,7 +551,7 @@ public class ApplyTask extends SourceTask {
         refreshedAt = now;
         if (now - publicationCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
             publicationCheckedAt = now;
-            Map<String, String> published = membership.check(sql, tables.keySet());
+            Map<String, String> published = checkPublication();
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
             for (String table : published.keySet()) {
                 if (!tables.containsKey(table) && !clashing.containsKey(table)) {
@@ -595,6 +600,36 @@ public class ApplyTask extends SourceTask {
             }
         });
         detacher.consider(states, streamed);
+    }
+
+    /**
+     * Reads the publication ({@link PublicationMembership#check}); an empty map, and another try at the next check,
+     * when the read waited {@link SourceDatabase#APPLY_LOCK_TIMEOUT_MS} for a table's lock: a DDL or TRUNCATE queued
+     * behind a copy's lock holds every later lock request on its table, and the stream of every table goes on
+     * meanwhile.
+     */
+    private Map<String, String> checkPublication() throws SQLException {
+        try {
+            Map<String, String> published = membership.check(sql, tables.keySet());
+            if (publicationLockWaits > 0) {
+                log.info("flow {}: publication {} read again after {} check(s) that waited for a table's lock", flow,
+                        config.publication(), publicationLockWaits);
+                publicationLockWaits = 0;
+            }
+            return published;
+        } catch (SQLException e) {
+            if (!SourceDatabase.lockTimedOut(e)) {
+                throw e;
+            }
+            if (publicationLockWaits++ == 0) {
+                log.warn("flow {}: reading publication {} waited {} ms for a table's lock (a DDL or TRUNCATE queued"
+                        + " behind a copy of that table holds every later lock request on it); tables keep streaming,"
+                        + " tables that join or leave the publication are found once the lock is free; tried again"
+                        + " every {} ms", flow, config.publication(), SourceDatabase.APPLY_LOCK_TIMEOUT_MS,
+                        PublicationMembership.CHECK_MS);
+            }
+            return Map.of();
+        }
     }
 
     /**

@@ -120,10 +120,17 @@ final class Detacher implements AutoCloseable {
     void abandonUnfinished(Connection sql, List<TableState> states) throws SQLException {
         for (TableState state : states) {
             if (state.detachSlot() != null && state.detachLsn() == null && !inFlight.contains(state.table())) {
-                SourceDatabase.dropSlot(sql, state.detachSlot());
+                // the catalog first, the slot only once the undo took effect: an older instance of the apply task,
+                // still blocked recording the marker it met, may commit it after the read above; the slot then holds
+                // the table's changes since the marker and is kept
                 if (catalog.phases().abandonDetach(flow, state.table(), state.detachSlot())) {
+                    SourceDatabase.dropSlot(sql, state.detachSlot());
                     log.info("flow {}, table {}: the detach begun with slot {} did not reach its marker before the task"
                             + " stopped; undone (the table streams on)", flow, state.table(), state.detachSlot());
+                } else {
+                    log.info("flow {}, table {}: the detach begun with slot {} was not undone: its marker was recorded"
+                            + " meanwhile (or the table moved on); the slot is kept", flow, state.table(),
+                            state.detachSlot());
                 }
             }
         }
@@ -200,10 +207,11 @@ final class Detacher implements AutoCloseable {
             log.warn("flow {}, table {}: cannot detach it ({}); it streams on and is tried again later", flow, table,
                     e.getMessage());
             try {
-                if (created) {
+                // the catalog first: a marker written although its call failed may have been recorded meanwhile, and
+                // the slot then holds the table's changes since it
+                if (catalog.phases().abandonDetach(flow, table, slot) && created) {
                     SourceDatabase.dropSlot(c, slot);
                 }
-                catalog.phases().abandonDetach(flow, table, slot);
             } catch (SQLException | RuntimeException undo) {
                 log.warn("flow {}, table {}: cannot undo the detach yet ({}); the next start of the apply task does",
                         flow, table, undo.getMessage());
