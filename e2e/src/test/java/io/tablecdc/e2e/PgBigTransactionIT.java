@@ -70,7 +70,16 @@ class PgBigTransactionIT {
         // ordinals 1..150000 insert, 150001..300000 update the same rows
         pg.transaction("INSERT INTO bt.t SELECT g, 'inserted ' || g FROM generate_series(1, 150000) g",
                 "UPDATE bt.t SET v = 'updated ' || id");
-        pg.awaitEqual(Map.of(table, ROW), Duration.ofSeconds(180));
+        // a count first: comparing 150,000 rows as text twice a second while the sink loads would take the cores
+        // the flow needs
+        try {
+            PgChecks.awaitTrue(() -> pg.chLong("SELECT count() FROM bt_t FINAL WHERE startsWith(v, 'updated ')")
+                    >= 150_000, Duration.ofSeconds(240), "");
+        } catch (AssertionError e) {
+            throw new AssertionError("bt_t never showed 150,000 rows on their updated image in 240 s; catalog: "
+                    + pg.table(flow, table));
+        }
+        pg.awaitEqual(Map.of(table, ROW), Duration.ofSeconds(120));
         rest.delete(flow);
         rest.delete("bigtxn-sink");
     }
