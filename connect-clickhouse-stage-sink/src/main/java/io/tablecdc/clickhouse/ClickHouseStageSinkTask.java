@@ -506,7 +506,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (RuntimeException e) {
             log.debug("recording the refusal of {} failed: {}", key, e.toString());
         }
-        context.pause(tp);
+        try {
+            context.pause(tp);
+        } catch (IllegalStateException notAssigned) {
+            // open(): the table's records come through another topic (a router); its next record is held instead
+            log.debug("pausing {} for {} failed: {}", tp, key, notAssigned.toString());
+        }
     }
 
     /**
@@ -778,6 +783,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
         try {
             for (String[] row : catalog.stages().tablesWithStages(connectorName, topics)) {
                 TableKey key = tableKey(row[0], row[1], row[2]);
+                if (collisions.containsKey(key)) {
+                    continue;
+                }
+                // the staged batches are loaded into the table this task's settings name now: the same claim as for
+                // new records (a changed table.name.format must not load a backlog into another ClickHouse table)
+                Optional<DestinationRefusal> refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key));
+                if (refusal.isPresent()) {
+                    refuseDestination(key, refusal.get(), new TopicPartition(row[2], 0));
+                    continue;
+                }
                 log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
                 loops.of(key);
             }

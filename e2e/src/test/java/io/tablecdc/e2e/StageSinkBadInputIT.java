@@ -442,6 +442,60 @@ class StageSinkBadInputIT {
     }
 
     /**
+     * As above, with a batch staged and not yet loaded when the name format changes (ClickHouse refused it): the
+     * restarted task must not load that backlog into the new ClickHouse table either. The table is stopped with the same
+     * error, and with the old name format back its staged batch is loaded into its own table.
+     */
+    @Test
+    void aBatchStagedBeforeTheNameFormatChangedIsNotLoadedIntoTheNewClickHouseTable() throws Exception {
+        String flow = "flow-movedstaged";
+        String topic = "sinkbad.movedstaged";
+        ConnectRestClient rest = stack.connect().rest();
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        try (io.tablecdc.e2e.faults.FaultProxy proxy = io.tablecdc.e2e.faults.FaultProxy.start("movedstaged-clickhouse",
+                clickhouseUri.getHost(), clickhouseUri.getPort());
+             RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            Map<String, String> byTable = config("movedstaged", topic, "sinkbad.movedstaged.dlq");
+            byTable.put("table.name.format", "${table}");
+            byTable.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            producer.send(topic, key(1), row(1), Headers.of(flow, "movedstaged.t", "c", 1, 1, true));
+            rest.putConfig("sink-movedstaged", byTable);
+            rest.awaitRunning("sink-movedstaged", 1, Duration.ofSeconds(60));
+            awaitRows("SELECT id FROM movedstaged_t FINAL ORDER BY id", rows -> rows.size() == 1, Duration.ofSeconds(60));
+            awaitNormalizedBatch(flow, "movedstaged.t", 1, Duration.ofSeconds(30));
+
+            proxy.refuse();
+            producer.send(topic, key(2), row(2), Headers.of(flow, "movedstaged.t", "c", 2, 2, true));
+            producer.flush();
+            awaitCatalogValue(flow, "movedstaged.t", "(SELECT count(*) FROM cdc_table_avro_stage a WHERE a.flow_name ="
+                    + " cdc_table_replication_state.flow_name AND a.source_table_identifier ="
+                    + " cdc_table_replication_state.source_table_identifier)::text", "1", Duration.ofSeconds(60));
+
+            Map<String, String> byTopic = SinkConfigs.defaultNames(config("movedstaged", topic, "sinkbad.movedstaged.dlq"));
+            byTopic.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            rest.stop("sink-movedstaged");
+            rest.awaitStatus("sink-movedstaged", s -> "STOPPED".equals(s.path("connector").path("state").asText()),
+                    Duration.ofSeconds(60));
+            proxy.pass();
+            rest.putConfig("sink-movedstaged", byTopic);
+            rest.resume("sink-movedstaged");
+            rest.awaitRunning("sink-movedstaged", 1, Duration.ofSeconds(60));
+            // no record arrives: only the staged batch could be loaded, into the wrong table
+            awaitCatalogValue(flow, "movedstaged.t", "coalesce(last_error like '%has batches up to 1 loaded into%default.movedstaged_t%"
+                    + "default.sinkbad_movedstaged%', false)::text", "true", Duration.ofSeconds(60));
+            assertEquals(0L, clickhouse.queryAll("SELECT count() AS n FROM system.tables WHERE database = currentDatabase()"
+                    + " AND name = 'sinkbad_movedstaged'").get(0).getLong("n"), "a ClickHouse table for the staged batch");
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-movedstaged"));
+
+            reconfigure(rest, "sink-movedstaged", byTable);
+            awaitRows("SELECT id FROM movedstaged_t FINAL ORDER BY id", rows -> rows.size() == 2 && rows.get(1).getLong("id") == 2,
+                    Duration.ofSeconds(60));
+        } finally {
+            rest.delete("sink-movedstaged");
+        }
+    }
+
+    /**
      * The same table name in two flows, each flow writing to its own topics: under the default name format
      * ({@code ${topic}}) each gets its own ClickHouse table, and one flow's truncate leaves the other's rows.
      */
