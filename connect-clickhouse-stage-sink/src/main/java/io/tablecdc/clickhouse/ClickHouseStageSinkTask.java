@@ -151,7 +151,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             reporter = null;
         }
         log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
-                config.clickHouseUrl(), config.clickHouseDatabase(),
+                config.clickHouseUrlForLogs(), config.clickHouseDatabase(),
                 config.cluster().enabled() ? " on cluster " + config.cluster().name() : "", config.stageUri(),
                 config.pushMode() ? "push" : "pull", config.normalizeParallelism());
     }
