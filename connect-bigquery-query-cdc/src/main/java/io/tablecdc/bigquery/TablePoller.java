@@ -272,6 +272,7 @@ final class TablePoller {
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
         syncedBatchId = state.syncedBatchId();
+        takeLaterCursor(state.cursor());
         boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
         if (failedLast) {
             // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
@@ -286,6 +287,34 @@ final class TablePoller {
         log.info("flow {}, table {}: starting from cursor {} (batch ids are reserved in the catalog, last synced {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
                 syncedBatchId);
+    }
+
+    /**
+     * The table's cursor is the later of its Connect offset and the catalog's: the catalog learns a cursor once Kafka
+     * acknowledged the batch (or an empty window moved it), Connect stores an offset only when it flushes, and only
+     * with a record. A worker that died between the two (a batch after {@code initial.load=skip}, APPENDS/CHANGES
+     * windows of an idle table) left the catalog ahead; reading on from the offset would skip again, or fall outside
+     * the time travel window. An operator's rewind or reset moves both ({@code alterOffsets}).
+     */
+    private void takeLaterCursor(String catalogCursor) {
+        Instant stored;
+        try {
+            stored = Cursor.parse(catalogCursor);
+        } catch (IllegalArgumentException e) {
+            log.warn("flow {}, table {}: the catalog's cursor is not usable ({}); reading on from the Connect offset", flow,
+                    table.fullName(), e.getMessage());
+            return;
+        }
+        if (stored == null || (cursor != null && !stored.isAfter(cursor))) {
+            return;
+        }
+        log.info("flow {}, table {}: the catalog's cursor {} is later than the Connect offset's {} (the worker stopped"
+                + " before Connect stored the offset of what Kafka has): reading on from the catalog's", flow,
+                table.fullName(), Cursor.format(stored), cursor == null ? "(none)" : Cursor.format(cursor));
+        cursor = stored;
+        if (snapshotUntil != null && !cursor.isBefore(snapshotUntil)) {
+            snapshotUntil = null;
+        }
     }
 
     /** The id of a new batch, reserved in the catalog before any of its records is sent. */
