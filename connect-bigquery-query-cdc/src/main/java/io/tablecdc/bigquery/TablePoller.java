@@ -118,6 +118,8 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
+    /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
+    private boolean zoneChecked;
     private Batch streaming;
     private Batch closing;
     private volatile boolean stopping;
@@ -412,6 +414,46 @@ final class TablePoller {
                 throw new TableSchema.SchemaException(lagProblem);
             }
             schema = next;
+            checkWatermarkZone();
+        }
+    }
+
+    /**
+     * A DATETIME or DATE watermark is read in {@code watermark.time.zone} while the cursor is an instant: another zone
+     * moves every row relative to the cursor (rows would be skipped, or read again). The zone the cursor was read in is
+     * recorded in the catalog, and a change refused with the way out; a TIMESTAMP watermark does not depend on it.
+     */
+    private void checkWatermarkZone() {
+        if (config.mode() != Mode.QUERY || zoneChecked) {
+            return;
+        }
+        String zone = config.watermarkTimeZone().getId();
+        Optional<String> stored = catalog.progress().watermarkZone(flow, table.fullName());
+        com.google.cloud.bigquery.StandardSQLTypeName type = schema.watermark() == null ? null
+                : schema.watermark().getType().getStandardType();
+        boolean zoned = type == com.google.cloud.bigquery.StandardSQLTypeName.DATETIME
+                || type == com.google.cloud.bigquery.StandardSQLTypeName.DATE;
+        if (zoned && cursor != null && stored.isPresent() && !sameZone(stored.get(), zone)) {
+            throw new TableSchema.SchemaException("table " + table.fullName() + ": watermark.time.zone is " + zone
+                    + ", but the table's cursor " + Cursor.format(cursor) + " was read in " + stored.get() + ": its "
+                    + type + " watermark " + table.watermarkColumn() + " means other instants in another zone, so"
+                    + " reading on would skip rows or read them again. Either set watermark.time.zone back to "
+                    + stored.get() + ", or rewind this table to a cursor early enough for the new zone (stop the"
+                    + " connector, PATCH /connectors/" + flow + "/offsets with {\"partition\": {\"table\": \""
+                    + table.fullName() + "\"}, \"offset\": {\"cursor\": \"<RFC 3339 UTC>\", \"batch\": 0}}, resume):"
+                    + " the rewind records the new zone");
+        }
+        if (stored.isEmpty() || !stored.get().equals(zone)) {
+            catalog.progress().recordWatermarkZone(flow, table.fullName(), zone);
+        }
+        zoneChecked = true;
+    }
+
+    private static boolean sameZone(String a, String b) {
+        try {
+            return java.time.ZoneId.of(a).normalized().equals(java.time.ZoneId.of(b).normalized());
+        } catch (java.time.DateTimeException e) {
+            return a.equals(b);
         }
     }
 

@@ -448,6 +448,41 @@ class TablePollerTest {
     }
 
     /**
+     * Issue 37 item 4: a DATETIME watermark is read in watermark.time.zone; the cursor is an instant. Changing the zone
+     * moves every row relative to the cursor (here by two hours: rows of those two hours would never be read). The
+     * task records the zone with the cursor and refuses a change, saying how to go back or rewind; before, it read on.
+     */
+    @Test
+    void aChangedWatermarkTimeZoneIsRefusedWithTheWayOut() throws Exception {
+        FieldList columns = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.DATETIME));
+        FieldList result = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.DATETIME),
+                Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(NOW.minus(Duration.ofHours(1))), "batch", 0L);
+        Map<String, String> props = new HashMap<>(configWithKey("QUERY", "1000", "3600000").originalsStrings());
+        props.put("watermark.time.zone", "UTC");
+        MovableClock clock = new MovableClock();
+        TablePoller utc = pollerAt("zone-change", new BigQueryQueryCdcConfig(props), new FakeSourceClient(columns, result), clock, offset);
+        assertTrue(utc.poll().isEmpty());
+        assertEquals(java.util.Optional.of("UTC"), catalog.progress().watermarkZone("zone-change", "p.d.t"));
+
+        props.put("watermark.time.zone", "+02:00");
+        clock.now = clock.now.plusSeconds(10);
+        TablePoller moved = pollerAt("zone-change", new BigQueryQueryCdcConfig(props), new FakeSourceClient(columns, result), clock, offset);
+        ConnectException e = assertThrows(ConnectException.class, moved::poll);
+        assertTrue(e.getMessage().contains("watermark.time.zone is +02:00") && e.getMessage().contains("read in UTC")
+                && e.getMessage().contains("set watermark.time.zone back to UTC")
+                && e.getMessage().contains("PATCH /connectors/zone-change/offsets"), e.getMessage());
+        assertEquals(java.util.Optional.of("UTC"), catalog.progress().watermarkZone("zone-change", "p.d.t"));
+
+        // a TIMESTAMP watermark does not depend on the zone: a change is recorded, not refused
+        FieldList stamped = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP));
+        TablePoller timestamps = pollerAt("zone-change-ts", new BigQueryQueryCdcConfig(props),
+                new FakeSourceClient(stamped, FakeTable.RESULT), clock, offset);
+        assertTrue(timestamps.poll().isEmpty());
+        assertEquals(java.util.Optional.of("+02:00"), catalog.progress().watermarkZone("zone-change-ts", "p.d.t"));
+    }
+
+    /**
      * Issue 37 item 7: an APPENDS table idle for longer than BigQuery's time travel window. Its empty windows move the
      * cursor in the catalog only (Connect stores an offset only with a record), so a task started again took the
      * Connect offset of its last batch, more than 7 days back, and failed for good; it must take the catalog's later
