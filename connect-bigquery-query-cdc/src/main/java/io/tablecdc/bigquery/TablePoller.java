@@ -118,6 +118,8 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
+    /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
+    private boolean zoneChecked;
     private Batch streaming;
     private Batch closing;
     private volatile boolean stopping;
@@ -272,6 +274,7 @@ final class TablePoller {
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
         syncedBatchId = state.syncedBatchId();
+        takeLaterCursor(state.cursor());
         boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
         if (failedLast) {
             // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
@@ -286,6 +289,34 @@ final class TablePoller {
         log.info("flow {}, table {}: starting from cursor {} (batch ids are reserved in the catalog, last synced {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
                 syncedBatchId);
+    }
+
+    /**
+     * The table's cursor is the later of its Connect offset and the catalog's: the catalog learns a cursor once Kafka
+     * acknowledged the batch (or an empty window moved it), Connect stores an offset only when it flushes, and only
+     * with a record. A worker that died between the two (a batch after {@code initial.load=skip}, APPENDS/CHANGES
+     * windows of an idle table) left the catalog ahead; reading on from the offset would skip again, or fall outside
+     * the time travel window. An operator's rewind or reset moves both ({@code alterOffsets}).
+     */
+    private void takeLaterCursor(String catalogCursor) {
+        Instant stored;
+        try {
+            stored = Cursor.parse(catalogCursor);
+        } catch (IllegalArgumentException e) {
+            log.warn("flow {}, table {}: the catalog's cursor is not usable ({}); reading on from the Connect offset", flow,
+                    table.fullName(), e.getMessage());
+            return;
+        }
+        if (stored == null || (cursor != null && !stored.isAfter(cursor))) {
+            return;
+        }
+        log.info("flow {}, table {}: the catalog's cursor {} is later than the Connect offset's {} (the worker stopped"
+                + " before Connect stored the offset of what Kafka has): reading on from the catalog's", flow,
+                table.fullName(), Cursor.format(stored), cursor == null ? "(none)" : Cursor.format(cursor));
+        cursor = stored;
+        if (snapshotUntil != null && !cursor.isBefore(snapshotUntil)) {
+            snapshotUntil = null;
+        }
     }
 
     /** The id of a new batch, reserved in the catalog before any of its records is sent. */
@@ -383,6 +414,46 @@ final class TablePoller {
                 throw new TableSchema.SchemaException(lagProblem);
             }
             schema = next;
+            checkWatermarkZone();
+        }
+    }
+
+    /**
+     * A DATETIME or DATE watermark is read in {@code watermark.time.zone} while the cursor is an instant: another zone
+     * moves every row relative to the cursor (rows would be skipped, or read again). The zone the cursor was read in is
+     * recorded in the catalog, and a change refused with the way out; a TIMESTAMP watermark does not depend on it.
+     */
+    private void checkWatermarkZone() {
+        if (config.mode() != Mode.QUERY || zoneChecked) {
+            return;
+        }
+        String zone = config.watermarkTimeZone().getId();
+        Optional<String> stored = catalog.progress().watermarkZone(flow, table.fullName());
+        com.google.cloud.bigquery.StandardSQLTypeName type = schema.watermark() == null ? null
+                : schema.watermark().getType().getStandardType();
+        boolean zoned = type == com.google.cloud.bigquery.StandardSQLTypeName.DATETIME
+                || type == com.google.cloud.bigquery.StandardSQLTypeName.DATE;
+        if (zoned && cursor != null && stored.isPresent() && !sameZone(stored.get(), zone)) {
+            throw new TableSchema.SchemaException("table " + table.fullName() + ": watermark.time.zone is " + zone
+                    + ", but the table's cursor " + Cursor.format(cursor) + " was read in " + stored.get() + ": its "
+                    + type + " watermark " + table.watermarkColumn() + " means other instants in another zone, so"
+                    + " reading on would skip rows or read them again. Either set watermark.time.zone back to "
+                    + stored.get() + ", or rewind this table to a cursor early enough for the new zone (stop the"
+                    + " connector, PATCH /connectors/" + flow + "/offsets with {\"partition\": {\"table\": \""
+                    + table.fullName() + "\"}, \"offset\": {\"cursor\": \"<RFC 3339 UTC>\", \"batch\": 0}}, resume):"
+                    + " the rewind records the new zone");
+        }
+        if (stored.isEmpty() || !stored.get().equals(zone)) {
+            catalog.progress().recordWatermarkZone(flow, table.fullName(), zone);
+        }
+        zoneChecked = true;
+    }
+
+    private static boolean sameZone(String a, String b) {
+        try {
+            return java.time.ZoneId.of(a).normalized().equals(java.time.ZoneId.of(b).normalized());
+        } catch (java.time.DateTimeException e) {
+            return a.equals(b);
         }
     }
 
