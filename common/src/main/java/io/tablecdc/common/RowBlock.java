@@ -131,6 +131,11 @@ public final class RowBlock {
             return rows.size;
         }
 
+        /** An upper bound of the bytes {@link #finish()} would return now (the rows, the schemas and the framing). */
+        public int blockBytes() {
+            return MAGIC.length + 10 + schemaSection.size + 10 + rows.size;
+        }
+
         /** The block of the rows added since the last call; the writer is empty afterwards. */
         public byte[] finish() {
             Out block = new Out(MAGIC.length + schemaSection.size + rows.size + 16);

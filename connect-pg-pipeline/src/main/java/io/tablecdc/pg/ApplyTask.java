@@ -272,7 +272,8 @@ public class ApplyTask extends SourceTask {
 
     private ChangeBatcher newBatcher(Lsn start) {
         return new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true).blocks(config.blockBytes());
+                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true).blocks(config.blockBytes())
+                .limit(RecordLimit.of(config.originals()));
     }
 
     /** The flow's position Connect stores for {@code slotName} ({@code X/Y}), or null. */
@@ -950,14 +951,13 @@ public class ApplyTask extends SourceTask {
         if (!included(table)) {
             return;
         }
-        List<Change> changes;
         try {
-            changes = changeBuilder.changes(message);
+            // a row above Kafka's record limit is refused here too (RecordLimit.TooLarge): its table only stops
+            out.addAll(batcher.addAll(changeBuilder.changes(message)));
         } catch (ConversionException e) {
             failTable(table, tables.get(table), e.getMessage());
             return;
         }
-        out.addAll(batcher.addAll(changes));
         if (tables.get(table).state == RunState.HOLDING) {
             hold.held(table, messageBytes);
         }

@@ -69,6 +69,8 @@ final class ChangeBatcher {
     private final boolean coalesce;
     /** {@code record.format=blocks}: the most bytes of rows in one block record; 0 for a record per row. */
     private int blockBytes;
+    /** The largest record Kafka takes; null: not checked (unit tests). */
+    private RecordLimit limit;
     /** Rows emitted as records so far (poll thread only): a poll's measure of work whatever the record format. */
     private long emittedRows;
 
@@ -114,6 +116,15 @@ final class ChangeBatcher {
      */
     ChangeBatcher blocks(int maxBytes) {
         this.blockBytes = maxBytes;
+        return this;
+    }
+
+    /**
+     * Checks every change against the largest record Kafka takes: a row above it is refused when added
+     * ({@link RecordLimit.TooLarge}, nothing of it kept), and a block is closed before a row that would take it past it.
+     */
+    ChangeBatcher limit(RecordLimit limit) {
+        this.limit = limit;
         return this;
     }
 
@@ -171,6 +182,12 @@ final class ChangeBatcher {
     List<SourceRecord> addAll(List<Change> changes) {
         if (changes.isEmpty()) {
             return List.of();
+        }
+        if (limit != null) {
+            // every change first: a refused row leaves nothing of its message behind
+            for (Change change : changes) {
+                limit.check(change, topicOf.apply(change.table()), blockBytes > 0);
+            }
         }
         for (int i = 0; i < changes.size() - 1; i++) {
             addOne(changes.get(i));
@@ -520,7 +537,8 @@ final class ChangeBatcher {
         List<Txn> txns = new ArrayList<>();
         for (int i = from; i < to; i++) {
             Change change = toast == null ? slice.changes.get(i) : toast.resolve(slice.changes.get(i));
-            if (writer != null && (writer.bytes() >= blockBytes || change.valueSchema() != writerSchema)) {
+            if (writer != null && writer.rows() > 0 && (writer.bytes() >= blockBytes || change.valueSchema() != writerSchema
+                    || limit != null && !limit.fitsInBlock(change, writer.blockBytes()))) {
                 records.add(blockRecord(table, id, partition, offset, topic, writer.finish(), slice.txns.get(i - 1), false));
                 recordTxns.add(txns);
                 txns = new ArrayList<>();

@@ -303,7 +303,7 @@ final class TableCopy {
         schema = ChangeBuilder.of(relation, oid -> SourceDatabase.primaryKey(first, oid), config::arrayText);
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
                 BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint)
-                .blocks(config.blockBytes());
+                .blocks(config.blockBytes()).limit(RecordLimit.of(config.originals()));
         if (!copyRows) {
             closeReaders();
             log.info("flow {}, table {}: not copied (table.sync.copy); catching up from {} and handing over", flow,
@@ -376,7 +376,7 @@ final class TableCopy {
         consistentPoint = detachLsn;
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
                 BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint)
-                .blocks(config.blockBytes());
+                .blocks(config.blockBytes()).limit(RecordLimit.of(config.originals()));
         log.info("flow {}, table {}: rejoining (attempt {}): streaming its changes committed from its detach marker {}"
                 + " from private slot {}", flow, table, attempt, detachLsn, detachSlot);
         step = Step.DRAIN_COPY;

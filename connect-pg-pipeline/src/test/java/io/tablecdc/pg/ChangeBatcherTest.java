@@ -484,4 +484,57 @@ class ChangeBatcherTest {
         assertEquals(200L, synced.get(0).batch().rows(), "a batch counts its rows, not its blocks");
         assertEquals(Lsn.parse("0/350"), b.safePosition(), "every block acknowledged");
     }
+
+    private static Change text(String table, long id, int chars) {
+        Struct value = new Struct(VALUE).put("id", id).put("name", "x".repeat(chars));
+        return new Change(table, Op.CREATE, KEY, new Struct(KEY).put("id", id), VALUE, value);
+    }
+
+    /**
+     * Kafka's record limit (issue 35 item 6): a block is closed before a row that would take it past the limit (not
+     * only once it holds record.block.bytes), every block stays within it, and a row that cannot fit even alone is
+     * refused when added, nothing of it kept, so that its table alone stops.
+     */
+    @Test
+    void blocksCloseBeforeARowThatWouldPassTheRecordLimitAndARowAboveItIsRefused() {
+        RecordLimit limit = new RecordLimit(64 * 1024, "producer.override.max.request.size=65536", true);
+        ChangeBatcher b = new ChangeBatcher("f", "slot_1", "__hb", 1000, t -> "pg." + t, BatchIds.countingFrom(t -> 0L),
+                Lsn.parse("0/100"), true).blocks(256 * 1024).limit(limit);
+        b.begin(Lsn.parse("0/200"), T, T);
+        List<SourceRecord> out = new ArrayList<>();
+        for (long id = 1; id <= 20; id++) {
+            out.addAll(b.add(text("s.a", id, 2000)));
+        }
+        out.addAll(b.add(text("s.a", 21, 30_000)));
+        out.addAll(b.add(text("s.a", 22, 100)));
+        RecordLimit.TooLarge refused = org.junit.jupiter.api.Assertions.assertThrows(RecordLimit.TooLarge.class,
+                () -> b.add(text("s.a", 23, 70_000)));
+        assertTrue(refused.getMessage().contains("table s.a") && refused.getMessage().contains("65536")
+                && refused.getMessage().contains("producer.override.max.request.size")
+                && refused.getMessage().contains("max.message.bytes of topic pg.s.a"), refused.getMessage());
+        b.commit(Lsn.parse("0/250"));
+        out.addAll(b.flush());
+        io.tablecdc.common.RowBlock.Reader reader = new io.tablecdc.common.RowBlock.Reader();
+        List<Integer> sizes = new ArrayList<>();
+        for (SourceRecord r : out) {
+            byte[] block = (byte[]) r.value();
+            assertTrue(block.length <= limit.maxBlockBytes(), block.length + " bytes");
+            sizes.add(reader.read(block).rows().size());
+        }
+        assertEquals(List.of(20, 2), sizes, "closed before the 30 KB row, which went on with the next");
+        for (SourceRecord r : out) {
+            b.acknowledged(r);
+        }
+        assertEquals(Lsn.parse("0/250"), b.safePosition(), "the refused row keeps nothing back");
+
+        // row records: the same row is refused, a row below the limit is not
+        ChangeBatcher rows = batcher(100).limit(new RecordLimit(64 * 1024, "test", false));
+        rows.begin(Lsn.parse("0/300"), T, T);
+        rows.add(text("s.a", 1, 60_000));
+        org.junit.jupiter.api.Assertions.assertThrows(RecordLimit.TooLarge.class, () -> rows.add(text("s.a", 2, 70_000)));
+        // a string of control characters takes 6 bytes each in JSON
+        org.junit.jupiter.api.Assertions.assertThrows(RecordLimit.TooLarge.class,
+                () -> rows.add(new Change("s.a", Op.CREATE, KEY, new Struct(KEY).put("id", 3L), VALUE,
+                        new Struct(VALUE).put("id", 3L).put("name", "\u0001".repeat(12_000)))));
+    }
 }
