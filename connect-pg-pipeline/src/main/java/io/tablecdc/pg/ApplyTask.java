@@ -259,7 +259,7 @@ public class ApplyTask extends SourceTask {
         changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
         batcher = newBatcher(position.read());
         detacher.mainSlot(slot);
-        detacher.abandonUnfinished(sql, catalog.progress().listTables(flow));
+        detacher.abandonUnfinished(sql, catalog.progress().listTables(flow), null);
         List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
         if (!stale.isEmpty()) {
             log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -337,6 +337,8 @@ public class ApplyTask extends SourceTask {
             restartOnNewSlot(checked.start());
         } else {
             position.serverConfirmed(checked.start());
+            // detaches whose undo failed with the connection are undone now rather than at the next start
+            detacher.abandonUnfinished(sql, catalog.progress().listTables(flow), position.read());
             // a task that was cut off (its worker frozen or partitioned) may find its tables sent by another task
             // meanwhile, with ids above the ones it holds: ids sent below those would be dropped by the sink as
             // already loaded
@@ -578,7 +580,7 @@ public class ApplyTask extends SourceTask {
         }
         if (now - slotsCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
             slotsCheckedAt = now;
-            detacher.checkSlots(sql);
+            detacher.checkSlots(sql, position.read());
         }
         List<TableState> states = catalog.progress().listTables(flow);
         for (TableState state : states) {
