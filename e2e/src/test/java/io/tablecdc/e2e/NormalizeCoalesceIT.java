@@ -137,6 +137,82 @@ class NormalizeCoalesceIT {
     }
 
     /**
+     * Batches whose rows share versions (a BigQuery table without a watermark column stages every row at version 0):
+     * among rows of one key and one version ReplacingMergeTree keeps the last inserted, and one INSERT of several files
+     * has no order, so such batches are not loaded together. Here batches 2 to 12 rewrite the same rows at the same
+     * version while ClickHouse refuses connections; each is loaded on its own, and {@code FINAL} holds the last batch's
+     * values.
+     */
+    @Test
+    void batchesWithEqualVersionsAreLoadedOneAfterAnotherNotInOneInsert() throws Exception {
+        String database = "coalesce_equal_catalog";
+        String catalogUrl = stack.postgres().createDatabase(database);
+        String flow = "flow-coalesce-equal";
+        String table = "coalesce.equal";
+        String topic = "coalesce.equal";
+        String connector = "sink-coalesce-equal";
+        int lastBatch = 12;
+        URI clickhouseUri = URI.create(stack.clickhouse().httpUrl());
+        try (FaultProxy proxy = FaultProxy.start("coalesce-equal-clickhouse", clickhouseUri.getHost(), clickhouseUri.getPort());
+             Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl())
+                     .setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
+                     .compressServerResponse(false).build();
+             RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "coalesce-equal");
+            config.put("topics", topic);
+            config.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            config.put("normalize.buffer.batches", "100");
+            config.put("normalize.backoff.initial.ms", "300");
+            config.put("normalize.backoff.max.ms", "1000");
+            stack.connect().rest().putConfig(connector, config);
+            stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(90));
+
+            produceEqualVersions(producer, flow, table, topic, 1);
+            awaitCatalog(database, flow, table, 1, 0);
+            proxy.refuse();
+            for (int batch = 2; batch <= lastBatch; batch++) {
+                produceEqualVersions(producer, flow, table, topic, batch);
+            }
+            awaitCatalog(database, flow, table, 1, lastBatch - 1);
+            // as above: a run that read the stage rows before the last one was staged fails first
+            long errors = errorCount(database, flow, table);
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (errorCount(database, flow, table) <= errors) {
+                assertTrue(System.nanoTime() < deadline, "the table's normalize failed again during the outage");
+                Thread.sleep(100);
+            }
+            proxy.pass();
+            awaitCatalog(database, flow, table, lastBatch, 0);
+
+            Map<Long, String> actual = new TreeMap<>();
+            for (GenericRecord row : clickhouse.queryAll("SELECT id, customer FROM coalesce_equal FINAL ORDER BY id")) {
+                actual.put(row.getLong("id"), row.getString("customer"));
+            }
+            Map<Long, String> expected = new TreeMap<>();
+            for (long id = 1; id <= ROWS_PER_BATCH; id++) {
+                expected.put(id, "c" + id + "-b" + lastBatch);
+            }
+            Map<String, Object> tableMetrics = metrics(connector, flow, table);
+            assertEquals(expected, actual, "the last batch's values (FINAL); metrics " + tableMetrics);
+            assertEquals((double) lastBatch, tableMetrics.get("normalize-loads-total"), "one load per batch: " + tableMetrics);
+        } finally {
+            stack.connect().rest().delete(connector);
+        }
+    }
+
+    /** Batch {@code batch} of the equal-versions table: rows 1 to 10, each at version 7, valued after the batch. */
+    private static void produceEqualVersions(RecordProducer producer, String flow, String table, String topic, int batch)
+            throws Exception {
+        for (int i = 0; i < ROWS_PER_BATCH; i++) {
+            long id = i + 1;
+            producer.send(topic, new Struct(KEY).put("id", id), new Struct(VALUE).put("id", id).put("customer", "c" + id + "-b" + batch)
+                    .put("amount", new BigDecimal(id).movePointLeft(2)),
+                    Headers.of(flow, table, batch == 1 ? "c" : "u", 7, batch, i == ROWS_PER_BATCH - 1));
+        }
+        producer.flush();
+    }
+
+    /**
      * Batch {@code batch} of the keyed table: rows {@code (batch-1)*5+1} to {@code +10} (half of them the previous
      * batch's, updated), the first of them deleted again at the batch's end; batch {@link #TRUNCATE_AT} starts with a
      * truncate, and from {@link #WIDER_FROM} on the rows carry the added column.
