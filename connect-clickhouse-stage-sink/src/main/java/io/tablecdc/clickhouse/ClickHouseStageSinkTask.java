@@ -619,7 +619,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             String attempt = Long.toHexString(System.nanoTime());
             for (int i = 0; i < batch.parts().size(); i++) {
                 StagePart part = batch.parts().get(i);
-                String objectKey = key.fileName() + "/" + batch.batchId() + "/" + attempt + "-" + i + ".avro";
+                String objectKey = batch.objectName(key.fileName() + "/" + batch.batchId() + "/" + attempt, i);
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
             List<StageFile> previous = existing == null ? List.of() : existing.files();
