@@ -74,6 +74,8 @@ final class TablePoller {
     static final String BATCH_KEY = "batch";
     static final String SNAPSHOT_KEY = "snapshot";
     static final String PAUSED_REASON = "normalize_buffer_full";
+    /** A record's position in its batch (0, 1, ...): makes two records of identical rows unequal. */
+    static final String ROW_HEADER = "tablecdc.row";
     private static final long IDLE_SLEEP_MS = 500;
     private static final long BACKPRESSURE_RECHECK_MS = 2_000;
 
@@ -135,6 +137,8 @@ final class TablePoller {
         final Instant snapshotCursor;
         Instant maxSeen;
         long rows;
+        /** Records handed out so far: each record's position in its batch ({@link #ROW_HEADER}). */
+        long sent;
         Instant firstRowReceivedAt;
         Long oldestCommitMicros;
         boolean failed;
@@ -832,6 +836,10 @@ final class TablePoller {
         if (last) {
             headers.addString(RecordHeaders.BATCH_LAST, "true");
         }
+        // no two records of a batch are equal, also for two identical rows: an exactly-once worker whose transaction
+        // boundary is not the connector's reports committed records from a map keyed by record equality, and would
+        // report them once, so the batch would wait for the other acknowledgement for ever
+        headers.addString(ROW_HEADER, Long.toString(batch.sent++));
         Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
                 : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,
