@@ -362,7 +362,7 @@ final class TablePoller {
             nextDueAtMs = now + config.syncIntervalMs();
             refreshSchema();
             if (cursor != null && config.mode() == Mode.QUERY && now >= aheadCheckDueMs) {
-                checkAhead(client.maxWatermark(table, watermarkSql()), sourceNow);
+                hourlyAheadCheck(sourceNow);
             }
             Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
             succeeded();
@@ -640,6 +640,25 @@ final class TablePoller {
             aheadReported = false;
             aheadInCatalog = false;
         }
+    }
+
+    /**
+     * The hourly check for watermarks ahead of BigQuery's clock: a report, not a step of the poll, so its failure (a
+     * scan above {@code maximum.bytes.billed}, a BigQuery error) is logged and the check tried again an hour later,
+     * while the windows go on.
+     */
+    private void hourlyAheadCheck(Instant sourceNow) throws InterruptedException {
+        aheadCheckDueMs = clock.millis() + AHEAD_CHECK_INTERVAL.toMillis();
+        Instant max;
+        try {
+            max = client.maxWatermark(table, watermarkSql());
+        } catch (BigQueryException e) {
+            log.warn("flow {}, table {}: the hourly check for watermarks ahead of BigQuery's clock (a MAX({}) query)"
+                    + " failed, tried again in {} h; the table polls on: {}", flow, table.fullName(),
+                    table.watermarkColumn(), AHEAD_CHECK_INTERVAL.toHours(), e.getMessage());
+            return;
+        }
+        checkAhead(max, sourceNow);
     }
 
     private void mirrorCursorOnly() {
