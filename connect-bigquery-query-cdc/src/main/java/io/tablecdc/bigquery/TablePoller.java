@@ -74,6 +74,8 @@ final class TablePoller {
     static final String BATCH_KEY = "batch";
     static final String SNAPSHOT_KEY = "snapshot";
     static final String PAUSED_REASON = "normalize_buffer_full";
+    /** A record's position in its batch (0, 1, ...): makes two records of identical rows unequal. */
+    static final String ROW_HEADER = "tablecdc.row";
     private static final long IDLE_SLEEP_MS = 500;
     private static final long BACKPRESSURE_RECHECK_MS = 2_000;
 
@@ -135,6 +137,8 @@ final class TablePoller {
         final Instant snapshotCursor;
         Instant maxSeen;
         long rows;
+        /** Records handed out so far: each record's position in its batch ({@link #ROW_HEADER}). */
+        long sent;
         Instant firstRowReceivedAt;
         Long oldestCommitMicros;
         boolean failed;
@@ -358,7 +362,7 @@ final class TablePoller {
             nextDueAtMs = now + config.syncIntervalMs();
             refreshSchema();
             if (cursor != null && config.mode() == Mode.QUERY && now >= aheadCheckDueMs) {
-                checkAhead(client.maxWatermark(table, watermarkSql()), sourceNow);
+                hourlyAheadCheck(sourceNow);
             }
             Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
             succeeded();
@@ -638,6 +642,25 @@ final class TablePoller {
         }
     }
 
+    /**
+     * The hourly check for watermarks ahead of BigQuery's clock: a report, not a step of the poll, so its failure (a
+     * scan above {@code maximum.bytes.billed}, a BigQuery error) is logged and the check tried again an hour later,
+     * while the windows go on.
+     */
+    private void hourlyAheadCheck(Instant sourceNow) throws InterruptedException {
+        aheadCheckDueMs = clock.millis() + AHEAD_CHECK_INTERVAL.toMillis();
+        Instant max;
+        try {
+            max = client.maxWatermark(table, watermarkSql());
+        } catch (BigQueryException e) {
+            log.warn("flow {}, table {}: the hourly check for watermarks ahead of BigQuery's clock (a MAX({}) query)"
+                    + " failed, tried again in {} h; the table polls on: {}", flow, table.fullName(),
+                    table.watermarkColumn(), AHEAD_CHECK_INTERVAL.toHours(), e.getMessage());
+            return;
+        }
+        checkAhead(max, sourceNow);
+    }
+
     private void mirrorCursorOnly() {
         catalog.progress().recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
         metrics.syncedUpTo(cursor);
@@ -832,6 +855,10 @@ final class TablePoller {
         if (last) {
             headers.addString(RecordHeaders.BATCH_LAST, "true");
         }
+        // no two records of a batch are equal, also for two identical rows: an exactly-once worker whose transaction
+        // boundary is not the connector's reports committed records from a map keyed by record equality, and would
+        // report them once, so the batch would wait for the other acknowledgement for ever
+        headers.addString(ROW_HEADER, Long.toString(batch.sent++));
         Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
                 : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,

@@ -129,7 +129,7 @@ class TablePollerTest {
      * A hand-written fake of one BigQuery table in QUERY mode: rows (id, watermark) answered by the window, snapshot,
      * MIN, MAX and next-watermark queries as BigQuery would, from their parameters.
      */
-    static final class FakeTable extends SourceClient {
+    static class FakeTable extends SourceClient {
         static final FieldList FIELDS = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP));
         static final FieldList RESULT = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP),
                 Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
@@ -480,6 +480,34 @@ class TablePollerTest {
                 new FakeSourceClient(stamped, FakeTable.RESULT), clock, offset);
         assertTrue(timestamps.poll().isEmpty());
         assertEquals(java.util.Optional.of("+02:00"), catalog.progress().watermarkZone("zone-change-ts", "p.d.t"));
+    }
+
+    /**
+     * Issue 37 item 8: the hourly MAX(watermark) check (for watermarks ahead of BigQuery's clock) fails, e.g. because
+     * it would scan more than maximum.bytes.billed. Before, it ran in the poll path and its next time was set only when
+     * it succeeded: every poll failed on it and no window was read again. It must neither fail the poll nor run again
+     * before the hour is over.
+     */
+    @Test
+    void aFailingHourlyWatermarkCheckDoesNotStopTheWindows() throws Exception {
+        AtomicInteger maxQueries = new AtomicInteger();
+        FakeTable table = new FakeTable() {
+            @Override
+            public Instant maxWatermark(TableSpec spec, String watermark) {
+                maxQueries.incrementAndGet();
+                throw new com.google.cloud.bigquery.BigQueryException(400,
+                        "Query exceeded limit for bytes billed: 10000000. 20000000 or higher required.");
+            }
+        };
+        table.rows.put(1L, NOW.minus(Duration.ofMinutes(30)));
+        table.rows.put(2L, NOW.minus(Duration.ofMinutes(20)));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(NOW.minus(Duration.ofHours(1))), "batch", 0L);
+        MovableClock clock = new MovableClock();
+        TablePoller poller = pollerAt("ahead-check-fails", configWithKey("QUERY", "1000", "3600000"), table, clock, offset);
+        List<List<SourceRecord>> batches = pollBatches(poller, clock, 1);
+        assertEquals(1, batches.size(), "no window was read: " + table.queries);
+        assertEquals(List.of(1L, 2L), batches.get(0).stream().map(TablePollerTest::id).toList());
+        assertEquals(1, maxQueries.get(), "the check runs once an hour, also when it fails");
     }
 
     /**
