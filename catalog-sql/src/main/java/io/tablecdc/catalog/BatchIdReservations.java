@@ -29,8 +29,16 @@ public final class BatchIdReservations {
      * @throws CatalogException when the table has no row
      */
     public long reserveBatchIds(String flow, String table, int count) {
+        return reserveBatchIds(flow, table, count, 0);
+    }
+
+    /**
+     * {@link #reserveBatchIds(String, String, int)} above {@code floor} as well: the largest id the caller knows to be
+     * used elsewhere (e.g. the batch id of the table's offset in Kafka, when the catalog may have gone back in time).
+     */
+    public long reserveBatchIds(String flow, String table, int count, long floor) {
         requireCount(count);
-        return db.onTable("reserveBatchIds", flow, table, c -> reserve(c, flow, table, count));
+        return db.onTable("reserveBatchIds", flow, table, c -> reserve(c, flow, table, count, floor));
     }
 
     static void requireCount(int count) {
@@ -41,13 +49,18 @@ public final class BatchIdReservations {
 
     /** {@link #reserveBatchIds} on the caller's connection. */
     static long reserve(Connection c, String flow, String table, int count) throws SQLException {
+        return reserve(c, flow, table, count, 0);
+    }
+
+    /** {@link #reserveBatchIds(String, String, int, long)} on the caller's connection. */
+    static long reserve(Connection c, String flow, String table, int count, long floor) throws SQLException {
         return first(c, "UPDATE " + STATE + " AS s SET reserved_batch_id ="
-                + " GREATEST(s.reserved_batch_id, s.synced_batch_id, s.normalized_batch_id,"
+                + " GREATEST(s.reserved_batch_id, s.synced_batch_id, s.normalized_batch_id, ?,"
                 + "   (SELECT COALESCE(max(st.batch_id), 0) FROM " + STAGE + " st"
                 + "    WHERE st.flow_name = s.flow_name AND st.source_table_identifier = s.source_table_identifier))"
                 + "   + ?"
                 + " WHERE s.flow_name = ? AND s.source_table_identifier = ? RETURNING s.reserved_batch_id",
-                rs -> rs.getLong(1) - count + 1, count, flow, table)
+                rs -> rs.getLong(1) - count + 1, Math.max(0, floor), count, flow, table)
                 .orElseThrow(() -> new CatalogException("flow " + flow + ", table " + table + ": no catalog row to"
                         + " reserve batch ids in"));
     }

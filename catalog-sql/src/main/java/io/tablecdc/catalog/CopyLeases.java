@@ -180,9 +180,15 @@ public final class CopyLeases {
      * @return the first reserved id, or empty if the claim no longer holds (nothing is reserved)
      */
     public Optional<Long> reserveCopyBatchIds(String flow, String table, String owner, int attempt, int count) {
+        return reserveCopyBatchIds(flow, table, owner, attempt, count, 0);
+    }
+
+    /** {@link #reserveCopyBatchIds(String, String, String, int, int)} above {@code floor} as well. */
+    public Optional<Long> reserveCopyBatchIds(String flow, String table, String owner, int attempt, int count,
+                                              long floor) {
         BatchIdReservations.requireCount(count);
         return db.inTransaction("reserveCopyBatchIds", flow, c -> holdsCopy(c, flow, table, owner, attempt)
-                ? Optional.of(BatchIdReservations.reserve(c, flow, table, count)) : Optional.<Long>empty());
+                ? Optional.of(BatchIdReservations.reserve(c, flow, table, count, floor)) : Optional.<Long>empty());
     }
 
     /**

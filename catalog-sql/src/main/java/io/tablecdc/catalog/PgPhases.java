@@ -63,6 +63,19 @@ public final class PgPhases {
     }
 
     /**
+     * Gives a table whose row has no phase the phase {@code pending}: a Postgres table's row deleted by hand and written
+     * again by another writer's upsert (a synced batch, the sink's normalize) has none. Rows with a phase are left as
+     * they are. May be called again after a crash.
+     *
+     * @return true if the row had no phase
+     */
+    public boolean pendingIfUnknown(String flow, String table) {
+        return db.onTable("pendingIfUnknown", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'pending',"
+                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NULL", flow, table) == 1);
+    }
+
+    /**
      * Records where the apply task saw {@code owner}'s handover marker: the table stays {@code copying} with
      * {@code phase_lsn} = the marker's LSN, so that an apply task that restarts keeps holding the table's changes
      * after that point until the copy task moves it to {@code catchup(lsn)}. May be called again after a crash.
@@ -354,8 +367,13 @@ public final class PgPhases {
                 + " next_retry_at = now() + make_interval(secs => ?)"
                 + " FROM (SELECT phase FROM " + STATE + " WHERE flow_name = ?"
                 + "   AND source_table_identifier = ? FOR UPDATE) before"
-                + " WHERE s.flow_name = ? AND s.source_table_identifier = ? AND s.phase IS NOT NULL"
-                + " RETURNING before.phase", rs -> rs.getString(1), reason, delaySeconds, flow, table, flow, table);
+                + " WHERE s.flow_name = ? AND s.source_table_identifier = ?"
+                // a Postgres table (query CDC tables have no phase), also one whose row lost its phase (deleted by
+                // hand and written again by another writer)
+                + " AND (s.phase IS NOT NULL OR EXISTS (SELECT 1 FROM " + Sql.FLOW + " f WHERE f.flow_name = s.flow_name"
+                + "   AND f.source_kind = 'pg_pipeline'))"
+                + " RETURNING COALESCE(before.phase, 'no phase')", rs -> rs.getString(1), reason, delaySeconds, flow,
+                table, flow, table);
     }
 
     /** Whether the table is in {@code phase} at {@code lsn}. */

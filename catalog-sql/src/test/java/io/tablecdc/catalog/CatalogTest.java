@@ -655,6 +655,52 @@ class CatalogTest {
         assertThrows(IllegalArgumentException.class, () -> catalog.flows().pruneTables("prune-1", List.of()));
     }
 
+    /**
+     * Issue 46 item 1: a catalog behind Kafka (restored from a backup) would hand out ids batches in Kafka already
+     * have; a reservation above a floor (the batch id of the table's offset in Kafka) never does, and never goes below
+     * the catalog's own counter either.
+     */
+    @Test
+    void batchIdsAreReservedAboveAFloor() {
+        String f = "floor-1";
+        catalog.progress().initTable(f, "ds.a", Phase.PENDING);
+        assertEquals(1, catalog.batchIds().reserveBatchIds(f, "ds.a", 100));
+        assertEquals(5001, catalog.batchIds().reserveBatchIds(f, "ds.a", 100, 5000), "above what Kafka holds");
+        assertEquals(5101, catalog.batchIds().reserveBatchIds(f, "ds.a", 100, 20), "above the catalog's own counter");
+        assertEquals(5201, catalog.batchIds().reserveBatchIds(f, "ds.a", 100));
+    }
+
+    /**
+     * Issue 46 item 2: a Postgres table's row deleted by hand comes back from another writer's upsert without a phase;
+     * the pipeline makes it pending (only a row without a phase), and the reset tool's restart accepts it, for a
+     * Postgres flow only (a query CDC table has no phase and no reset).
+     */
+    @Test
+    void aPostgresRowWithoutAPhaseBecomesPendingAndCanBeReset() throws Exception {
+        String f = "nophase-1";
+        catalog.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7311111111111111112", 1L, "tablecdc_nophase",
+                "pub", null), "h1");
+        catalog.progress().initTable(f, "ds.a", Phase.PENDING);
+        catalog.phases().markReady(f, "ds.a", "0/10");
+        // deleted by hand, written again by the sink's normalize
+        try (Connection c = raw.getConnection(); Statement s = c.createStatement()) {
+            s.execute("DELETE FROM cdc_table_replication_state WHERE flow_name = '" + f + "'");
+        }
+        catalog.progress().recordNormalize(f, "ds.a", 3, new RowCounts(1, 0, 0), Instant.now());
+        catalog.progress().recordNormalize(f, "ds.b", 3, new RowCounts(1, 0, 0), Instant.now());
+        assertNull(catalog.progress().getTable(f, "ds.a").orElseThrow().phase());
+        assertEquals(Optional.of("no phase"), catalog.phases().restartTable(f, "ds.b", "reset", 0));
+        assertEquals(Phase.ERRORED, catalog.progress().getTable(f, "ds.b").orElseThrow().phase());
+        assertTrue(catalog.phases().pendingIfUnknown(f, "ds.a"));
+        assertFalse(catalog.phases().pendingIfUnknown(f, "ds.a"), "only a row without a phase");
+        assertFalse(catalog.phases().pendingIfUnknown(f, "ds.b"), "an errored row stays errored");
+        assertEquals(Phase.PENDING, catalog.progress().getTable(f, "ds.a").orElseThrow().phase());
+        assertTrue(catalog.phases().markReady(f, "ds.a", "0/20"), "a pending row that is not copied becomes ready");
+        // a query CDC table: no phase, no reset
+        catalog.progress().initTable("bq-nophase", "ds.a");
+        assertEquals(Optional.empty(), catalog.phases().restartTable("bq-nophase", "ds.a", "reset", 0));
+    }
+
     @Test
     void aTableThatLeftItsPublicationIsMarkedAloneOrRestartedWithItsEntryRecorded() throws Exception {
         for (String f : List.of("member-1", "member-2")) {

@@ -272,7 +272,8 @@ public class ApplyTask extends SourceTask {
 
     private ChangeBatcher newBatcher(Lsn start) {
         return new ChangeBatcher(flow, slot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK), start, true).blocks(config.blockBytes())
+                BatchIds.reserved(catalog, flow, BATCH_ID_BLOCK, BatchIds.fromOffsets(context.offsetStorageReader(), flow)),
+                start, true).blocks(config.blockBytes())
                 .limit(RecordLimit.of(config.originals()));
     }
 
@@ -449,16 +450,31 @@ public class ApplyTask extends SourceTask {
     private void follow(String table, TableRun run, Phase phase, String phaseLsn, String detachLsn, Lsn at,
                         List<SourceRecord> out) {
         Phase before = run.phase;
+        if (phase == null) {
+            // a row without a phase: deleted by hand and written again by another writer's upsert (a synced batch, the
+            // sink's normalize); only the pipeline gives a table its phase, and it starts over as pending
+            log.warn("flow {}, table {}: its catalog row has no phase (deleted by hand and written again by another"
+                    + " writer?); taken as pending: {}", flow, table, config.copies(table) ? "it is copied again"
+                    : "it streams on, not copied");
+            catalog.phases().pendingIfUnknown(flow, table);
+            phase = Phase.PENDING;
+        }
         run.phase = phase;
-        if ((phase == null || phase == Phase.PENDING) && !config.copies(table)) {
-            if (catalog.phases().markReady(flow, table, at.toString())) {
-                log.info("flow {}, table {}: ready, streaming from {} (not copied)", flow, table, at);
-                stream(table, run, at, out);
+        if (phase == Phase.PENDING && !config.copies(table)) {
+            // a table that streams already goes on from where it streams (nothing it holds unsent is dropped)
+            boolean streaming = run.state == RunState.STREAMING && run.lsn != null && run.until == null;
+            Lsn from = streaming ? run.lsn : at;
+            if (catalog.phases().markReady(flow, table, from.toString())) {
+                log.info("flow {}, table {}: ready, streaming from {} (not copied)", flow, table, from);
+                if (!streaming) {
+                    stream(table, run, from, out);
+                }
                 run.phase = Phase.READY;
                 return;
             }
-            TableState now = catalog.progress().getTable(flow, table).orElseThrow();
-            if (now.phase() != Phase.PENDING) {
+            TableState now = catalog.progress().getTable(flow, table).orElse(null);
+            // no recursion through pending: another writer moved the table on (e.g. a reset), follow that phase once
+            if (now != null && now.phase() != null && now.phase() != Phase.PENDING) {
                 follow(table, run, now.phase(), now.phaseLsn(), now.detachLsn(), at, out);
             }
             return;

@@ -30,7 +30,53 @@ interface BatchIds {
      * even by a task that died after Kafka took batches it had not recorded. One catalog update per block.
      */
     static BatchIds reserved(Catalog catalog, String flow, int block) {
-        return inBlocks(table -> catalog.batchIds().reserveBatchIds(flow, table, block), block);
+        return reserved(catalog, flow, block, table -> 0);
+    }
+
+    /**
+     * {@link #reserved(Catalog, String, int)} above {@code kafka(table)} as well: the batch id of the table's offset in
+     * Kafka. A catalog restored from a backup (or the lost tail of an asynchronous failover) is behind Kafka, and its
+     * counter alone would hand out ids that batches in Kafka already have (the sink drops such a batch as loaded).
+     */
+    static BatchIds reserved(Catalog catalog, String flow, int block, ToLongFunction<String> kafka) {
+        return inBlocks(table -> {
+            long floor = kafka.applyAsLong(table);
+            try {
+                return catalog.batchIds().reserveBatchIds(flow, table, block, floor);
+            } catch (io.tablecdc.catalog.CatalogException e) {
+                if (catalog.progress().getTable(flow, table).isPresent()) {
+                    throw e;
+                }
+                // the table's row was deleted by hand: the pipeline alone writes a Postgres table's row, as pending
+                // (the apply task then follows it as a new table: copied again, or streamed on if not copied)
+                org.slf4j.LoggerFactory.getLogger(BatchIds.class).warn("flow {}, table {}: its catalog row is gone"
+                        + " (deleted by hand?); written again as pending", flow, table);
+                catalog.progress().initTable(flow, table, io.tablecdc.catalog.Phase.PENDING);
+                return catalog.batchIds().reserveBatchIds(flow, table, block, floor);
+            }
+        }, block);
+    }
+
+    /** The batch id of each table's offset in Kafka ({@code {"flow", "table"}} partitions), 0 when it has none. */
+    static ToLongFunction<String> fromOffsets(org.apache.kafka.connect.storage.OffsetStorageReader reader, String flow) {
+        // read once per table and task: from then on the catalog holds this task's own reservations above it
+        Map<String, Long> read = new HashMap<>();
+        return table -> {
+            Long known = read.get(table);
+            if (known != null || reader == null) {
+                return known == null ? 0 : known;
+            }
+            try {
+                Map<String, Object> offset = reader.offset(ChangeBatcher.tablePartition(flow, table));
+                long id = offset != null && offset.get(ChangeBatcher.BATCH_KEY) instanceof Number n ? n.longValue() : 0;
+                read.put(table, id);
+                return id;
+            } catch (RuntimeException e) {
+                org.slf4j.LoggerFactory.getLogger(BatchIds.class).warn("flow {}, table {}: cannot read its offset in"
+                        + " Kafka ({}); its batch ids come from the catalog alone this time", flow, table, e.toString());
+                return 0;
+            }
+        };
     }
 
     /**
@@ -38,8 +84,14 @@ interface BatchIds {
      * the catalog refuses (the lease expired or another task claimed the table) throws {@link LeaseLostException}.
      */
     static BatchIds reservedWhileHolding(Catalog catalog, String flow, String owner, int attempt, int block) {
-        return inBlocks(table -> catalog.copies().reserveCopyBatchIds(flow, table, owner, attempt, block)
-                .orElseThrow(() -> new LeaseLostException("batch id reservation")), block);
+        return reservedWhileHolding(catalog, flow, owner, attempt, block, table -> 0);
+    }
+
+    /** {@link #reservedWhileHolding(Catalog, String, String, int, int)} above {@code kafka(table)} as well. */
+    static BatchIds reservedWhileHolding(Catalog catalog, String flow, String owner, int attempt, int block,
+                                         ToLongFunction<String> kafka) {
+        return inBlocks(table -> catalog.copies().reserveCopyBatchIds(flow, table, owner, attempt, block,
+                kafka.applyAsLong(table)).orElseThrow(() -> new LeaseLostException("batch id reservation")), block);
     }
 
     /**

@@ -113,6 +113,7 @@ public class CopyTask extends SourceTask {
                 return null;
             }
             copy = new TableCopy(config, flow, owner, claim.get(), catalog, metrics, pacedByApply);
+            copy.batchIdsAbove(BatchIds.fromOffsets(context.offsetStorageReader(), flow));
             current = copy;
         }
         List<SourceRecord> records = copy.step();

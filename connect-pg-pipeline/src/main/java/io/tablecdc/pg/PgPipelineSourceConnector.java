@@ -116,8 +116,31 @@ public class PgPipelineSourceConnector extends BatchTransactionSourceConnector {
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
         // the one rule across fields the configuration checks itself is table.sync.copy's
-        return ConfigValidation.validate(super.validate(connectorConfigs), () -> new PgPipelineConfig(connectorConfigs),
-                PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, (config, result, values) -> checkRules(connectorConfigs, config, result, values));
+        Config result = ConfigValidation.validate(super.validate(connectorConfigs), () -> new PgPipelineConfig(connectorConfigs),
+                PgPipelineConfig.TABLE_SYNC_COPY_CONFIG, (config, result2, values) -> checkRules(connectorConfigs, config, result2, values));
+        String refusal = errorsToleranceRefusal(connectorConfigs);
+        if (refusal != null) {
+            addError(result, ConfigValidation.byName(result), ERRORS_TOLERANCE, refusal);
+        }
+        return result;
+    }
+
+    /** Connect's per-connector setting of what a failed conversion or send does. */
+    static final String ERRORS_TOLERANCE = "errors.tolerance";
+
+    /**
+     * Why {@code errors.tolerance=all} is refused, or null. With it Connect reports a record the producer failed to send
+     * as acknowledged ({@code commitRecord(record, null)}, KIP-779), exactly as an exactly-once worker reports a record
+     * of a committed transaction; the flow's position, then the slot, would move past data that is not in Kafka.
+     */
+    static String errorsToleranceRefusal(Map<String, String> connectorConfigs) {
+        String tolerance = connectorConfigs.get(ERRORS_TOLERANCE);
+        if (tolerance == null || !"all".equalsIgnoreCase(tolerance.trim())) {
+            return null;
+        }
+        return ERRORS_TOLERANCE + "=all would skip records Kafka did not take (a row too large, a failed send) and move"
+                + " the flow's position and its replication slot past them: their changes would be lost. Keep "
+                + ERRORS_TOLERANCE + "=none (the default); a row the converter rejects stops only its own table either way";
     }
 
     /** The rules across fields, then the database and the catalog. */

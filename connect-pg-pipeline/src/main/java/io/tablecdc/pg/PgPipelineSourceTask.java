@@ -28,6 +28,12 @@ public class PgPipelineSourceTask extends SourceTask {
 
     @Override
     public void start(Map<String, String> props) {
+        String refusal = PgPipelineSourceConnector.errorsToleranceRefusal(props);
+        if (refusal != null) {
+            // validate() refuses it; a task started with it anyway (a worker that skipped validation) fails at once
+            throw new org.apache.kafka.connect.errors.ConnectException("flow " + PgPipelineTaskConfig.of(props).flow()
+                    + ": " + refusal);
+        }
         role = switch (PgPipelineTaskConfig.of(props).role()) {
             case COPY -> new CopyTask();
             case APPLY_AND_COPY -> new ApplyAndCopyTask();

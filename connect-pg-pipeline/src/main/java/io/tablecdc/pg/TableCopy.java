@@ -172,6 +172,14 @@ final class TableCopy {
         this.detachLsn = claim.rejoin() ? Lsn.parse(claim.detachLsn()) : null;
     }
 
+    /** The batch id of each table's offset in Kafka: its batch ids are reserved above it too. */
+    private java.util.function.ToLongFunction<String> kafkaBatchIds = t -> 0;
+
+    /** Before the first step: batch ids are reserved above the table's offset in Kafka too (see {@link BatchIds}). */
+    void batchIdsAbove(java.util.function.ToLongFunction<String> kafka) {
+        this.kafkaBatchIds = kafka;
+    }
+
     String table() {
         return table;
     }
@@ -302,7 +310,7 @@ final class TableCopy {
         }
         schema = ChangeBuilder.of(relation, oid -> SourceDatabase.primaryKey(first, oid), config::arrayText);
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint)
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK, kafkaBatchIds), consistentPoint)
                 .blocks(config.blockBytes()).limit(RecordLimit.of(config.originals()));
         if (!copyRows) {
             closeReaders();
@@ -375,7 +383,7 @@ final class TableCopy {
         slotName = detachSlot;
         consistentPoint = detachLsn;
         batcher = new ChangeBatcher(flow, mainSlot, config.heartbeatTopic(), config.batchRows(), config::topic,
-                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK), consistentPoint)
+                BatchIds.reservedWhileHolding(catalog, flow, owner, attempt, ApplyTask.BATCH_ID_BLOCK, kafkaBatchIds), consistentPoint)
                 .blocks(config.blockBytes()).limit(RecordLimit.of(config.originals()));
         log.info("flow {}, table {}: rejoining (attempt {}): streaming its changes committed from its detach marker {}"
                 + " from private slot {}", flow, table, attempt, detachLsn, detachSlot);

@@ -167,4 +167,24 @@ class ValidateErrorsIT {
         assertTrue(errors.getOrDefault("database.password", "").startsWith("authentication failed at "), errors.toString());
         assertFalse(errors.containsKey("database.host"), errors.toString());
     }
+
+    /**
+     * Issue 35 item 4: with errors.tolerance=all Connect reports a record it failed to send as acknowledged
+     * ({@code commitRecord(record, null)}), and the flow's position, then the slot, would move past data that is not in
+     * Kafka. The setting is refused on errors.tolerance, through the worker's validate endpoint and on a deploy.
+     */
+    @Test
+    void errorsToleranceAllIsRefusedOnThePostgresSource() {
+        Map<String, String> pg = SourceConfigs.pgPipeline(stack, catalogUrl, "validate_source", "validate_pub", "validate");
+        pg.put("name", "validate-pg-tolerance");
+        pg.put("errors.tolerance", "all");
+        Map<String, String> errors = errors(pg.get("connector.class"), pg);
+        assertTrue(errors.getOrDefault("errors.tolerance", "").contains("errors.tolerance=all")
+                && errors.get("errors.tolerance").contains("none"), errors.toString());
+        ConnectRestClient.ConnectRestException refused = org.junit.jupiter.api.Assertions.assertThrows(
+                ConnectRestClient.ConnectRestException.class, () -> stack.connect().rest().putConfig("validate-pg-tolerance", pg));
+        assertTrue(refused.getMessage().contains("errors.tolerance"), refused.getMessage());
+        pg.put("errors.tolerance", "none");
+        assertFalse(errors(pg.get("connector.class"), pg).containsKey("errors.tolerance"));
+    }
 }
