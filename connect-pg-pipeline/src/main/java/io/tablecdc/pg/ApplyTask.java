@@ -330,6 +330,13 @@ public class ApplyTask extends SourceTask {
                     + " the task.");
         }
         boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity, SourceDatabase.slot(sql, slot));
+        if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
+            // a promotion accepted here gets the recovery a start runs, before the new timeline is recorded (a crash
+            // in between runs it again); the tables it puts back to pending are followed at the next poll's catalog
+            // read, before anything of the new timeline is read
+            FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
+            refreshedAt = System.nanoTime() - TimeUnit.MINUTES.toNanos(1);
+        }
         register(identity, recorded, acceptTimeline);
         SlotManager.Checked checked = slots.ensure(sql, replication, slot,
                 "the apply task was streaming from it at " + position.read() + " until the connection broke");
