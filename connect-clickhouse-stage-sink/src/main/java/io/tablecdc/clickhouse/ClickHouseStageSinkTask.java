@@ -683,6 +683,17 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
     }
 
+    /** Removes the local files of a complete batch that is dropped before its upload succeeded. */
+    private void deleteLocalParts(PendingUpload pending) {
+        for (StagePart part : pending.batch.parts()) {
+            try {
+                Files.deleteIfExists(part.file());
+            } catch (IOException e) {
+                log.debug("removing the local stage file {} of a dropped batch failed: {}", part.file(), e.toString());
+            }
+        }
+    }
+
     private void pause(TableKey key) {
         TopicPartition[] partitions = partitionsOf(key);
         if (partitions.length > 0) {
@@ -823,7 +834,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
             } catch (IOException e) {
                 log.warn("dropping the open batch of {} left local files behind: {}", key, e.toString());
             }
-            pendingUploads.remove(key);
+            PendingUpload dropped = pendingUploads.remove(key);
+            if (dropped != null) {
+                deleteLocalParts(dropped);
+            }
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
             TableNormalizer normalizer = loops.remove(key);
             if (normalizer != null) {
@@ -856,6 +870,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.debug("dropping an open batch on stop: {}", e.toString());
             }
         }
+        // batches waiting for their upload are dropped too (their records come again): their local files go with them
+        pendingUploads.values().forEach(this::deleteLocalParts);
+        pendingUploads.clear();
         Resources.closeQuietly(destination, "the ClickHouse client");
         Resources.closeQuietly(store, "the stage store");
         Resources.closeQuietly(catalog, "the catalog");

@@ -102,7 +102,13 @@ record SinkHeaders(String flow, String table, String op, String batch, String la
     /** Null when a name-carrying header arrived as text; else what arrived instead, for {@link #requireText()}. */
     private static String notText(Header header) {
         Object value = header.value();
-        if (value == null || value instanceof String || value instanceof byte[]) {
+        if (value == null) {
+            // a tablecdc source never writes a name header without a value: the text "null", parsed by the converter
+            return "header " + header.key() + " arrived without a value, not as the text the source wrote (the name null,"
+                    + " which the worker's header converter, SimpleHeaderConverter unless set otherwise, parses to no value);"
+                    + " set header.converter=org.apache.kafka.connect.storage.StringConverter on this sink connector";
+        }
+        if (value instanceof String || value instanceof byte[]) {
             return null;
         }
         return "header " + header.key() + " arrived as " + value.getClass().getSimpleName() + " " + value + ", not as the"

@@ -214,9 +214,23 @@ final class TableNormalizer {
                 inRun = true;
             }
             if (!catalog.sink().claimNormalizeLease(key.flow(), key.table(), owner, lease)) {
+                long now = System.nanoTime();
+                if (leaseMissSince == 0) {
+                    leaseMissSince = now;
+                    log.info("flow {}, table {}: another sink task still holds the normalize lease ({}); waiting up to {} ms for it to"
+                            + " give it up or for it to run out", key.flow(), key.table(),
+                            catalog.sink().normalizeLeaseHolder(key.flow(), key.table()).orElse("another owner"), lease.toMillis() * 2);
+                }
+                if (now - leaseMissSince < lease.toNanos() * 2) {
+                    // after a rebalance the table's previous owner ends its step and gives the lease up, or its lease
+                    // runs out (a killed worker): a wait, not an error
+                    throw new LeaseWait();
+                }
                 throw new IllegalStateException("another sink task still loads this table (normalize lease held by "
-                        + catalog.sink().normalizeLeaseHolder(key.flow(), key.table()).orElse("another owner") + ")");
+                        + catalog.sink().normalizeLeaseHolder(key.flow(), key.table()).orElse("another owner") + " for more"
+                        + " than " + lease.toMillis() * 2 + " ms)");
             }
+            leaseMissSince = 0;
             claimed = true;
             leaseRenewedAt = System.nanoTime();
             leaseLost = false;
@@ -228,6 +242,8 @@ final class TableNormalizer {
             }
             inBackoff = false;
             episode.succeeded();
+        } catch (LeaseWait e) {
+            retryIn = Math.max(100, Math.min(lease.toMillis() / 5, 2_000));
         } catch (Restaged e) {
             log.info("flow {}, table {}: batch {} was staged again while this run read it; reading the stage rows again",
                     key.flow(), key.table(), e.batchId);
@@ -589,6 +605,16 @@ final class TableNormalizer {
             return avro.getSchema();
         } catch (IOException e) {
             throw new IOException("stage file " + uri + " is not a readable Avro file: " + e.getMessage(), e);
+        }
+    }
+
+    /** When this loop first found the table's normalize lease held by another owner (System.nanoTime), 0 when it holds it. */
+    private volatile long leaseMissSince;
+
+    /** Another owner holds the table's normalize lease, for less than twice its duration so far: the run waits. */
+    private static final class LeaseWait extends RuntimeException {
+        LeaseWait() {
+            super(null, null, false, false);
         }
     }
 

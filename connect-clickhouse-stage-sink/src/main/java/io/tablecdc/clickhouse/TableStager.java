@@ -182,6 +182,10 @@ final class TableStager {
      */
     void append(SinkRecord record, long recordBatchId, java.math.BigInteger version, RecordHeaders.Op op, List<String> unchanged,
                 boolean keyChanged, List<String> nonFinite, long nowMs) throws IOException {
+        // the record before the next one is this one, staged or not: a delete refused here must not leave the delete
+        // before it as the old key of a key-changing update that follows
+        Struct deletedBefore = deletedKey;
+        deletedKey = null;
         Schema valueSchema = record.valueSchema();
         if (record.value() != null && !(record.value() instanceof Struct)) {
             throw new TypeMappingException("table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition()
@@ -210,7 +214,7 @@ final class TableStager {
         Struct rowKey = record.key() instanceof Struct k ? k : null;
         Lookup lookupOf = null;
         if (!unchanged.isEmpty()) {
-            lookupOf = lookupOf(record, valueSchema, rowKey, version, op, unchanged, keyChanged);
+            lookupOf = lookupOf(record, valueSchema, rowKey, version, op, unchanged, keyChanged, deletedBefore);
         }
         boolean wantLookup = lookup || lookupOf != null;
         if (valueSchema != schemaFor || wantLookup != schemaLookup) {
@@ -265,7 +269,7 @@ final class TableStager {
     }
 
     private Lookup lookupOf(SinkRecord record, Schema valueSchema, Struct rowKey, java.math.BigInteger version, RecordHeaders.Op op,
-                            List<String> unchanged, boolean keyChanged) {
+                            List<String> unchanged, boolean keyChanged, Struct deletedBefore) {
         String at = "table " + key.table() + ": record at " + record.topic() + "-" + record.kafkaPartition() + "@"
                 + record.kafkaOffset();
         if (op != RecordHeaders.Op.UPDATE) {
@@ -283,8 +287,8 @@ final class TableStager {
                         ? " is a key column" : " is not in the record value"));
             }
         }
-        if (keyChanged && deletedKey != null) {
-            return deletedLookup != null ? deletedLookup : new Lookup(deletedKey, deletedVersion);
+        if (keyChanged && deletedBefore != null) {
+            return deletedLookup != null ? deletedLookup : new Lookup(deletedBefore, deletedVersion);
         }
         if (keyChanged) {
             throw new TypeMappingException(at + " moved its row to another key but the record before it in batch is not the"

@@ -2,6 +2,7 @@ package io.tablecdc.clickhouse;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
@@ -102,5 +103,28 @@ class SinkHeadersTest {
         assertEquals(true, plain.lastOfBatch());
         assertEquals(BigInteger.valueOf(12), plain.versionValue());
         assertEquals(java.util.List.of("doc"), plain.unchanged());
+    }
+
+    /**
+     * The default header converter parses the text {@code null} to no value: a table or flow named {@code null} would
+     * otherwise make the record another producer's upsert, and an unchanged column named {@code null} would be written
+     * NULL. Such a record is refused naming the header; with StringConverter the name arrives as written.
+     */
+    @Test
+    void aNameNullParsedToNoValueIsRefusedNotTakenAsMissing() {
+        HeaderConverter simple = configured(new SimpleHeaderConverter());
+        HeaderConverter strings = configured(new StringConverter());
+        for (String[] record : java.util.List.of(
+                new String[] {RecordHeaders.FLOW, "pgflow", RecordHeaders.TABLE, "null", RecordHeaders.BATCH, "3"},
+                new String[] {RecordHeaders.FLOW, "null", RecordHeaders.TABLE, "public.t", RecordHeaders.BATCH, "3"},
+                new String[] {RecordHeaders.FLOW, "pgflow", RecordHeaders.TABLE, "public.t", RecordHeaders.BATCH, "3",
+                        RecordHeaders.UNCHANGED, "null"})) {
+            SinkHeaders parsed = SinkHeaders.of(arrived(simple, record));
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, parsed::requireText, String.join(" ", record));
+            assertTrue(e.getMessage().contains("arrived without a value") && e.getMessage().contains("StringConverter"), e.getMessage());
+            SinkHeaders.of(arrived(strings, record)).requireText();
+        }
+        assertEquals("null", SinkHeaders.of(arrived(strings, RecordHeaders.TABLE, "null")).table());
+        assertEquals(java.util.List.of("null"), SinkHeaders.of(arrived(strings, RecordHeaders.UNCHANGED, "null")).unchanged());
     }
 }

@@ -162,6 +162,24 @@ class TableStagerTest {
         assertEquals(List.of(), StageSchema.lookupColumnsOf(read(stager.close()).get(0).getSchema()));
     }
 
+    /**
+     * A key-changing update takes its unchanged values from the old key deleted by the record right before it. When
+     * that record (a delete) was refused, the delete before it is not the old key: the update is refused too, rather
+     * than given another row's values.
+     */
+    @Test
+    void aKeyChangingUpdateAfterARefusedDeleteIsRefusedNotBoundToAnEarlierDelete() throws Exception {
+        TableStager stager = stager();
+        stager.append(doc(4, null, null, 1), 9, java.math.BigInteger.valueOf(140), Op.DELETE, 1_000);
+        // a delete with unchanged values: refused
+        assertThrows(TypeMappingException.class,
+                () -> stager.append(doc(7, null, null, 2), 9, java.math.BigInteger.valueOf(150), Op.DELETE, List.of("big"), false, 1_001));
+        // row 7 moves to key 70: its old key's delete was refused, so no row can give its unchanged values
+        var moved = assertThrows(TypeMappingException.class,
+                () -> stager.append(doc(70, 1, null, 3), 9, java.math.BigInteger.valueOf(151), Op.UPDATE, List.of("big"), true, 1_002));
+        assertTrue(moved.getMessage().contains("not the delete of the old key"), moved.getMessage());
+    }
+
     @Test
     void unchangedValuesWhereNoRowVersionCanHoldThemAreRefusedNamingTheRecord() throws Exception {
         TableStager stager = stager();
