@@ -120,6 +120,8 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
+    /** This task's ownership of the table in the catalog ({@code source_epoch}), taken at start. */
+    private long epoch = -1;
     /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
     private boolean zoneChecked;
     private Batch streaming;
@@ -266,6 +268,12 @@ final class TablePoller {
             throw new ConnectException("flow " + flow + ": " + e.getMessage());
         } catch (InterruptedException e) {
             throw e;
+        } catch (io.tablecdc.catalog.TableLostException e) {
+            // another task owns the table now: this one stops for good (Connect has given the table to the other)
+            log.warn("{}", e.getMessage());
+            streaming = null;
+            closing = null;
+            throw new ConnectException(e.getMessage(), e);
         } catch (RuntimeException e) {
             failed(e);
             return List.of();
@@ -274,6 +282,9 @@ final class TablePoller {
 
     private void start() {
         catalog.progress().initTable(flow, table.fullName());
+        // the newest task on the table owns it: every earlier one's next catalog write is refused (it stops sending)
+        epoch = catalog.owners().take(flow, table.fullName(), "task of " + flow + " on "
+                + java.lang.management.ManagementFactory.getRuntimeMXBean().getName() + " started " + clock.instant());
         TableState state = catalog.progress().getTable(flow, table.fullName()).orElseThrow();
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
@@ -328,7 +339,7 @@ final class TablePoller {
         // the first reservation of a task also steps over the batch id of its Connect offset, which is above the
         // catalog's ids when the table's catalog row was pruned and the table added back
         int count = (int) Math.min(Integer.MAX_VALUE - 1, Math.max(1, offsetBatchId - syncedBatchId + 1));
-        long first = catalog.batchIds().reserveBatchIds(flow, table.fullName(), count);
+        long first = catalog.owners().reserveBatchIds(flow, table.fullName(), count, epoch);
         offsetBatchId = 0;
         lastBatchId = first + count - 1;
         return lastBatchId;
@@ -662,7 +673,8 @@ final class TablePoller {
     }
 
     private void mirrorCursorOnly() {
-        catalog.progress().recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
+        catalog.owners().recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId),
+                clock.instant(), epoch);
         metrics.syncedUpTo(cursor);
     }
 
@@ -679,6 +691,8 @@ final class TablePoller {
             cutShort(batch);
             throw e;
         }
+        // a task whose table another task took over sends no further page of it
+        catalog.owners().requireOwner(flow, table.fullName(), epoch);
         return emitOrClose(batch, page);
     }
 
@@ -888,9 +902,9 @@ final class TablePoller {
         // a batch of which no record was sent leaves nothing for the sink to load: only its cursor is recorded, so
         // that synced - normalized counts batches the sink can actually normalize
         long recordedId = batch.rows > 0 ? batch.id : syncedBatchId;
-        catalog.progress().recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
+        catalog.owners().recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
                 batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
-                clock.instant());
+                clock.instant(), epoch);
         syncedBatchId = Math.max(syncedBatchId, recordedId);
         metrics.batchSynced(batch.id, batch.rows);
         retryOwed = batch.failed && batch.rows > 0;

@@ -511,6 +511,48 @@ class TablePollerTest {
     }
 
     /**
+     * Issue 37 item 1: two tasks on one table, as when a worker cut off from its Connect group keeps its task running
+     * while the group gives the table to another worker. The task that started last owns the table; the other one's
+     * next catalog write is refused and it stops sending. Before, both read and sent every new row (doubles, and two
+     * writers of one cursor and one id sequence).
+     */
+    @Test
+    void aTaskWhoseTableAnotherTaskTookStopsSending() throws Exception {
+        FakeTable table = new FakeTable();
+        table.rows.put(1L, NOW.minus(Duration.ofMinutes(30)));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(NOW.minus(Duration.ofHours(1))), "batch", 0L);
+        BigQueryQueryCdcConfig config = configWithKey("QUERY", "1000", "3600000");
+        MovableClock clock = new MovableClock();
+        TablePoller zombie = pollerAt("two-owners", config, table, clock, offset);
+        assertEquals(List.of(1L), pollBatches(zombie, clock, 1).get(0).stream().map(TablePollerTest::id).toList());
+        clock.now = clock.now.plusSeconds(5);
+        zombie.poll(); // the batch is recorded
+
+        // the group gives the table to another task, which starts from the same offset (the zombie's was not flushed)
+        TablePoller successor = pollerAt("two-owners", config, table, clock, offset);
+        table.rows.put(2L, NOW.minus(Duration.ofMinutes(10)));
+        List<List<SourceRecord>> successorBatches = pollBatches(successor, clock, 1);
+        assertEquals(List.of(2L), successorBatches.get(0).stream().map(TablePollerTest::id).toList(),
+                "the successor reads on from the catalog's cursor");
+
+        table.rows.put(3L, NOW.minus(Duration.ofMinutes(5)));
+        List<SourceRecord> sentByZombie = new ArrayList<>();
+        ConnectException lost = null;
+        for (int i = 0; i < 20 && lost == null; i++) {
+            clock.now = clock.now.plusSeconds(2);
+            try {
+                List<SourceRecord> records = zombie.poll();
+                sentByZombie.addAll(records);
+                records.forEach(r -> zombie.acknowledged());
+            } catch (ConnectException e) {
+                lost = e;
+            }
+        }
+        assertEquals(List.of(), sentByZombie.stream().map(TablePollerTest::id).toList(), "the zombie sent rows");
+        assertTrue(lost != null && lost.getMessage().contains("another task took this table over"), String.valueOf(lost));
+    }
+
+    /**
      * Issue 37 item 7: an APPENDS table idle for longer than BigQuery's time travel window. Its empty windows move the
      * cursor in the catalog only (Connect stores an offset only with a record), so a task started again took the
      * Connect offset of its last batch, more than 7 days back, and failed for good; it must take the catalog's later
