@@ -553,6 +553,38 @@ class TablePollerTest {
     }
 
     /**
+     * Issue 37 item 5: a table removed from the connector's config while the sink has not loaded what it staged (and
+     * what was synced) of it. Before, the connector's start deleted the table's staged batches and its row at once:
+     * the sink lost them. They stay until the sink has loaded them; a table with nothing left to load is pruned.
+     */
+    @Test
+    void removingATableKeepsWhatTheSinkHasNotLoaded() throws Exception {
+        String flow = "prune-unloaded";
+        catalog.progress().initTable(flow, "p.d.t");
+        catalog.progress().initTable(flow, "p.d.staged");
+        catalog.progress().initTable(flow, "p.d.loaded");
+        catalog.progress().recordSync(flow, "p.d.staged", new io.tablecdc.catalog.SyncedBatch("", 1, 5, NOW, NOW), NOW);
+        catalog.stages().upsertStage(flow, "p.d.staged", new io.tablecdc.catalog.Stage(1,
+                List.of(new io.tablecdc.catalog.StageFile("file:///s/1.avro", 5, 500)), 5, io.tablecdc.catalog.RowCounts.ZERO));
+        catalog.progress().recordSync(flow, "p.d.loaded", new io.tablecdc.catalog.SyncedBatch("", 1, 5, NOW, NOW), NOW);
+        catalog.progress().recordNormalize(flow, "p.d.loaded", 1, io.tablecdc.catalog.RowCounts.ZERO, NOW);
+
+        Map<String, String> props = new HashMap<>(configWithKey("QUERY", "1000", "3600000").originalsStrings());
+        props.put("name", flow);
+        BigQueryQueryCdcSourceConnector connector = new BigQueryQueryCdcSourceConnector();
+        connector.start(props); // only p.d.t is configured now
+        assertEquals(1, catalog.stages().listStages(flow, "p.d.staged").size(), "the staged batch was deleted");
+        assertTrue(catalog.progress().getTable(flow, "p.d.staged").isPresent());
+        assertTrue(catalog.progress().getTable(flow, "p.d.loaded").isEmpty(), "a table with nothing left is pruned");
+
+        // once the sink loaded it, the next start prunes it
+        catalog.progress().recordNormalize(flow, "p.d.staged", 1, io.tablecdc.catalog.RowCounts.ZERO, NOW);
+        catalog.stages().deleteStage(flow, "p.d.staged", 1);
+        connector.start(props);
+        assertTrue(catalog.progress().getTable(flow, "p.d.staged").isEmpty());
+    }
+
+    /**
      * Issue 37 item 7: an APPENDS table idle for longer than BigQuery's time travel window. Its empty windows move the
      * cursor in the catalog only (Connect stores an offset only with a record), so a task started again took the
      * Connect offset of its last batch, more than 7 days back, and failed for good; it must take the catalog's later
