@@ -120,6 +120,8 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
+    /** The truncate batch of a re-snapshot was sent by this task. */
+    private boolean truncateSent;
     /** This task's ownership of the table in the catalog ({@code source_epoch}), taken at start. */
     private long epoch = -1;
     /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
@@ -578,6 +580,12 @@ final class TablePoller {
                 mirrorCursorOnly();
                 return null;
             }
+            if (syncedBatchId > 0 && !truncateSent) {
+                // a re-snapshot (the offset was reset): its rows carry version 0 and would not replace what ClickHouse
+                // holds, nor remove rows deleted meanwhile, so a truncate batch goes first
+                truncateSent = true;
+                return truncateBatch();
+            }
             SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of(), destination);
             return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow, null);
         }
@@ -614,6 +622,18 @@ final class TablePoller {
             return walk(sourceNow);
         }
         return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, min.minusNanos(1_000), null);
+    }
+
+    /**
+     * A batch of one truncate record (no key, no value, op {@code t}), which empties the table in ClickHouse before the
+     * snapshot that follows it; it leaves the cursor as it is (none), so a task stopped after it truncates again.
+     */
+    private Batch truncateBatch() {
+        Batch batch = new Batch(nextBatchId(), null, RecordHeaders.Op.TRUNCATE,
+                client.new Pages(com.google.cloud.bigquery.Schema.of(), List.of()), null, null);
+        log.info("flow {}, table {}: snapshotting again after {} batches were sent: truncating the table first (batch {})",
+                flow, table.fullName(), syncedBatchId, batch.id);
+        return batch;
     }
 
     /** How far a watermark may be ahead of BigQuery's clock before the table reports it. */
@@ -717,6 +737,22 @@ final class TablePoller {
     }
 
     private List<SourceRecord> emit(Batch batch, List<FieldValueList> page) {
+        if (batch.op == RecordHeaders.Op.TRUNCATE) {
+            ConnectHeaders headers = new ConnectHeaders();
+            headers.addString(RecordHeaders.FLOW, flow);
+            headers.addString(RecordHeaders.TABLE, table.fullName());
+            headers.addString(RecordHeaders.OP, RecordHeaders.Op.TRUNCATE.code());
+            headers.addString(RecordHeaders.VERSION, "0");
+            headers.addString(RecordHeaders.BATCH, Long.toString(batch.id));
+            headers.addString(RecordHeaders.BATCH_LAST, "true");
+            headers.addString(ROW_HEADER, Long.toString(batch.sent++));
+            batch.rows = 1;
+            streaming = null;
+            closing = batch;
+            inFlight.incrementAndGet();
+            return List.of(new SourceRecord(partition, Map.of(CURSOR_KEY, "", BATCH_KEY, batch.id), topic, 0, null, null,
+                    null, null, null, headers));
+        }
         boolean lastPage = !batch.pages.hasNext();
         List<Converted> rows = new ArrayList<>(page.size());
         List<Converted> read = new ArrayList<>(page.size());

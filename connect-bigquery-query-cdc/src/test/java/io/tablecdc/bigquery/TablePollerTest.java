@@ -585,6 +585,41 @@ class TablePollerTest {
     }
 
     /**
+     * Issue 37 item 2: a CHANGES (or APPENDS) table snapshotted again (its offset reset, as the time travel error tells
+     * the operator) after batches of it were sent. Its snapshot rows carry version 0 (no change timestamp), so
+     * ClickHouse kept the older images it had, and rows deleted meanwhile stayed. A re-snapshot first sends a truncate
+     * batch (one record, op t), so the snapshot replaces the table's rows; a first snapshot sends none.
+     */
+    @Test
+    void aChangeHistoryReSnapshotFirstTruncatesTheTable() throws Exception {
+        String flow = "changes-resnapshot";
+        catalog.progress().initTable(flow, "p.d.t");
+        catalog.progress().recordSync(flow, "p.d.t", new io.tablecdc.catalog.SyncedBatch("", 3, 7, NOW, NOW), NOW);
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        client.results.add(List.of(FieldValueList.of(List.of(FieldValue.of(FieldValue.Attribute.PRIMITIVE, "1"),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, "one")), KEYED)));
+        MovableClock clock = new MovableClock();
+        TablePoller poller = pollerAt(flow, config("CHANGES", "700000", "3600000"), client, clock, null);
+        List<List<SourceRecord>> batches = pollBatches(poller, clock, 2);
+        assertEquals(2, batches.size(), batches.toString());
+        SourceRecord truncate = batches.get(0).get(0);
+        assertEquals(1, batches.get(0).size());
+        assertEquals("t", header(truncate, RecordHeaders.OP), "the re-snapshot starts with a truncate batch");
+        assertEquals("true", header(truncate, RecordHeaders.BATCH_LAST));
+        assertEquals(null, truncate.value());
+        assertEquals("r", header(batches.get(1).get(0), RecordHeaders.OP));
+        assertTrue(Long.parseLong(header(batches.get(1).get(0), RecordHeaders.BATCH))
+                > Long.parseLong(header(truncate, RecordHeaders.BATCH)), "the snapshot comes after the truncate");
+
+        // a first snapshot (nothing sent of the table before) sends no truncate
+        FakeSourceClient fresh = new FakeSourceClient(KEYED, KEYED);
+        fresh.results.add(List.of(FieldValueList.of(List.of(FieldValue.of(FieldValue.Attribute.PRIMITIVE, "1"),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, "one")), KEYED)));
+        TablePoller first = pollerAt("changes-first-snapshot", config("CHANGES", "700000", "3600000"), fresh, clock, null);
+        assertEquals("r", header(pollBatches(first, clock, 1).get(0).get(0), RecordHeaders.OP));
+    }
+
+    /**
      * Issue 37 item 7: an APPENDS table idle for longer than BigQuery's time travel window. Its empty windows move the
      * cursor in the catalog only (Connect stores an offset only with a record), so a task started again took the
      * Connect offset of its last batch, more than 7 days back, and failed for good; it must take the catalog's later
