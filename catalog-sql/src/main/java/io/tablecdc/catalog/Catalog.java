@@ -58,6 +58,7 @@ public final class Catalog implements AutoCloseable {
     private final Stages stages;
     private final SinkLeases sink;
     private final Flows flows;
+    private final SourceOwners owners;
 
     /**
      * Wraps an existing data source (the caller owns it; {@link #close()} leaves it open). Applies no
@@ -77,6 +78,7 @@ public final class Catalog implements AutoCloseable {
         this.stages = new Stages(db);
         this.sink = new SinkLeases(db);
         this.flows = new Flows(db);
+        this.owners = new SourceOwners(db);
     }
 
     /**
@@ -235,6 +237,11 @@ public final class Catalog implements AutoCloseable {
     /** The sink's topic, destination and normalize lease of a table. */
     public SinkLeases sink() {
         return sink;
+    }
+
+    /** Which query CDC task owns a table, and the writes fenced by it. */
+    public SourceOwners owners() {
+        return owners;
     }
 
     /** Flows: identity, main slot, pruning. */

@@ -180,6 +180,42 @@ public final class Flows {
         });
     }
 
+    /** What {@link #pruneLoadedTables} did: the tables pruned, and those kept until the sink has loaded them. */
+    public record Pruned(List<String> pruned, List<String> keptUntilLoaded) {
+    }
+
+    /**
+     * As {@link #pruneTables}, but a removed table whose batches the sink has not loaded yet (staged batches, or synced
+     * batches above its normalized one) is kept, its staged batches with it, so that removing a table from a config
+     * loses nothing; a later call prunes it once the sink has loaded them. May be called again after a crash.
+     */
+    public Pruned pruneLoadedTables(String flow, Collection<String> tablesInFlow) {
+        Objects.requireNonNull(tablesInFlow, "tablesInFlow");
+        if (tablesInFlow.isEmpty()) {
+            throw new IllegalArgumentException("pruneTables for flow '" + flow + "' needs the flow's tables;"
+                    + " refusing to prune every table");
+        }
+        String[] keep = texts(tablesInFlow);
+        return db.inTransaction("pruneTables", flow, c -> {
+            List<String> unloaded = list(c, "SELECT source_table_identifier FROM " + STATE + " s"
+                    + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))"
+                    + " AND (synced_batch_id > normalized_batch_id OR EXISTS (SELECT 1 FROM " + STAGE + " st"
+                    + "   WHERE st.flow_name = s.flow_name AND st.source_table_identifier = s.source_table_identifier))"
+                    + " UNION SELECT source_table_identifier FROM " + STAGE
+                    + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))",
+                    rs -> rs.getString(1), flow, keep, flow, keep);
+            List<String> kept = new java.util.ArrayList<>(unloaded);
+            kept.sort(null);
+            java.util.List<String> all = new java.util.ArrayList<>(tablesInFlow);
+            all.addAll(kept);
+            List<String> pruned = list(c, "DELETE FROM " + STATE
+                    + " WHERE flow_name = ? AND NOT (source_table_identifier = ANY (?))"
+                    + " RETURNING source_table_identifier", rs -> rs.getString(1), flow, texts(all));
+            pruned.sort(null);
+            return new Pruned(pruned, kept);
+        });
+    }
+
     private static Optional<FlowRecord> readFlow(Connection c, String flow) throws SQLException {
         return first(c, "SELECT " + FLOW_COLUMNS + " FROM " + FLOW + " WHERE flow_name = ?", Flows::flowRecord, flow);
     }

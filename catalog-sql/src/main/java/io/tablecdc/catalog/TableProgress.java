@@ -98,6 +98,12 @@ public final class TableProgress {
     /** {@link #recordSync(String, String, SyncedBatch, Instant)} on the caller's connection. */
     static boolean recordSync(Connection c, String flow, String table, SyncedBatch batch, Instant at)
             throws SQLException {
+        return recordSync(c, flow, table, batch, at, null);
+    }
+
+    /** {@link #recordSync(Connection, String, String, SyncedBatch, Instant)}, only while {@code epoch} owns the table. */
+    static boolean recordSync(Connection c, String flow, String table, SyncedBatch batch, Instant at, Long epoch)
+            throws SQLException {
         String advanced = "EXCLUDED.synced_batch_id > s.synced_batch_id";
         // the sink may normalize a batch before its source records the sync: then nothing is pending
         String pending = advanced + " AND EXCLUDED.synced_batch_id > s.normalized_batch_id";
@@ -118,9 +124,11 @@ public final class TableProgress {
                 + "   ELSE s.first_row_commit_time END,"
                 + " last_synced_at = GREATEST(s.last_synced_at, EXCLUDED.last_synced_at),"
                 + " synced_batch_id = EXCLUDED.synced_batch_id"
-                + " WHERE EXCLUDED.synced_batch_id >= s.synced_batch_id",
+                + " WHERE EXCLUDED.synced_batch_id >= s.synced_batch_id"
+                + (epoch == null ? " AND ? IS NULL" : " AND s.source_epoch = ?"),
                 flow, table, batch.cursor(), batch.batchId(), batch.rows(), at,
-                nullable(hasRows ? batch.firstRowReceivedAt() : null), nullable(hasRows ? batch.firstRowCommitTime() : null)) == 1;
+                nullable(hasRows ? batch.firstRowReceivedAt() : null), nullable(hasRows ? batch.firstRowCommitTime() : null),
+                epoch == null ? nullable((Long) null) : epoch) == 1;
     }
 
     /**

@@ -60,12 +60,17 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
     public void start(Map<String, String> props) {
         configureWithoutCatalog(props);
         String flow = flow(props);
-        // migrations run once here, not raced by every task; removed tables lose their catalog rows
+        // migrations run once here, not raced by every task; removed tables lose their catalog rows once loaded
         try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow)) {
             catalog.flows().registerFlow(flow, FlowIdentity.ofKind(SOURCE_KIND), null);
-            List<String> pruned = catalog.flows().pruneTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
-            if (!pruned.isEmpty()) {
-                log.info("flow {}: tables no longer configured, catalog rows removed: {}", flow, pruned);
+            // a removed table's batches the sink has not loaded stay (its staged batches and its row) until it has
+            var outcome = catalog.flows().pruneLoadedTables(flow, config.tables().stream().map(TableSpec::fullName).toList());
+            if (!outcome.pruned().isEmpty()) {
+                log.info("flow {}: tables no longer configured, catalog rows removed: {}", flow, outcome.pruned());
+            }
+            if (!outcome.keptUntilLoaded().isEmpty()) {
+                log.info("flow {}: tables no longer configured are kept in the catalog until the sink has loaded what"
+                        + " it holds of them (they are removed at a later start): {}", flow, outcome.keptUntilLoaded());
             }
         } catch (RuntimeException e) {
             throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);

@@ -120,6 +120,10 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
+    /** The truncate batch of a re-snapshot was sent by this task. */
+    private boolean truncateSent;
+    /** This task's ownership of the table in the catalog ({@code source_epoch}), taken at start. */
+    private long epoch = -1;
     /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
     private boolean zoneChecked;
     private Batch streaming;
@@ -266,6 +270,12 @@ final class TablePoller {
             throw new ConnectException("flow " + flow + ": " + e.getMessage());
         } catch (InterruptedException e) {
             throw e;
+        } catch (io.tablecdc.catalog.TableLostException e) {
+            // another task owns the table now: this one stops for good (Connect has given the table to the other)
+            log.warn("{}", e.getMessage());
+            streaming = null;
+            closing = null;
+            throw new ConnectException(e.getMessage(), e);
         } catch (RuntimeException e) {
             failed(e);
             return List.of();
@@ -274,6 +284,9 @@ final class TablePoller {
 
     private void start() {
         catalog.progress().initTable(flow, table.fullName());
+        // the newest task on the table owns it: every earlier one's next catalog write is refused (it stops sending)
+        epoch = catalog.owners().take(flow, table.fullName(), "task of " + flow + " on "
+                + java.lang.management.ManagementFactory.getRuntimeMXBean().getName() + " started " + clock.instant());
         TableState state = catalog.progress().getTable(flow, table.fullName()).orElseThrow();
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
@@ -328,7 +341,7 @@ final class TablePoller {
         // the first reservation of a task also steps over the batch id of its Connect offset, which is above the
         // catalog's ids when the table's catalog row was pruned and the table added back
         int count = (int) Math.min(Integer.MAX_VALUE - 1, Math.max(1, offsetBatchId - syncedBatchId + 1));
-        long first = catalog.batchIds().reserveBatchIds(flow, table.fullName(), count);
+        long first = catalog.owners().reserveBatchIds(flow, table.fullName(), count, epoch);
         offsetBatchId = 0;
         lastBatchId = first + count - 1;
         return lastBatchId;
@@ -567,6 +580,12 @@ final class TablePoller {
                 mirrorCursorOnly();
                 return null;
             }
+            if (syncedBatchId > 0 && !truncateSent) {
+                // a re-snapshot (the offset was reset): its rows carry version 0 and would not replace what ClickHouse
+                // holds, nor remove rows deleted meanwhile, so a truncate batch goes first
+                truncateSent = true;
+                return truncateBatch();
+            }
             SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of(), destination);
             return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow, null);
         }
@@ -603,6 +622,18 @@ final class TablePoller {
             return walk(sourceNow);
         }
         return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, min.minusNanos(1_000), null);
+    }
+
+    /**
+     * A batch of one truncate record (no key, no value, op {@code t}), which empties the table in ClickHouse before the
+     * snapshot that follows it; it leaves the cursor as it is (none), so a task stopped after it truncates again.
+     */
+    private Batch truncateBatch() {
+        Batch batch = new Batch(nextBatchId(), null, RecordHeaders.Op.TRUNCATE,
+                client.new Pages(com.google.cloud.bigquery.Schema.of(), List.of()), null, null);
+        log.info("flow {}, table {}: snapshotting again after {} batches were sent: truncating the table first (batch {})",
+                flow, table.fullName(), syncedBatchId, batch.id);
+        return batch;
     }
 
     /** How far a watermark may be ahead of BigQuery's clock before the table reports it. */
@@ -662,7 +693,8 @@ final class TablePoller {
     }
 
     private void mirrorCursorOnly() {
-        catalog.progress().recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId), clock.instant());
+        catalog.owners().recordSync(flow, table.fullName(), SyncedBatch.cursorOnly(Cursor.format(cursor), syncedBatchId),
+                clock.instant(), epoch);
         metrics.syncedUpTo(cursor);
     }
 
@@ -679,6 +711,8 @@ final class TablePoller {
             cutShort(batch);
             throw e;
         }
+        // a task whose table another task took over sends no further page of it
+        catalog.owners().requireOwner(flow, table.fullName(), epoch);
         return emitOrClose(batch, page);
     }
 
@@ -703,6 +737,22 @@ final class TablePoller {
     }
 
     private List<SourceRecord> emit(Batch batch, List<FieldValueList> page) {
+        if (batch.op == RecordHeaders.Op.TRUNCATE) {
+            ConnectHeaders headers = new ConnectHeaders();
+            headers.addString(RecordHeaders.FLOW, flow);
+            headers.addString(RecordHeaders.TABLE, table.fullName());
+            headers.addString(RecordHeaders.OP, RecordHeaders.Op.TRUNCATE.code());
+            headers.addString(RecordHeaders.VERSION, "0");
+            headers.addString(RecordHeaders.BATCH, Long.toString(batch.id));
+            headers.addString(RecordHeaders.BATCH_LAST, "true");
+            headers.addString(ROW_HEADER, Long.toString(batch.sent++));
+            batch.rows = 1;
+            streaming = null;
+            closing = batch;
+            inFlight.incrementAndGet();
+            return List.of(new SourceRecord(partition, Map.of(CURSOR_KEY, "", BATCH_KEY, batch.id), topic, 0, null, null,
+                    null, null, null, headers));
+        }
         boolean lastPage = !batch.pages.hasNext();
         List<Converted> rows = new ArrayList<>(page.size());
         List<Converted> read = new ArrayList<>(page.size());
@@ -888,9 +938,9 @@ final class TablePoller {
         // a batch of which no record was sent leaves nothing for the sink to load: only its cursor is recorded, so
         // that synced - normalized counts batches the sink can actually normalize
         long recordedId = batch.rows > 0 ? batch.id : syncedBatchId;
-        catalog.progress().recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
+        catalog.owners().recordSync(flow, table.fullName(), new SyncedBatch(cursorText, recordedId, batch.rows,
                 batch.rows > 0 ? firstRow : null, batch.rows > 0 ? (commitTime == null ? firstRow : commitTime) : null),
-                clock.instant());
+                clock.instant(), epoch);
         syncedBatchId = Math.max(syncedBatchId, recordedId);
         metrics.batchSynced(batch.id, batch.rows);
         retryOwed = batch.failed && batch.rows > 0;

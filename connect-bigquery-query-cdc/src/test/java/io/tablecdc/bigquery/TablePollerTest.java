@@ -511,6 +511,115 @@ class TablePollerTest {
     }
 
     /**
+     * Issue 37 item 1: two tasks on one table, as when a worker cut off from its Connect group keeps its task running
+     * while the group gives the table to another worker. The task that started last owns the table; the other one's
+     * next catalog write is refused and it stops sending. Before, both read and sent every new row (doubles, and two
+     * writers of one cursor and one id sequence).
+     */
+    @Test
+    void aTaskWhoseTableAnotherTaskTookStopsSending() throws Exception {
+        FakeTable table = new FakeTable();
+        table.rows.put(1L, NOW.minus(Duration.ofMinutes(30)));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(NOW.minus(Duration.ofHours(1))), "batch", 0L);
+        BigQueryQueryCdcConfig config = configWithKey("QUERY", "1000", "3600000");
+        MovableClock clock = new MovableClock();
+        TablePoller zombie = pollerAt("two-owners", config, table, clock, offset);
+        assertEquals(List.of(1L), pollBatches(zombie, clock, 1).get(0).stream().map(TablePollerTest::id).toList());
+        clock.now = clock.now.plusSeconds(5);
+        zombie.poll(); // the batch is recorded
+
+        // the group gives the table to another task, which starts from the same offset (the zombie's was not flushed)
+        TablePoller successor = pollerAt("two-owners", config, table, clock, offset);
+        table.rows.put(2L, NOW.minus(Duration.ofMinutes(10)));
+        List<List<SourceRecord>> successorBatches = pollBatches(successor, clock, 1);
+        assertEquals(List.of(2L), successorBatches.get(0).stream().map(TablePollerTest::id).toList(),
+                "the successor reads on from the catalog's cursor");
+
+        table.rows.put(3L, NOW.minus(Duration.ofMinutes(5)));
+        List<SourceRecord> sentByZombie = new ArrayList<>();
+        ConnectException lost = null;
+        for (int i = 0; i < 20 && lost == null; i++) {
+            clock.now = clock.now.plusSeconds(2);
+            try {
+                List<SourceRecord> records = zombie.poll();
+                sentByZombie.addAll(records);
+                records.forEach(r -> zombie.acknowledged());
+            } catch (ConnectException e) {
+                lost = e;
+            }
+        }
+        assertEquals(List.of(), sentByZombie.stream().map(TablePollerTest::id).toList(), "the zombie sent rows");
+        assertTrue(lost != null && lost.getMessage().contains("another task took this table over"), String.valueOf(lost));
+    }
+
+    /**
+     * Issue 37 item 5: a table removed from the connector's config while the sink has not loaded what it staged (and
+     * what was synced) of it. Before, the connector's start deleted the table's staged batches and its row at once:
+     * the sink lost them. They stay until the sink has loaded them; a table with nothing left to load is pruned.
+     */
+    @Test
+    void removingATableKeepsWhatTheSinkHasNotLoaded() throws Exception {
+        String flow = "prune-unloaded";
+        catalog.progress().initTable(flow, "p.d.t");
+        catalog.progress().initTable(flow, "p.d.staged");
+        catalog.progress().initTable(flow, "p.d.loaded");
+        catalog.progress().recordSync(flow, "p.d.staged", new io.tablecdc.catalog.SyncedBatch("", 1, 5, NOW, NOW), NOW);
+        catalog.stages().upsertStage(flow, "p.d.staged", new io.tablecdc.catalog.Stage(1,
+                List.of(new io.tablecdc.catalog.StageFile("file:///s/1.avro", 5, 500)), 5, io.tablecdc.catalog.RowCounts.ZERO));
+        catalog.progress().recordSync(flow, "p.d.loaded", new io.tablecdc.catalog.SyncedBatch("", 1, 5, NOW, NOW), NOW);
+        catalog.progress().recordNormalize(flow, "p.d.loaded", 1, io.tablecdc.catalog.RowCounts.ZERO, NOW);
+
+        Map<String, String> props = new HashMap<>(configWithKey("QUERY", "1000", "3600000").originalsStrings());
+        props.put("name", flow);
+        BigQueryQueryCdcSourceConnector connector = new BigQueryQueryCdcSourceConnector();
+        connector.start(props); // only p.d.t is configured now
+        assertEquals(1, catalog.stages().listStages(flow, "p.d.staged").size(), "the staged batch was deleted");
+        assertTrue(catalog.progress().getTable(flow, "p.d.staged").isPresent());
+        assertTrue(catalog.progress().getTable(flow, "p.d.loaded").isEmpty(), "a table with nothing left is pruned");
+
+        // once the sink loaded it, the next start prunes it
+        catalog.progress().recordNormalize(flow, "p.d.staged", 1, io.tablecdc.catalog.RowCounts.ZERO, NOW);
+        catalog.stages().deleteStage(flow, "p.d.staged", 1);
+        connector.start(props);
+        assertTrue(catalog.progress().getTable(flow, "p.d.staged").isEmpty());
+    }
+
+    /**
+     * Issue 37 item 2: a CHANGES (or APPENDS) table snapshotted again (its offset reset, as the time travel error tells
+     * the operator) after batches of it were sent. Its snapshot rows carry version 0 (no change timestamp), so
+     * ClickHouse kept the older images it had, and rows deleted meanwhile stayed. A re-snapshot first sends a truncate
+     * batch (one record, op t), so the snapshot replaces the table's rows; a first snapshot sends none.
+     */
+    @Test
+    void aChangeHistoryReSnapshotFirstTruncatesTheTable() throws Exception {
+        String flow = "changes-resnapshot";
+        catalog.progress().initTable(flow, "p.d.t");
+        catalog.progress().recordSync(flow, "p.d.t", new io.tablecdc.catalog.SyncedBatch("", 3, 7, NOW, NOW), NOW);
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        client.results.add(List.of(FieldValueList.of(List.of(FieldValue.of(FieldValue.Attribute.PRIMITIVE, "1"),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, "one")), KEYED)));
+        MovableClock clock = new MovableClock();
+        TablePoller poller = pollerAt(flow, config("CHANGES", "700000", "3600000"), client, clock, null);
+        List<List<SourceRecord>> batches = pollBatches(poller, clock, 2);
+        assertEquals(2, batches.size(), batches.toString());
+        SourceRecord truncate = batches.get(0).get(0);
+        assertEquals(1, batches.get(0).size());
+        assertEquals("t", header(truncate, RecordHeaders.OP), "the re-snapshot starts with a truncate batch");
+        assertEquals("true", header(truncate, RecordHeaders.BATCH_LAST));
+        assertEquals(null, truncate.value());
+        assertEquals("r", header(batches.get(1).get(0), RecordHeaders.OP));
+        assertTrue(Long.parseLong(header(batches.get(1).get(0), RecordHeaders.BATCH))
+                > Long.parseLong(header(truncate, RecordHeaders.BATCH)), "the snapshot comes after the truncate");
+
+        // a first snapshot (nothing sent of the table before) sends no truncate
+        FakeSourceClient fresh = new FakeSourceClient(KEYED, KEYED);
+        fresh.results.add(List.of(FieldValueList.of(List.of(FieldValue.of(FieldValue.Attribute.PRIMITIVE, "1"),
+                FieldValue.of(FieldValue.Attribute.PRIMITIVE, "one")), KEYED)));
+        TablePoller first = pollerAt("changes-first-snapshot", config("CHANGES", "700000", "3600000"), fresh, clock, null);
+        assertEquals("r", header(pollBatches(first, clock, 1).get(0).get(0), RecordHeaders.OP));
+    }
+
+    /**
      * Issue 37 item 7: an APPENDS table idle for longer than BigQuery's time travel window. Its empty windows move the
      * cursor in the catalog only (Connect stores an offset only with a record), so a task started again took the
      * Connect offset of its last batch, more than 7 days back, and failed for good; it must take the catalog's later
