@@ -37,6 +37,19 @@ import org.slf4j.LoggerFactory;
  */
 public final class Catalog implements AutoCloseable {
 
+    /** Longest a catalog statement may run, waits for locks included ({@code statement_timeout}). */
+    static final int STATEMENT_TIMEOUT_MS = 30_000;
+
+    /** Longest a catalog statement waits for a row or table lock ({@code lock_timeout}). */
+    static final int LOCK_TIMEOUT_MS = 10_000;
+
+    /**
+     * Longest the client waits for a byte on an open catalog connection: above {@link #STATEMENT_TIMEOUT_MS}, so that
+     * a statement the server ends is reported as such; it ends the wait of a connection that stopped answering (a
+     * black hole, a frozen host), which no server-side timeout can.
+     */
+    static final int SOCKET_TIMEOUT_S = 45;
+
     private final AutoCloseable pool;
     private final TableProgress progress;
     private final PgPhases phases;
@@ -84,20 +97,7 @@ public final class Catalog implements AutoCloseable {
 
         // first one plain connection: it fails fast and tells a refusal from an outage; migrations use it
         // too, with their own unpooled connections (with a pool of one they would wait for themselves)
-        PGSimpleDataSource direct = new PGSimpleDataSource();
-        try {
-            direct.setUrl(settings.jdbcUrl());
-        } catch (IllegalArgumentException e) {
-            throw new CatalogException("catalog.jdbc.url is not a valid PostgreSQL JDBC URL");
-        }
-        if (user != null) {
-            direct.setUser(user);
-        }
-        if (password != null) {
-            direct.setPassword(password);
-        }
-        direct.setConnectTimeout((int) Math.max(1, settings.connectionTimeoutMs() / 1000));
-        direct.setApplicationName(truncate("tablecdc " + clientName, 63));
+        PGSimpleDataSource direct = dataSource(settings, clientName, user, password);
         try (Connection probe = direct.getConnection()) {
             probe.isValid(1);
         } catch (SQLException e) {
@@ -115,6 +115,10 @@ public final class Catalog implements AutoCloseable {
                 CatalogMigrations.verify(direct);
             }
         } catch (CatalogSchemaException e) {
+            if (lockNotAvailable(e)) {
+                throw new CatalogUnavailableException("catalog busy when " + clientName + " started, will retry: "
+                        + causeText(e.getCause()), e);
+            }
             if (causedByOutage(e)) {
                 // the catalog went away between the probe and the check: an outage, retried like one
                 throw new CatalogUnavailableException("catalog unreachable when " + clientName + " started (during its"
@@ -125,22 +129,68 @@ public final class Catalog implements AutoCloseable {
         }
 
         HikariConfig config = new HikariConfig();
-        config.setJdbcUrl(settings.jdbcUrl());
-        if (user != null) {
-            config.setUsername(user);
-        }
-        if (password != null) {
-            config.setPassword(password);
-        }
+        // the pool's connections are made like the probe's, with the same bounds and session settings
+        config.setDataSource(dataSource(settings, clientName, user, password));
         config.setMaximumPoolSize(settings.poolSize());
         config.setMinimumIdle(0);
         config.setConnectionTimeout(settings.connectionTimeoutMs());
         // the probe above checked the catalog; from here on an outage is a retriable error per operation
         config.setInitializationFailTimeout(-1);
         config.setPoolName("tablecdc-catalog-" + clientName);
-        config.addDataSourceProperty("ApplicationName", truncate("tablecdc " + clientName, 63));
         HikariDataSource pool = new HikariDataSource(config);
         return new Catalog(pool, pool);
+    }
+
+    private static boolean lockNotAvailable(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && "55P03".equals(sql.getSQLState())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /**
+     * An unpooled data source on the catalog whose every connection is bounded: to connect
+     * ({@code catalog.connection.timeout.ms}), to wait for a byte ({@link #SOCKET_TIMEOUT_S}), on the server for a
+     * statement and a lock ({@link #sessionOptions}).
+     */
+    private static PGSimpleDataSource dataSource(CatalogSettings settings, String clientName, String user,
+                                                 String password) {
+        PGSimpleDataSource ds = new PGSimpleDataSource();
+        try {
+            ds.setUrl(settings.jdbcUrl());
+        } catch (IllegalArgumentException e) {
+            throw new CatalogException("catalog.jdbc.url is not a valid PostgreSQL JDBC URL");
+        }
+        if (user != null) {
+            ds.setUser(user);
+        }
+        if (password != null) {
+            ds.setPassword(password);
+        }
+        int connectS = (int) Math.max(1, (settings.connectionTimeoutMs() + 999) / 1000);
+        ds.setConnectTimeout(connectS);
+        ds.setLoginTimeout(connectS);
+        ds.setSocketTimeout(SOCKET_TIMEOUT_S);
+        ds.setTcpKeepAlive(true);
+        ds.setOptions(sessionOptions(ds.getOptions()));
+        ds.setApplicationName(truncate("tablecdc " + clientName, 63));
+        return ds;
+    }
+
+    /**
+     * The server settings of every catalog session, after the URL's own {@code options}: statements and lock waits
+     * are bounded, and the server probes the client's TCP connection so that a session whose host died (with its
+     * locks, the migration lock too) ends within about a minute instead of the OS default of hours. A session left
+     * idle inside a transaction (its client froze mid-transaction) is ended after a minute and its locks released.
+     */
+    static String sessionOptions(String urlOptions) {
+        String ours = "-c statement_timeout=" + STATEMENT_TIMEOUT_MS + " -c lock_timeout=" + LOCK_TIMEOUT_MS
+                + " -c idle_in_transaction_session_timeout=60000"
+                + " -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3";
+        // the URL's own come last: an operator can raise a bound there (options=-c statement_timeout=...)
+        return urlOptions == null || urlOptions.isBlank() ? ours : ours + " " + urlOptions;
     }
 
     /** Closes the pool if this catalog opened it. */

@@ -129,8 +129,10 @@ final class CatalogDb {
             }
             if (t instanceof SQLException sql && sql.getSQLState() != null) {
                 String state = sql.getSQLState();
+                // 57014: statement_timeout ended it; 55P03: lock_timeout, or the migration lock still held
                 if (state.startsWith("08") || state.startsWith("53") || state.startsWith("57P")
-                        || state.equals("40001") || state.equals("40P01")) {
+                        || state.equals("40001") || state.equals("40P01") || state.equals("57014")
+                        || state.equals("55P03")) {
                     return true;
                 }
             }

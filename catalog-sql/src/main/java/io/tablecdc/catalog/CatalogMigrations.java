@@ -2,6 +2,7 @@ package io.tablecdc.catalog;
 
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.Arrays;
 import java.util.Objects;
@@ -33,10 +34,13 @@ public final class CatalogMigrations {
     /** Where the migration scripts live on the classpath. */
     public static final String LOCATION = "classpath:io/tablecdc/catalog/migration";
 
-    private static final String KNOWN_VERSION = "10";
+    private static final String KNOWN_VERSION = "11";
 
     /** "tablecdc" in ASCII: the advisory lock key that serialises migrations of one database. */
     private static final long MIGRATION_LOCK_KEY = 0x7461626C65636463L;
+
+    /** How long a start waits for another session's migration lock (operations.md). */
+    static final long MIGRATION_LOCK_WAIT_MS = 30_000L;
 
     private CatalogMigrations() {
     }
@@ -75,10 +79,7 @@ public final class CatalogMigrations {
      */
     private static <T> T serialized(DataSource dataSource, Supplier<T> work) {
         try (Connection lock = dataSource.getConnection()) {
-            try (PreparedStatement ps = lock.prepareStatement("SELECT pg_advisory_lock(?)")) {
-                ps.setLong(1, MIGRATION_LOCK_KEY);
-                ps.execute();
-            }
+            lock(lock, MIGRATION_LOCK_WAIT_MS);
             try {
                 return work.get();
             } finally {
@@ -89,6 +90,66 @@ public final class CatalogMigrations {
             }
         } catch (SQLException e) {
             throw new CatalogSchemaException("cannot lock the catalog for migrating: " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Takes the migration lock on {@code c}, trying for at most {@code waitMs}: a session of a host that died while it
+     * migrated keeps the lock until the server notices (the catalog's sessions ask the server to probe them, which
+     * takes about a minute; a session opened by something else may keep it for hours), and a start must not wait for
+     * that without a bound.
+     *
+     * @throws SQLException with SQLSTATE 55P03 (lock not available), naming the session that holds the lock and how
+     *         to end it, when the wait is over
+     */
+    static void lock(Connection c, long waitMs) throws SQLException {
+        long deadline = System.nanoTime() + waitMs * 1_000_000L;
+        long pause = 50;
+        while (true) {
+            try (PreparedStatement ps = c.prepareStatement("SELECT pg_try_advisory_lock(?)")) {
+                ps.setLong(1, MIGRATION_LOCK_KEY);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (rs.next() && rs.getBoolean(1)) {
+                        return;
+                    }
+                }
+            }
+            if (System.nanoTime() >= deadline) {
+                throw new SQLException("the catalog's migration lock (advisory lock " + MIGRATION_LOCK_KEY
+                        + ") was still held by another session after " + waitMs / 1000 + " s: " + holder(c)
+                        + ". Another connector may be migrating the catalog (start again later); if that session's"
+                        + " host is gone, end it with SELECT pg_terminate_backend(<pid>) on the catalog database",
+                        "55P03");
+            }
+            try {
+                Thread.sleep(pause);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new SQLException("interrupted while waiting for the catalog's migration lock", "57014", e);
+            }
+            pause = Math.min(1_000, pause * 2);
+        }
+    }
+
+    /** Who holds the migration lock, as far as this session may see it. */
+    private static String holder(Connection c) {
+        String sql = "SELECT a.pid, a.application_name, a.client_addr::text, a.backend_start, a.state"
+                + " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+                + " WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT oid FROM pg_database"
+                + " WHERE datname = current_database())"
+                + " AND l.objsubid = 1 AND ((l.classid::bigint << 32) | l.objid::bigint) = ?";
+        try (PreparedStatement ps = c.prepareStatement(sql)) {
+            ps.setLong(1, MIGRATION_LOCK_KEY);
+            try (ResultSet rs = ps.executeQuery()) {
+                if (!rs.next()) {
+                    return "its holder is not visible (it may just have released it)";
+                }
+                return "held by pid " + rs.getInt(1) + " (application '" + rs.getString(2) + "', client "
+                        + (rs.getString(3) == null ? "local" : rs.getString(3)) + ", connected since "
+                        + rs.getTimestamp(4).toInstant() + ", " + rs.getString(5) + ")";
+            }
+        } catch (SQLException | RuntimeException e) {
+            return "its holder could not be read (" + e.getMessage() + ")";
         }
     }
 

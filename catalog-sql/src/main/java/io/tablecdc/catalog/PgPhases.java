@@ -248,6 +248,39 @@ public final class PgPhases {
                 flow, table, slot) == 1);
     }
 
+    /**
+     * {@link #restartTable} with no delay for a table whose private slot {@code slot} is gone, invalidated or past its
+     * WAL bound, only while the table is still detached with that slot: a rejoin that completed meanwhile (the slot
+     * dropped after the handover), or a later detach with another slot, is left alone.
+     *
+     * @return the phase before, or empty if the table is not detached with {@code slot}
+     */
+    public Optional<String> restartDetached(String flow, String table, String slot, String reason) {
+        Objects.requireNonNull(slot, "slot");
+        return db.onTable("restartDetached", flow, table, c -> first(c, "UPDATE " + STATE + " AS s SET phase = 'errored',"
+                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED + ", copy_attempt = 0,"
+                + " copy_failures = 0, error_count = 0, last_error = ?, last_error_at = now(), next_retry_at = now()"
+                + " FROM (SELECT phase FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ?"
+                + "   AND detach_slot = ? FOR UPDATE) before"
+                + " WHERE s.flow_name = ? AND s.source_table_identifier = ? AND s.phase IS NOT NULL AND s.detach_slot = ?"
+                + " RETURNING before.phase", rs -> rs.getString(1), reason, flow, table, slot, flow, table, slot));
+    }
+
+    /**
+     * {@link #markErrored} without an owner and with no retry, for a table {@code table.sync.copy} does not copy whose
+     * private slot {@code slot} is lost, only while the table is still detached with that slot.
+     *
+     * @return true if the row changed now
+     */
+    public boolean markDetachLost(String flow, String table, String slot, String error, Instant at) {
+        Objects.requireNonNull(slot, "slot");
+        Objects.requireNonNull(error, "error");
+        Objects.requireNonNull(at, "at");
+        return db.onTable("markDetachLost", flow, table, c -> update(c, ERRORED + COUNT_ERROR
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND detach_slot = ?",
+                errorText(error), at, nullable((Instant) null), at, flow, table, slot) == 1);
+    }
+
     /** The private slots the flow's tables hold now, by table. Read-only. */
     public Map<String, String> detachSlots(String flow) {
         return db.onFlow("detachSlots", flow, c -> {

@@ -156,6 +156,39 @@ public final class TableProgress {
                 counts.clampedValues()) == 1);
     }
 
+    // ---------------------------------------------------------------- query CDC: rewinds and the watermark zone
+
+    /**
+     * Sets the table's cursor to {@code cursor} ({@code ""}: none, the table starts over with its initial load), in
+     * either direction, and the watermark time zone it is read in: what an operator's offset rewind or reset of a query
+     * CDC table says (the connector's {@code alterOffsets}, while the connector is stopped). A task takes the later of
+     * its Connect offset and this cursor, so without it a rewind would be ignored. May be called again after a crash.
+     *
+     * @param zone the {@code watermark.time.zone} the cursor is read in, or null to keep the stored one
+     */
+    public void rewindCursor(String flow, String table, String cursor, String zone) {
+        Objects.requireNonNull(cursor, "cursor");
+        db.onTable("rewindCursor", flow, table, c -> update(c, "INSERT INTO " + STATE + " AS s"
+                + " (flow_name, source_table_identifier, cursor_text, watermark_time_zone) VALUES (?, ?, ?, ?)"
+                + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET cursor_text = EXCLUDED.cursor_text,"
+                + " watermark_time_zone = COALESCE(EXCLUDED.watermark_time_zone, s.watermark_time_zone)",
+                flow, table, cursor, zone));
+    }
+
+    /** The {@code watermark.time.zone} the table's cursor was read in, if recorded. Read-only. */
+    public Optional<String> watermarkZone(String flow, String table) {
+        return db.onTable("watermarkZone", flow, table, c -> first(c, "SELECT watermark_time_zone FROM " + STATE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND watermark_time_zone IS NOT NULL",
+                rs -> rs.getString(1), flow, table));
+    }
+
+    /** Records the {@code watermark.time.zone} the table's cursor is read in. May be called again after a crash. */
+    public void recordWatermarkZone(String flow, String table, String zone) {
+        Objects.requireNonNull(zone, "zone");
+        db.onTable("recordWatermarkZone", flow, table, c -> update(c, "UPDATE " + STATE
+                + " SET watermark_time_zone = ? WHERE flow_name = ? AND source_table_identifier = ?", zone, flow, table));
+    }
+
     // ---------------------------------------------------------------- pause and errors
 
     /**

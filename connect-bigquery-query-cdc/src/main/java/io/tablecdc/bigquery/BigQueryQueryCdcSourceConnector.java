@@ -240,6 +240,31 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
     }
 
     /**
+     * A task reads on from the later of its Connect offset and the catalog's cursor, so a rewind (or reset) moves the
+     * catalog's cursor too, and records the {@code watermark.time.zone} the new cursor is read in. Refused (the offsets
+     * are not changed) when the catalog cannot be written.
+     */
+    private static void recordRewinds(Map<String, String> connectorConfig, Map<Map<String, ?>, Map<String, ?>> offsets) {
+        BigQueryQueryCdcConfig config = new BigQueryQueryCdcConfig(connectorConfig);
+        String flow = flow(connectorConfig);
+        String zone = config.mode() == BigQueryQueryCdcConfig.Mode.QUERY ? config.watermarkTimeZone().getId() : null;
+        try (Catalog catalog = Catalog.open(config.catalog(), "source " + flow + " offsets")) {
+            for (Map.Entry<Map<String, ?>, Map<String, ?>> entry : offsets.entrySet()) {
+                String table = (String) entry.getKey().get(TablePoller.PARTITION_KEY);
+                OffsetValue offset = OffsetValue.of(entry.getValue());
+                String cursor = offset.cursor() == null ? "" : Cursor.format(offset.cursor());
+                catalog.progress().rewindCursor(flow, table, cursor, zone);
+                log.info("flow {}, table {}: offset altered, the catalog's cursor set to {}", flow, table,
+                        cursor.isEmpty() ? "none (initial load)" : cursor);
+            }
+        } catch (RuntimeException e) {
+            throw new ConnectException("flow " + flow + ": the offsets were not changed, because the catalog could not"
+                    + " record the new cursors (a task reads on from the later of its offset and the catalog's cursor): "
+                    + e.getMessage(), e);
+        }
+    }
+
+    /**
      * Checks offsets proposed through the REST API ({@code PATCH /connectors/{name}/offsets}): each partition is
      * {@code {"table": "project.dataset.table"}} naming a configured table, each offset {@code {"cursor": "<RFC 3339
      * UTC>", "batch": <id>}} or null (a reset: the table starts again with its initial load). Batch ids never go
@@ -268,6 +293,7 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
                 throw new ConnectException("offset of table " + name + ": " + e.getMessage());
             }
         }
+        recordRewinds(connectorConfig, offsets);
         return true;
     }
 }

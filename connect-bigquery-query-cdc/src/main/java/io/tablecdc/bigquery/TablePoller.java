@@ -74,6 +74,8 @@ final class TablePoller {
     static final String BATCH_KEY = "batch";
     static final String SNAPSHOT_KEY = "snapshot";
     static final String PAUSED_REASON = "normalize_buffer_full";
+    /** A record's position in its batch (0, 1, ...): makes two records of identical rows unequal. */
+    static final String ROW_HEADER = "tablecdc.row";
     private static final long IDLE_SLEEP_MS = 500;
     private static final long BACKPRESSURE_RECHECK_MS = 2_000;
 
@@ -118,6 +120,8 @@ final class TablePoller {
     /** The last batch was cut short after some of its records were sent: its window is read again at once. */
     private boolean retryOwed;
     private boolean started;
+    /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
+    private boolean zoneChecked;
     private Batch streaming;
     private Batch closing;
     private volatile boolean stopping;
@@ -133,6 +137,8 @@ final class TablePoller {
         final Instant snapshotCursor;
         Instant maxSeen;
         long rows;
+        /** Records handed out so far: each record's position in its batch ({@link #ROW_HEADER}). */
+        long sent;
         Instant firstRowReceivedAt;
         Long oldestCommitMicros;
         boolean failed;
@@ -272,6 +278,7 @@ final class TablePoller {
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
         syncedBatchId = state.syncedBatchId();
+        takeLaterCursor(state.cursor());
         boolean failedLast = state.lastError() != null && state.lastError().startsWith(ERROR_PREFIX);
         if (failedLast) {
             // an error left by an earlier task (a failed start, a configuration error) is cleared by the first success
@@ -286,6 +293,34 @@ final class TablePoller {
         log.info("flow {}, table {}: starting from cursor {} (batch ids are reserved in the catalog, last synced {})", flow, table.fullName(),
                 cursor == null ? "(none: initial load " + config.initialLoad().name().toLowerCase() + ")" : Cursor.format(cursor),
                 syncedBatchId);
+    }
+
+    /**
+     * The table's cursor is the later of its Connect offset and the catalog's: the catalog learns a cursor once Kafka
+     * acknowledged the batch (or an empty window moved it), Connect stores an offset only when it flushes, and only
+     * with a record. A worker that died between the two (a batch after {@code initial.load=skip}, APPENDS/CHANGES
+     * windows of an idle table) left the catalog ahead; reading on from the offset would skip again, or fall outside
+     * the time travel window. An operator's rewind or reset moves both ({@code alterOffsets}).
+     */
+    private void takeLaterCursor(String catalogCursor) {
+        Instant stored;
+        try {
+            stored = Cursor.parse(catalogCursor);
+        } catch (IllegalArgumentException e) {
+            log.warn("flow {}, table {}: the catalog's cursor is not usable ({}); reading on from the Connect offset", flow,
+                    table.fullName(), e.getMessage());
+            return;
+        }
+        if (stored == null || (cursor != null && !stored.isAfter(cursor))) {
+            return;
+        }
+        log.info("flow {}, table {}: the catalog's cursor {} is later than the Connect offset's {} (the worker stopped"
+                + " before Connect stored the offset of what Kafka has): reading on from the catalog's", flow,
+                table.fullName(), Cursor.format(stored), cursor == null ? "(none)" : Cursor.format(cursor));
+        cursor = stored;
+        if (snapshotUntil != null && !cursor.isBefore(snapshotUntil)) {
+            snapshotUntil = null;
+        }
     }
 
     /** The id of a new batch, reserved in the catalog before any of its records is sent. */
@@ -327,7 +362,7 @@ final class TablePoller {
             nextDueAtMs = now + config.syncIntervalMs();
             refreshSchema();
             if (cursor != null && config.mode() == Mode.QUERY && now >= aheadCheckDueMs) {
-                checkAhead(client.maxWatermark(table, watermarkSql()), sourceNow);
+                hourlyAheadCheck(sourceNow);
             }
             Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
             succeeded();
@@ -383,6 +418,46 @@ final class TablePoller {
                 throw new TableSchema.SchemaException(lagProblem);
             }
             schema = next;
+            checkWatermarkZone();
+        }
+    }
+
+    /**
+     * A DATETIME or DATE watermark is read in {@code watermark.time.zone} while the cursor is an instant: another zone
+     * moves every row relative to the cursor (rows would be skipped, or read again). The zone the cursor was read in is
+     * recorded in the catalog, and a change refused with the way out; a TIMESTAMP watermark does not depend on it.
+     */
+    private void checkWatermarkZone() {
+        if (config.mode() != Mode.QUERY || zoneChecked) {
+            return;
+        }
+        String zone = config.watermarkTimeZone().getId();
+        Optional<String> stored = catalog.progress().watermarkZone(flow, table.fullName());
+        com.google.cloud.bigquery.StandardSQLTypeName type = schema.watermark() == null ? null
+                : schema.watermark().getType().getStandardType();
+        boolean zoned = type == com.google.cloud.bigquery.StandardSQLTypeName.DATETIME
+                || type == com.google.cloud.bigquery.StandardSQLTypeName.DATE;
+        if (zoned && cursor != null && stored.isPresent() && !sameZone(stored.get(), zone)) {
+            throw new TableSchema.SchemaException("table " + table.fullName() + ": watermark.time.zone is " + zone
+                    + ", but the table's cursor " + Cursor.format(cursor) + " was read in " + stored.get() + ": its "
+                    + type + " watermark " + table.watermarkColumn() + " means other instants in another zone, so"
+                    + " reading on would skip rows or read them again. Either set watermark.time.zone back to "
+                    + stored.get() + ", or rewind this table to a cursor early enough for the new zone (stop the"
+                    + " connector, PATCH /connectors/" + flow + "/offsets with {\"partition\": {\"table\": \""
+                    + table.fullName() + "\"}, \"offset\": {\"cursor\": \"<RFC 3339 UTC>\", \"batch\": 0}}, resume):"
+                    + " the rewind records the new zone");
+        }
+        if (stored.isEmpty() || !stored.get().equals(zone)) {
+            catalog.progress().recordWatermarkZone(flow, table.fullName(), zone);
+        }
+        zoneChecked = true;
+    }
+
+    private static boolean sameZone(String a, String b) {
+        try {
+            return java.time.ZoneId.of(a).normalized().equals(java.time.ZoneId.of(b).normalized());
+        } catch (java.time.DateTimeException e) {
+            return a.equals(b);
         }
     }
 
@@ -565,6 +640,25 @@ final class TablePoller {
             aheadReported = false;
             aheadInCatalog = false;
         }
+    }
+
+    /**
+     * The hourly check for watermarks ahead of BigQuery's clock: a report, not a step of the poll, so its failure (a
+     * scan above {@code maximum.bytes.billed}, a BigQuery error) is logged and the check tried again an hour later,
+     * while the windows go on.
+     */
+    private void hourlyAheadCheck(Instant sourceNow) throws InterruptedException {
+        aheadCheckDueMs = clock.millis() + AHEAD_CHECK_INTERVAL.toMillis();
+        Instant max;
+        try {
+            max = client.maxWatermark(table, watermarkSql());
+        } catch (BigQueryException e) {
+            log.warn("flow {}, table {}: the hourly check for watermarks ahead of BigQuery's clock (a MAX({}) query)"
+                    + " failed, tried again in {} h; the table polls on: {}", flow, table.fullName(),
+                    table.watermarkColumn(), AHEAD_CHECK_INTERVAL.toHours(), e.getMessage());
+            return;
+        }
+        checkAhead(max, sourceNow);
     }
 
     private void mirrorCursorOnly() {
@@ -761,6 +855,10 @@ final class TablePoller {
         if (last) {
             headers.addString(RecordHeaders.BATCH_LAST, "true");
         }
+        // no two records of a batch are equal, also for two identical rows: an exactly-once worker whose transaction
+        // boundary is not the connector's reports committed records from a map keyed by record equality, and would
+        // report them once, so the batch would wait for the other acknowledgement for ever
+        headers.addString(ROW_HEADER, Long.toString(batch.sent++));
         Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
                 : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,

@@ -129,7 +129,7 @@ class TablePollerTest {
      * A hand-written fake of one BigQuery table in QUERY mode: rows (id, watermark) answered by the window, snapshot,
      * MIN, MAX and next-watermark queries as BigQuery would, from their parameters.
      */
-    static final class FakeTable extends SourceClient {
+    static class FakeTable extends SourceClient {
         static final FieldList FIELDS = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP));
         static final FieldList RESULT = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP),
                 Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
@@ -396,6 +396,147 @@ class TablePollerTest {
         assertEquals(2, opens.get(), "opened again after the backoff");
         assertTrue(catalog.progress().getTable("catalog-down", table.fullName()).isPresent(), "the table's row exists once it opened");
         poller.close();
+    }
+
+    private static long id(SourceRecord record) {
+        return (Long) ((org.apache.kafka.connect.data.Struct) record.value()).get("id");
+    }
+
+    private static TablePoller pollerAt(String flow, BigQueryQueryCdcConfig config, SourceClient client, Clock clock,
+                                        Map<String, Object> offset) {
+        TableSpec spec = config.tables().get(0);
+        return new TablePoller(flow, spec, config, client, () -> catalog, new Semaphore(1), clock, offset,
+                TableMetrics.forSource(() -> null, flow).table(spec.fullName()));
+    }
+
+    /**
+     * Issue 37 item 3: with initial.load=skip, the first batch after the skip reached Kafka (and the catalog), but the
+     * worker died before Connect stored its offset. The task started again has no offset: before, it skipped again, to
+     * the clock of its own start, and the rows written meanwhile (row 3) were never read; it must continue from the
+     * catalog's cursor, the later of the two.
+     */
+    @Test
+    void initialLoadSkipContinuesFromTheCatalogCursorWhenTheOffsetWasNotStored() throws Exception {
+        FakeTable table = new FakeTable();
+        table.rows.put(1L, NOW.minus(Duration.ofHours(2)));
+        Map<String, String> props = new HashMap<>(configWithKey("QUERY", "1000", "3600000").originalsStrings());
+        props.put("initial.load", "skip");
+        BigQueryQueryCdcConfig config = new BigQueryQueryCdcConfig(props);
+        MovableClock clock = new MovableClock();
+        TablePoller first = pollerAt("skip-restart", config, table, clock, null);
+        assertTrue(first.poll().isEmpty());
+        Instant skippedTo = first.cursor();
+        assertEquals(NOW.minus(Duration.ofHours(2)), skippedTo, "skipped up to the largest watermark");
+        table.rows.put(2L, skippedTo.plusSeconds(60));
+        table.now = NOW.plus(Duration.ofMinutes(30));
+        clock.now = table.now;
+        List<List<SourceRecord>> delivered = pollBatches(first, clock, 1);
+        assertEquals(List.of(2L), delivered.get(0).stream().map(TablePollerTest::id).toList());
+        clock.now = clock.now.plusSeconds(5);
+        first.poll(); // Kafka acknowledged the batch: the catalog records it; Connect never stores its offset
+        assertEquals(Cursor.format(skippedTo.plusSeconds(60)),
+                catalog.progress().getTable("skip-restart", "p.d.t").orElseThrow().cursor());
+
+        table.rows.put(3L, skippedTo.plusSeconds(120)); // written while the worker was down
+        table.now = NOW.plus(Duration.ofHours(1));
+        clock.now = table.now;
+        TablePoller again = pollerAt("skip-restart", config, table, clock, null);
+        List<List<SourceRecord>> after = pollBatches(again, clock, 1);
+        assertEquals(1, after.size(), "row 3 was never read: " + table.queries);
+        assertEquals(List.of(3L), after.get(0).stream().map(TablePollerTest::id).toList(),
+                "the restarted task reads on from the catalog's cursor, without reading row 2 again or skipping row 3");
+    }
+
+    /**
+     * Issue 37 item 4: a DATETIME watermark is read in watermark.time.zone; the cursor is an instant. Changing the zone
+     * moves every row relative to the cursor (here by two hours: rows of those two hours would never be read). The
+     * task records the zone with the cursor and refuses a change, saying how to go back or rewind; before, it read on.
+     */
+    @Test
+    void aChangedWatermarkTimeZoneIsRefusedWithTheWayOut() throws Exception {
+        FieldList columns = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.DATETIME));
+        FieldList result = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.DATETIME),
+                Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(NOW.minus(Duration.ofHours(1))), "batch", 0L);
+        Map<String, String> props = new HashMap<>(configWithKey("QUERY", "1000", "3600000").originalsStrings());
+        props.put("watermark.time.zone", "UTC");
+        MovableClock clock = new MovableClock();
+        TablePoller utc = pollerAt("zone-change", new BigQueryQueryCdcConfig(props), new FakeSourceClient(columns, result), clock, offset);
+        assertTrue(utc.poll().isEmpty());
+        assertEquals(java.util.Optional.of("UTC"), catalog.progress().watermarkZone("zone-change", "p.d.t"));
+
+        props.put("watermark.time.zone", "+02:00");
+        clock.now = clock.now.plusSeconds(10);
+        TablePoller moved = pollerAt("zone-change", new BigQueryQueryCdcConfig(props), new FakeSourceClient(columns, result), clock, offset);
+        ConnectException e = assertThrows(ConnectException.class, moved::poll);
+        assertTrue(e.getMessage().contains("watermark.time.zone is +02:00") && e.getMessage().contains("read in UTC")
+                && e.getMessage().contains("set watermark.time.zone back to UTC")
+                && e.getMessage().contains("PATCH /connectors/zone-change/offsets"), e.getMessage());
+        assertEquals(java.util.Optional.of("UTC"), catalog.progress().watermarkZone("zone-change", "p.d.t"));
+
+        // a TIMESTAMP watermark does not depend on the zone: a change is recorded, not refused
+        FieldList stamped = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.TIMESTAMP));
+        TablePoller timestamps = pollerAt("zone-change-ts", new BigQueryQueryCdcConfig(props),
+                new FakeSourceClient(stamped, FakeTable.RESULT), clock, offset);
+        assertTrue(timestamps.poll().isEmpty());
+        assertEquals(java.util.Optional.of("+02:00"), catalog.progress().watermarkZone("zone-change-ts", "p.d.t"));
+    }
+
+    /**
+     * Issue 37 item 8: the hourly MAX(watermark) check (for watermarks ahead of BigQuery's clock) fails, e.g. because
+     * it would scan more than maximum.bytes.billed. Before, it ran in the poll path and its next time was set only when
+     * it succeeded: every poll failed on it and no window was read again. It must neither fail the poll nor run again
+     * before the hour is over.
+     */
+    @Test
+    void aFailingHourlyWatermarkCheckDoesNotStopTheWindows() throws Exception {
+        AtomicInteger maxQueries = new AtomicInteger();
+        FakeTable table = new FakeTable() {
+            @Override
+            public Instant maxWatermark(TableSpec spec, String watermark) {
+                maxQueries.incrementAndGet();
+                throw new com.google.cloud.bigquery.BigQueryException(400,
+                        "Query exceeded limit for bytes billed: 10000000. 20000000 or higher required.");
+            }
+        };
+        table.rows.put(1L, NOW.minus(Duration.ofMinutes(30)));
+        table.rows.put(2L, NOW.minus(Duration.ofMinutes(20)));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(NOW.minus(Duration.ofHours(1))), "batch", 0L);
+        MovableClock clock = new MovableClock();
+        TablePoller poller = pollerAt("ahead-check-fails", configWithKey("QUERY", "1000", "3600000"), table, clock, offset);
+        List<List<SourceRecord>> batches = pollBatches(poller, clock, 1);
+        assertEquals(1, batches.size(), "no window was read: " + table.queries);
+        assertEquals(List.of(1L, 2L), batches.get(0).stream().map(TablePollerTest::id).toList());
+        assertEquals(1, maxQueries.get(), "the check runs once an hour, also when it fails");
+    }
+
+    /**
+     * Issue 37 item 7: an APPENDS table idle for longer than BigQuery's time travel window. Its empty windows move the
+     * cursor in the catalog only (Connect stores an offset only with a record), so a task started again took the
+     * Connect offset of its last batch, more than 7 days back, and failed for good; it must take the catalog's later
+     * cursor.
+     */
+    @Test
+    void anIdleChangeHistoryTableRestartsFromTheCatalogCursorNotItsOldOffset() throws Exception {
+        BigQueryQueryCdcConfig config = config("APPENDS", "1000", "86400000");
+        Instant lastBatch = NOW.minus(Duration.ofHours(3));
+        Map<String, Object> offset = Map.of("cursor", Cursor.format(lastBatch), "batch", 0L);
+        MovableClock clock = new MovableClock();
+        FakeSourceClient client = new FakeSourceClient(KEYED, KEYED);
+        TablePoller idle = pollerAt("appends-idle", config, client, clock, offset);
+        for (int day = 0; day <= 8; day++) {
+            clock.now = NOW.plus(Duration.ofDays(day));
+            client.now = clock.now;
+            assertTrue(idle.poll().isEmpty());
+        }
+        assertEquals(NOW.plus(Duration.ofDays(8)).minusSeconds(1), idle.cursor());
+        FakeSourceClient later = new FakeSourceClient(KEYED, KEYED);
+        later.now = NOW.plus(Duration.ofDays(8)).plusSeconds(30);
+        clock.now = later.now;
+        TablePoller restarted = pollerAt("appends-idle", config, later, clock, offset);
+        assertTrue(restarted.poll().isEmpty());
+        assertEquals(later.now.minusSeconds(1), restarted.cursor());
+        assertEquals(1, later.queries.size(), "one window from the catalog's cursor: " + later.queries);
     }
 
     /**

@@ -58,7 +58,7 @@ final class ClickHouseAccessCheck {
             long databases = count(client, "SELECT count() FROM system.databases WHERE name = {db:String}", Map.of("db", database));
             if (databases == 0) {
                 problems.add(new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_DATABASE_CONFIG, "database " + database
-                        + " does not exist in ClickHouse at " + config.clickHouseUrl() + " (CREATE DATABASE " + Sql.id(database) + ")"));
+                        + " does not exist in ClickHouse at " + config.clickHouseUrlForLogs() + " (CREATE DATABASE " + Sql.id(database) + ")"));
                 problems.addAll(stage(config, client, store, false));
                 return scrub(problems, config);
             }
@@ -114,7 +114,7 @@ final class ClickHouseAccessCheck {
                     }
                 } catch (Exception e) {
                     problems.add(new Problem(ClickHouseStageSinkConfig.STAGE_URI_CONFIG, "normalize.mode=pull: ClickHouse at "
-                            + config.clickHouseUrl() + " cannot read a test object written to the stage location "
+                            + config.clickHouseUrlForLogs() + " cannot read a test object written to the stage location "
                             + config.stageUri() + " (it must reach the same store, with the same credentials): " + message(e)));
                 }
             }
@@ -143,27 +143,27 @@ final class ClickHouseAccessCheck {
             int code = server.getCode();
             if (code == AUTHENTICATION_FAILED || code == WRONG_PASSWORD || code == REQUIRED_PASSWORD) {
                 return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_PASSWORD_CONFIG, "authentication failed: ClickHouse at "
-                        + config.clickHouseUrl() + " refused user " + config.clickHouseUser() + " with this password (code " + code + ")");
+                        + config.clickHouseUrlForLogs() + " refused user " + config.clickHouseUser() + " with this password (code " + code + ")");
             }
             if (code == UNKNOWN_USER) {
                 return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_USER_CONFIG, "authentication failed: ClickHouse at "
-                        + config.clickHouseUrl() + " has no user " + config.clickHouseUser() + " (code " + code + ")");
+                        + config.clickHouseUrlForLogs() + " has no user " + config.clickHouseUser() + " (code " + code + ")");
             }
             if (code == ACCESS_DENIED) {
                 return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_USER_CONFIG, "permission denied: " + message(e));
             }
             if (code == UNKNOWN_DATABASE) {
                 return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_DATABASE_CONFIG, "database " + config.clickHouseDatabase()
-                        + " does not exist in ClickHouse at " + config.clickHouseUrl());
+                        + " does not exist in ClickHouse at " + config.clickHouseUrlForLogs());
             }
-            return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, "ClickHouse at " + config.clickHouseUrl()
+            return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, "ClickHouse at " + config.clickHouseUrlForLogs()
                     + " answered with an error: " + message(e));
         }
         if (isNetwork(e)) {
             return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, "network: cannot reach ClickHouse at "
-                    + config.clickHouseUrl() + ": " + message(e));
+                    + config.clickHouseUrlForLogs() + ": " + message(e));
         }
-        return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, "cannot use ClickHouse at " + config.clickHouseUrl()
+        return new Problem(ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, "cannot use ClickHouse at " + config.clickHouseUrlForLogs()
                 + ": " + message(e));
     }
 

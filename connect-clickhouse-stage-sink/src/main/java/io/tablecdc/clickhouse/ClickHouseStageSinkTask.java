@@ -92,6 +92,13 @@ public class ClickHouseStageSinkTask extends SinkTask {
     /** Tables whose batches this sink cuts (records of other producers): closed by size or age. */
     private final Set<TableKey> selfCutTables = new HashSet<>();
     private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
+    /**
+     * While the rows of a block are staged: the batch its last row completed. It is closed (uploaded, recorded) only
+     * after every row of the block was staged or reported: with errors.tolerance=none the report fails the task, and
+     * a batch closed before it would be loaded without the bad row and its replay dropped as loaded already.
+     */
+    private boolean inBlock;
+    private TableStager closeAfterBlock;
     /** The kind of error episode an upload reports in the table's metrics. */
     static final String STAGE_EPISODE = "stage";
     /** Marks the upload's errors in the table's shared error (the source and the normalize loop mark their own). */
@@ -144,7 +151,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             reporter = null;
         }
         log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
-                config.clickHouseUrl(), config.clickHouseDatabase(),
+                config.clickHouseUrlForLogs(), config.clickHouseDatabase(),
                 config.cluster().enabled() ? " on cluster " + config.cluster().name() : "", config.stageUri(),
                 config.pushMode() ? "push" : "pull", config.normalizeParallelism());
     }
@@ -265,36 +272,63 @@ public class ClickHouseStageSinkTask extends SinkTask {
         List<RowBlock.Row> rows = block.rows();
         List<String> failed = null;
         int failures = 0;
-        for (int i = 0; i < rows.size(); i++) {
-            RowBlock.Row row = rows.get(i);
-            SinkHeaders rowHeaders = headers.ofBlockRow(row, i == rows.size() - 1);
-            SinkRecord rowRecord = blockRow(record, block, row);
-            try {
-                if (!stageRecord(rowRecord, rowHeaders, tp, now)) {
-                    if (i == 0) {
-                        return false;
+        int staged = 0;
+        inBlock = true;
+        closeAfterBlock = null;
+        try {
+            for (int i = 0; i < rows.size(); i++) {
+                RowBlock.Row row = rows.get(i);
+                SinkHeaders rowHeaders = headers.ofBlockRow(row, i == rows.size() - 1);
+                SinkRecord rowRecord = blockRow(record, block, row);
+                try {
+                    if (!stageRecord(rowRecord, rowHeaders, tp, now)) {
+                        if (staged == 0) {
+                            // held before the block's first row that can be staged (the rows before it cannot, and are
+                            // not reported yet): nothing of the block is taken, it is read again once the table resumes
+                            return false;
+                        }
+                        // a staged row leaves its batch open, and every row of a block is of that batch
+                        throw new IllegalStateException("sink " + connectorName + ", flow " + headers.flow() + ", table "
+                                + headers.table() + ": held at row " + i + " of a block of batch " + headers.batch()
+                                + " after " + staged + " of its rows were staged");
                     }
-                    throw new IllegalStateException("sink " + connectorName + ", flow " + headers.flow() + ", table "
-                            + headers.table() + ": held at row " + i + " of a block of batch " + headers.batch()
-                            + ", not at its first row");
+                    staged++;
+                } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
+                    failures++;
+                    if (failed == null) {
+                        failed = new ArrayList<>();
+                    }
+                    if (failed.size() < 10) {
+                        failed.add("row " + i + " (" + row.op() + ", version " + row.version() + "): " + e.getMessage());
+                    }
+                    closeBatchOfErrantLast(rowRecord, rowHeaders);
                 }
-            } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
-                failures++;
-                if (failed == null) {
-                    failed = new ArrayList<>();
-                }
-                if (failed.size() < 10) {
-                    failed.add("row " + i + " (" + row.op() + ", version " + row.version() + "): " + e.getMessage());
-                }
-                closeBatchOfErrantLast(rowRecord, rowHeaders);
             }
+        } finally {
+            inBlock = false;
         }
         if (failed != null) {
+            // before the batch is closed: without a reporter (errors.tolerance=none) this fails the task, and nothing
+            // of the block's batch is staged
             report(record, new IllegalArgumentException("flow " + headers.flow() + ", table " + headers.table() + ", batch "
                     + headers.batch() + ": " + failures + " of the block's " + rows.size() + " rows cannot be staged (the"
                     + " others are): " + String.join("; ", failed) + (failures > failed.size() ? "; …" : "")));
         }
+        TableStager complete = closeAfterBlock;
+        closeAfterBlock = null;
+        if (complete != null && complete.open()) {
+            closeBatch(complete);
+        }
         return true;
+    }
+
+    /** Closes a batch whose last record arrived: at once, or (inside a block) once the whole block is staged or reported. */
+    private void closeCompleteBatch(TableStager stager) throws IOException {
+        if (inBlock) {
+            closeAfterBlock = stager;
+        } else {
+            closeBatch(stager);
+        }
     }
 
     /** Row {@code row} of a block record as the row record it stands for (same topic, partition and offsets). */
@@ -387,7 +421,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
                 // its rows share a file and are loaded together: nothing could empty the table between them
                 if (headers.lastOfBatch()) {
-                    closeBatch(stager);
+                    closeCompleteBatch(stager);
                 }
                 throw new IllegalArgumentException("table " + table + ", batch " + batch + ": a truncate record after rows of"
                         + " the same batch cannot be ordered against them (a truncate must be the first record of its batch)");
@@ -424,7 +458,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             stager.append(record, batch, version, op, headers.unchanged(), headers.keyChanged(), headers.nonFinite(), now);
         }
         if (tablecdc && headers.lastOfBatch()) {
-            closeBatch(stager);
+            closeCompleteBatch(stager);
         } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
             closeBatch(stager);
         }
@@ -472,7 +506,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (RuntimeException e) {
             log.debug("recording the refusal of {} failed: {}", key, e.toString());
         }
-        context.pause(tp);
+        try {
+            context.pause(tp);
+        } catch (IllegalStateException notAssigned) {
+            // open(): the table's records come through another topic (a router); its next record is held instead
+            log.debug("pausing {} for {} failed: {}", tp, key, notAssigned.toString());
+        }
     }
 
     /**
@@ -492,7 +531,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         TableKey key = tableKeys.get(List.of(headers.flow() != null ? headers.flow() : connectorName, headers.table(), record.topic()));
         TableStager stager = key == null ? null : stagers.get(key);
         if (stager != null && stager.open() && stager.batchId() == batch) {
-            closeBatch(stager);
+            closeCompleteBatch(stager);
         }
     }
 
@@ -580,7 +619,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             String attempt = Long.toHexString(System.nanoTime());
             for (int i = 0; i < batch.parts().size(); i++) {
                 StagePart part = batch.parts().get(i);
-                String objectKey = key.fileName() + "/" + batch.batchId() + "/" + attempt + "-" + i + ".avro";
+                String objectKey = batch.objectName(key.fileName() + "/" + batch.batchId() + "/" + attempt, i);
                 files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
             }
             List<StageFile> previous = existing == null ? List.of() : existing.files();
@@ -744,6 +783,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
         try {
             for (String[] row : catalog.stages().tablesWithStages(connectorName, topics)) {
                 TableKey key = tableKey(row[0], row[1], row[2]);
+                if (collisions.containsKey(key)) {
+                    continue;
+                }
+                // the staged batches are loaded into the table this task's settings name now: the same claim as for
+                // new records (a changed table.name.format must not load a backlog into another ClickHouse table)
+                Optional<DestinationRefusal> refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key));
+                if (refusal.isPresent()) {
+                    refuseDestination(key, refusal.get(), new TopicPartition(row[2], 0));
+                    continue;
+                }
                 log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
                 loops.of(key);
             }

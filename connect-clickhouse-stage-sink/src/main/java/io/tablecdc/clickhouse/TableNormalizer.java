@@ -374,7 +374,10 @@ final class TableNormalizer {
      * more once they hold {@link #MAX_ROWS_PER_LOAD} rows). A batch that
      * starts with a truncate begins a group of its own; a batch whose rows keep unchanged values is loaded alone (its
      * values come from the rows loaded before it); a table without a key loads every batch alone, so that each
-     * keeps the deduplication token of its own parts. Batches loaded together once are loaded again as other
+     * keeps the deduplication token of its own parts. A batch whose lowest row version is not above every version of
+     * the group so far begins a new group (and a batch whose stage files do not name their versions is loaded alone):
+     * the rows of one INSERT from several files arrive in no fixed order, and among rows of one key and one version
+     * ReplacingMergeTree keeps the last inserted, so equal versions must reach ClickHouse in batch order. Batches loaded together once are loaded again as other
      * groups after a crash between the load and the record of it: every row then arrives twice with its version,
      * and the key and version make it one row in {@code FINAL}.
      */
@@ -386,9 +389,20 @@ final class TableNormalizer {
         org.apache.avro.Schema schema = null;
         List<Stage> group = new ArrayList<>();
         long rows = 0;
+        java.math.BigInteger groupMax = null;
         for (int i = from; i < stages.size() && group.size() < batchesPerLoad && rows < MAX_ROWS_PER_LOAD; i++) {
             Stage stage = stages.get(i);
             if (i > from && stage.truncateBefore() || stage.files().isEmpty()) {
+                break;
+            }
+            java.math.BigInteger[] range = versionRange(stage);
+            if (range == null) {
+                if (i == from) {
+                    return List.of(first);
+                }
+                break;
+            }
+            if (groupMax != null && range[0].compareTo(groupMax) <= 0) {
                 break;
             }
             boolean fits = true;
@@ -415,11 +429,35 @@ final class TableNormalizer {
             }
             group.add(stage);
             rows += stage.rows();
+            groupMax = groupMax == null ? range[1] : groupMax.max(range[1]);
         }
         if (group.size() > 1 && store.pullSource(uris(group)) == null) {
             return List.of(first);
         }
         return group.isEmpty() ? List.of(first) : group;
+    }
+
+    private static final java.util.regex.Pattern VERSIONS = java.util.regex.Pattern.compile("\\.v(\\d+)_(\\d+)\\.avro$");
+
+    /**
+     * The lowest and highest row version of a staged batch, from the names of its stage files
+     * ({@code .v<min>_<max>.avro}, see {@link TableStager.ClosedBatch#objectName}); null when its files do not name
+     * them (staged by an earlier release) or disagree.
+     */
+    static java.math.BigInteger[] versionRange(Stage stage) {
+        java.math.BigInteger[] range = null;
+        for (StageFile file : stage.files()) {
+            java.util.regex.Matcher m = VERSIONS.matcher(file.uri());
+            if (!m.find()) {
+                return null;
+            }
+            java.math.BigInteger[] of = {new java.math.BigInteger(m.group(1)), new java.math.BigInteger(m.group(2))};
+            if (range != null && !(range[0].equals(of[0]) && range[1].equals(of[1]))) {
+                return null;
+            }
+            range = of;
+        }
+        return range;
     }
 
     private static List<String> uris(List<Stage> group) {

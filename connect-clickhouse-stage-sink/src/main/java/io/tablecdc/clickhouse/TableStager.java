@@ -49,6 +49,9 @@ final class TableStager {
     private long deletes;
     private long clampedValues;
     private long openedAtMs;
+    /** The lowest and highest row version of the open batch (null before its first row). */
+    private java.math.BigInteger minVersion;
+    private java.math.BigInteger maxVersion;
     private final Map<TopicPartition, Long> firstOffsets = new HashMap<>();
     /** The batch has a row with unchanged values: its records from then on carry the lookup fields. */
     private boolean lookup;
@@ -98,7 +101,16 @@ final class TableStager {
      * what they hold, and whether the destination table is emptied before they are loaded.
      */
     record ClosedBatch(TableKey key, long batchId, List<StagePart> parts, long rows, RowCounts counts,
-                       boolean truncateBefore, Map<TopicPartition, Long> firstOffsets) {
+                       boolean truncateBefore, Map<TopicPartition, Long> firstOffsets, java.math.BigInteger minVersion,
+                       java.math.BigInteger maxVersion) {
+        /**
+         * The name of part {@code part}'s stage object under {@code prefix}: it carries the batch's lowest and highest
+         * row version ({@code .v<min>_<max>.avro}), which the normalize loop reads to decide which batches one INSERT
+         * may load together ({@link TableNormalizer#versionRange}).
+         */
+        String objectName(String prefix, int part) {
+            return prefix + "-" + part + (minVersion == null ? "" : ".v" + minVersion + "_" + maxVersion) + ".avro";
+        }
     }
 
     boolean open() {
@@ -220,6 +232,8 @@ final class TableStager {
             }
         }
         writer.append(schema, avro);
+        minVersion = minVersion == null ? version : minVersion.min(version);
+        maxVersion = maxVersion == null ? version : maxVersion.max(version);
         lookup = wantLookup;
         if (rowKey != null) {
             if (op == RecordHeaders.Op.DELETE) {
@@ -285,7 +299,7 @@ final class TableStager {
         List<StagePart> parts = writer == null ? List.of() : writer.finish();
         long rows = writer == null ? 0 : writer.rows();
         ClosedBatch closed = new ClosedBatch(key, batchId, parts, rows, new RowCounts(inserts, updates, deletes, clampedValues),
-                truncateBefore, Map.copyOf(firstOffsets));
+                truncateBefore, Map.copyOf(firstOffsets), minVersion, maxVersion);
         reset();
         return closed;
     }
@@ -304,6 +318,8 @@ final class TableStager {
         truncateBefore = false;
         inserts = updates = deletes = clampedValues = 0;
         firstOffsets.clear();
+        minVersion = null;
+        maxVersion = null;
         lookup = false;
         lookups.clear();
         deletedKey = null;

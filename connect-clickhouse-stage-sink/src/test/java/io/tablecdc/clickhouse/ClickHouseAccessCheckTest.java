@@ -39,6 +39,20 @@ class ClickHouseAccessCheckTest {
         return new ServerException(code, message, code == 516 ? 403 : 500, "q");
     }
 
+    /** User info in {@code clickhouse.url} (a password, say) is never part of a message. */
+    @Test
+    void theUserInfoOfTheClickHouseUrlIsNotInMessages() {
+        Map<String, String> props = new HashMap<>(config().originalsStrings());
+        props.put("clickhouse.url", "http://loader:pw-in-url@ch:8123/");
+        ClickHouseStageSinkConfig config = new ClickHouseStageSinkConfig(props);
+        ClickHouseAccessCheck.Problem network = ClickHouseAccessCheck.clickHouseProblem(config,
+                new ClientException("Failed to get query response", new ConnectException("Connection refused")));
+        assertFalse(network.message().contains("pw-in-url"), network.message());
+        assertTrue(network.message().startsWith("network: cannot reach ClickHouse at http://ch:8123/"), network.message());
+        assertEquals("http://ch:8123/", config.clickHouseUrlForLogs());
+        assertEquals("http://ch:8123", config().clickHouseUrlForLogs());
+    }
+
     @Test
     void clickHouseFailuresGoToTheFieldAtFault() {
         ClickHouseStageSinkConfig config = config();

@@ -104,6 +104,8 @@ public class ApplyTask extends SourceTask {
     private String flow;
     private Catalog catalog;
     private Connection sql;
+    /** Publication checks in a row that gave up waiting for a table's lock ({@link #checkPublication}). */
+    private int publicationLockWaits;
     private Connection replication;
     private PGReplicationStream stream;
     private String slot;
@@ -202,7 +204,8 @@ public class ApplyTask extends SourceTask {
         } catch (CatalogUnavailableException e) {
             return deferStart(e);
         } catch (SQLException e) {
-            if (SourceDatabase.unreachable(e)) {
+            // a read of the publication that waited for a table's lock (a DDL queued behind a copy): tried again
+            if (SourceDatabase.unreachable(e) || SourceDatabase.lockTimedOut(e)) {
                 return deferStart(e);
             }
             closeQuietly();
@@ -256,7 +259,7 @@ public class ApplyTask extends SourceTask {
         changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(sql, oid), config::arrayText);
         batcher = newBatcher(position.read());
         detacher.mainSlot(slot);
-        detacher.abandonUnfinished(sql, catalog.progress().listTables(flow));
+        detacher.abandonUnfinished(sql, catalog.progress().listTables(flow), null);
         List<String> stale = SourceDatabase.dropStaleSlots(sql, TableCopy.copySlotPrefix(config.slotPrefix(), slot));
         if (!stale.isEmpty()) {
             log.info("flow {}: dropped copy slots left by stopped copy tasks: {}", flow, stale);
@@ -284,6 +287,8 @@ public class ApplyTask extends SourceTask {
     /** Opens the regular and the replication connection to the source. */
     private void connectSource() throws SQLException {
         sql = SourceDatabase.connect(config, "tablecdc " + flow + " apply");
+        // no statement of the apply task may queue behind a DDL that waits for a copy's lock (all tables would stall)
+        SourceDatabase.boundLockWaits(sql, SourceDatabase.APPLY_LOCK_TIMEOUT_MS);
         replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " apply");
     }
 
@@ -325,6 +330,13 @@ public class ApplyTask extends SourceTask {
                     + " the task.");
         }
         boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity, SourceDatabase.slot(sql, slot));
+        if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
+            // a promotion accepted here gets the recovery a start runs, before the new timeline is recorded (a crash
+            // in between runs it again); the tables it puts back to pending are followed at the next poll's catalog
+            // read, before anything of the new timeline is read
+            FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
+            refreshedAt = System.nanoTime() - TimeUnit.MINUTES.toNanos(1);
+        }
         register(identity, recorded, acceptTimeline);
         SlotManager.Checked checked = slots.ensure(sql, replication, slot,
                 "the apply task was streaming from it at " + position.read() + " until the connection broke");
@@ -333,6 +345,8 @@ public class ApplyTask extends SourceTask {
             restartOnNewSlot(checked.start());
         } else {
             position.serverConfirmed(checked.start());
+            // detaches whose undo failed with the connection are undone now rather than at the next start
+            detacher.abandonUnfinished(sql, catalog.progress().listTables(flow), position.read());
             // a task that was cut off (its worker frozen or partitioned) may find its tables sent by another task
             // meanwhile, with ids above the ones it holds: ids sent below those would be dropped by the sink as
             // already loaded
@@ -563,7 +577,7 @@ public class ApplyTask extends SourceTask {
         refreshedAt = now;
         if (now - publicationCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
             publicationCheckedAt = now;
-            Map<String, String> published = membership.check(sql, tables.keySet());
+            Map<String, String> published = checkPublication();
             // a table added to the publication that has not changed yet: copy it now rather than at its first change
             for (String table : published.keySet()) {
                 if (!tables.containsKey(table) && !clashing.containsKey(table)) {
@@ -589,7 +603,7 @@ public class ApplyTask extends SourceTask {
         }
         if (now - slotsCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
             slotsCheckedAt = now;
-            detacher.checkSlots(sql);
+            detacher.checkSlots(sql, position.read());
         }
         List<TableState> states = catalog.progress().listTables(flow);
         for (TableState state : states) {
@@ -612,6 +626,36 @@ public class ApplyTask extends SourceTask {
             }
         });
         detacher.consider(states, streamed);
+    }
+
+    /**
+     * Reads the publication ({@link PublicationMembership#check}); an empty map, and another try at the next check,
+     * when the read waited {@link SourceDatabase#APPLY_LOCK_TIMEOUT_MS} for a table's lock: a DDL or TRUNCATE queued
+     * behind a copy's lock holds every later lock request on its table, and the stream of every table goes on
+     * meanwhile.
+     */
+    private Map<String, String> checkPublication() throws SQLException {
+        try {
+            Map<String, String> published = membership.check(sql, tables.keySet());
+            if (publicationLockWaits > 0) {
+                log.info("flow {}: publication {} read again after {} check(s) that waited for a table's lock", flow,
+                        config.publication(), publicationLockWaits);
+                publicationLockWaits = 0;
+            }
+            return published;
+        } catch (SQLException e) {
+            if (!SourceDatabase.lockTimedOut(e)) {
+                throw e;
+            }
+            if (publicationLockWaits++ == 0) {
+                log.warn("flow {}: reading publication {} waited {} ms for a table's lock (a DDL or TRUNCATE queued"
+                        + " behind a copy of that table holds every later lock request on it); tables keep streaming,"
+                        + " tables that join or leave the publication are found once the lock is free; tried again"
+                        + " every {} ms", flow, config.publication(), SourceDatabase.APPLY_LOCK_TIMEOUT_MS,
+                        PublicationMembership.CHECK_MS);
+            }
+            return Map.of();
+        }
     }
 
     /**

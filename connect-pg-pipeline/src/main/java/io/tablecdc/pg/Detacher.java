@@ -68,6 +68,11 @@ final class Detacher implements AutoCloseable {
     private final ExecutorService worker;
     /** Tables whose steps 1 to 3 run now. */
     private final Set<String> inFlight = ConcurrentHashMap.newKeySet();
+    /**
+     * The markers this instance wrote, by private slot: until the stream has read past one, the apply task may still
+     * record it, so its detach is not undone.
+     */
+    private final Map<String, Lsn> markers = new ConcurrentHashMap<>();
     private volatile String mainSlot;
     /** Tables at or above their limit: the normalized batch id seen when they got there, and since when (nanos). */
     private final Map<String, long[]> over = new java.util.HashMap<>();
@@ -115,18 +120,36 @@ final class Detacher implements AutoCloseable {
     }
 
     /**
-     * At a start: detaches that a crash interrupted before their marker was met are undone, their slots dropped.
+     * At a start, a reconnect and every slot check: detaches that never had their marker recorded are undone, their
+     * slots dropped: one a crash interrupted, one whose undo failed (a broken connection), one whose marker the
+     * stream passed without recording it. Not one whose steps 1 to 3 run now, nor one whose marker this instance
+     * wrote and the stream has not read past yet ({@code read}, the apply task's read position).
      */
-    void abandonUnfinished(Connection sql, List<TableState> states) throws SQLException {
+    void abandonUnfinished(Connection sql, List<TableState> states, Lsn read) throws SQLException {
         for (TableState state : states) {
-            if (state.detachSlot() != null && state.detachLsn() == null && !inFlight.contains(state.table())) {
-                SourceDatabase.dropSlot(sql, state.detachSlot());
+            if (state.detachSlot() != null && state.detachLsn() == null && !inFlight.contains(state.table())
+                    && !markerAhead(state.detachSlot(), read)) {
+                // the catalog first, the slot only once the undo took effect: an older instance of the apply task,
+                // still blocked recording the marker it met, may commit it after the read above; the slot then holds
+                // the table's changes since the marker and is kept
                 if (catalog.phases().abandonDetach(flow, state.table(), state.detachSlot())) {
-                    log.info("flow {}, table {}: the detach begun with slot {} did not reach its marker before the task"
-                            + " stopped; undone (the table streams on)", flow, state.table(), state.detachSlot());
+                    SourceDatabase.dropSlot(sql, state.detachSlot());
+                    log.info("flow {}, table {}: the detach begun with slot {} did not reach its marker (the task"
+                            + " stopped, or its undo failed); undone (the table streams on)", flow, state.table(),
+                            state.detachSlot());
+                } else {
+                    log.info("flow {}, table {}: the detach begun with slot {} was not undone: its marker was recorded"
+                            + " meanwhile (or the table moved on); the slot is kept", flow, state.table(),
+                            state.detachSlot());
                 }
             }
         }
+    }
+
+    /** Whether this instance wrote the marker of {@code slot} and the stream has not read past it ({@code read}). */
+    private boolean markerAhead(String slot, Lsn read) {
+        Lsn marker = markers.get(slot);
+        return marker != null && (read == null || !read.isAfter(marker));
     }
 
     /**
@@ -194,16 +217,18 @@ final class Detacher implements AutoCloseable {
             Lsn consistent = createSlot(c, slot);
             created = true;
             Lsn marker = SourceDatabase.emitHandover(c, MARKER_PREFIX, markerContent(flow, table, slot));
+            markers.put(slot, marker);
             log.info("flow {}, table {}: private slot {} consistent at {}; detach marker at {}", flow, table, slot,
                     consistent, marker);
         } catch (SQLException | RuntimeException e) {
             log.warn("flow {}, table {}: cannot detach it ({}); it streams on and is tried again later", flow, table,
                     e.getMessage());
             try {
-                if (created) {
+                // the catalog first: a marker written although its call failed may have been recorded meanwhile, and
+                // the slot then holds the table's changes since it
+                if (catalog.phases().abandonDetach(flow, table, slot) && created) {
                     SourceDatabase.dropSlot(c, slot);
                 }
-                catalog.phases().abandonDetach(flow, table, slot);
             } catch (SQLException | RuntimeException undo) {
                 log.warn("flow {}, table {}: cannot undo the detach yet ({}); the next start of the apply task does",
                         flow, table, undo.getMessage());
@@ -233,20 +258,26 @@ final class Detacher implements AutoCloseable {
      * Drops the flow's private slots no table holds; copies again (or marks errored) a table whose private slot is
      * gone, invalidated or keeps more WAL than allowed.
      */
-    void checkSlots(Connection sql) throws SQLException {
+    void checkSlots(Connection sql, Lsn read) throws SQLException {
         if (mainSlot == null) {
             return;
         }
+        // a detach left half done while the task runs (its undo failed) gives its place and its slot back now
+        abandonUnfinished(sql, catalog.progress().listTables(flow), read);
         // the server first, then the catalog: a slot is recorded before it is created, so one seen here is in the
         // catalog read after it unless no table holds it any more
         Map<String, PrivateSlot> onServer = privateSlots(sql, slotPrefix(config.slotPrefix(), mainSlot));
         List<TableState> states = catalog.progress().listTables(flow);
         Set<String> held = ConcurrentHashMap.newKeySet();
+        Set<String> unmarked = new java.util.HashSet<>();
         for (TableState state : states) {
             if (state.detachSlot() == null) {
                 continue;
             }
             held.add(state.detachSlot());
+            if (state.detachLsn() == null) {
+                unmarked.add(state.detachSlot());
+            }
             PrivateSlot slot = onServer.get(state.detachSlot());
             if (metrics.enabled()) {
                 metrics.table(state.table()).detachedWal(slot == null ? -1 : slot.retainedBytes());
@@ -261,9 +292,11 @@ final class Detacher implements AutoCloseable {
                         + " detach.max.retained.wal.bytes=" + config.detachMaxRetainedWalBytes();
             }
             if (problem != null) {
-                lost(state.table(), problem);
+                lost(state.table(), state.detachSlot(), problem);
             }
         }
+        // markers recorded, or of detaches undone: the stream's reading of them no longer matters
+        markers.keySet().retainAll(unmarked);
         for (PrivateSlot slot : onServer.values()) {
             if (!slot.active() && !held.contains(slot.name()) && SourceDatabase.dropSlot(sql, slot.name())) {
                 log.info("flow {}: dropped private slot {}, which no table holds any more", flow, slot.name());
@@ -272,15 +305,17 @@ final class Detacher implements AutoCloseable {
     }
 
     /** A detached table's changes since its marker cannot be had from its private slot: it starts over. */
-    private void lost(String table, String problem) {
+    private void lost(String table, String slot, String problem) {
+        // only while the table is still detached with that slot: a rejoin that completed since the catalog was read
+        // (its slot dropped after the handover) is not started over
         if (config.copies(table)) {
-            if (catalog.phases().restartTable(flow, table, problem + ": copied again from scratch", 0).isPresent()) {
+            if (catalog.phases().restartDetached(flow, table, slot, problem + ": copied again from scratch").isPresent()) {
                 log.warn("flow {}, table {}: {}; the table is copied again from scratch", flow, table, problem);
             }
         } else {
             String error = problem + ": its changes since it was detached cannot be streamed; "
                     + ApplyTask.resetHint(config, flow, table);
-            if (catalog.phases().markErrored(flow, table, null, error, Instant.now(), null)) {
+            if (catalog.phases().markDetachLost(flow, table, slot, error, Instant.now())) {
                 log.error("flow {}, table {}: {}", flow, table, error);
             }
         }

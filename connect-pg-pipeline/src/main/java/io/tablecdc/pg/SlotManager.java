@@ -140,6 +140,12 @@ final class SlotManager {
         if (!stale.isEmpty()) {
             log.info("flow {}: dropped copy slots of the lost slot: {}", flow, stale);
         }
+        // the private slots of tables detached from the lost slot: every table is copied again, no one reads them
+        // again, and the slot checks look only at the new slot's
+        List<String> detached = SourceDatabase.dropStaleSlots(sql, Detacher.slotPrefix(config.slotPrefix(), lost));
+        if (!detached.isEmpty()) {
+            log.info("flow {}: dropped private slots of tables detached from the lost slot: {}", flow, detached);
+        }
         return create(sql, replication, fresh);
     }
 }

@@ -32,6 +32,33 @@ final class SourceDatabase {
         return DriverManager.getConnection(config.jdbcUrl(), config.connectionProperties(applicationName, false));
     }
 
+    /**
+     * How long a statement of the apply task waits for a lock ({@code lock_timeout}). Its statements on the system
+     * catalogs take no lock on a user table, but {@code pg_publication_tables} opens every published table: while a
+     * DDL or TRUNCATE queues for {@code ACCESS EXCLUSIVE} behind a copy's {@code ACCESS SHARE} lock, every later lock
+     * request on that table queues behind the DDL, for as long as the copy reads. Bounded, the read fails with
+     * {@link #lockTimedOut} and is tried again later while the stream goes on.
+     */
+    static final int APPLY_LOCK_TIMEOUT_MS = 2_000;
+
+    /** Bounds every lock wait of {@code c}'s statements to {@code millis} ({@code lock_timeout}, for the session). */
+    static void boundLockWaits(Connection c, int millis) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT set_config('lock_timeout', ?, false)")) {
+            ps.setString(1, millis + "ms");
+            ps.execute();
+        }
+    }
+
+    /** Whether {@code e} is a statement given up after {@code lock_timeout} (SQLSTATE 55P03, lock_not_available). */
+    static boolean lockTimedOut(Throwable e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException sql && "55P03".equals(sql.getSQLState())) {
+                return true;
+            }
+        }
+        return false;
+    }
+
     /** A logical replication connection ({@code replication=database}) to the source database. */
     static Connection connectReplication(PgPipelineConfig config, String applicationName) throws SQLException {
         return DriverManager.getConnection(config.jdbcUrl(), config.connectionProperties(applicationName, true));

@@ -33,7 +33,7 @@ class ChangeVersionTest {
         Lsn earlier = Lsn.parse("0/1000");
         Lsn later = earlier.plus(1);
         assertTrue(above(ChangeVersion.of(later, 1), ChangeVersion.of(earlier, ChangeVersion.MAX_ORDINAL)));
-        assertTrue(above(ChangeVersion.of(later, 1), ChangeVersion.of(earlier, 1_000_000)), "saturated ordinals stay below");
+        assertTrue(above(ChangeVersion.of(later, 1), ChangeVersion.of(earlier, 1_000_000)));
     }
 
     @Test
@@ -48,14 +48,18 @@ class ChangeVersionTest {
         }
     }
 
-    /** Below 2^47 the value is what the 63-bit scheme packed: rows already in a table keep their order. */
+    /**
+     * Versions of the earlier 16-bit-ordinal layout ({@code lsn << 16 | ordinal}, rows already in tables) stay below
+     * the version of any change that commits after them, even one whose ordinal passed 65535.
+     */
     @Test
-    void belowTheOldLimitTheValueIsUnchanged() {
-        long oldLimit = 1L << 47;
-        Lsn last = Lsn.of(oldLimit - 1);
-        assertEquals(BigInteger.valueOf(Long.MAX_VALUE), ChangeVersion.of(last, ChangeVersion.MAX_ORDINAL));
-        assertEquals(BigInteger.valueOf((Lsn.parse("16/B374D848").value() << 16) | 3),
-                ChangeVersion.of(Lsn.parse("16/B374D848"), 3));
+    void earlierLayoutsVersionsStayBelowLaterChanges() {
+        Lsn earlier = Lsn.parse("16/B374D848");
+        BigInteger old = BigInteger.valueOf((earlier.value() << 16) | 65535);
+        assertTrue(above(ChangeVersion.of(earlier.plus(1), 1), old));
+        assertTrue(above(ChangeVersion.snapshot(earlier.plus(1)), old));
+        // the same change sent again after an upgrade: above its own earlier version
+        assertTrue(above(ChangeVersion.of(earlier, 1), old));
     }
 
     /**
@@ -91,9 +95,14 @@ class ChangeVersionTest {
         assertThrows(IllegalArgumentException.class, () -> ChangeVersion.of(Lsn.parse("0/1"), 0));
     }
 
+    /** Past 65535 (where the ordinal saturated before) every change of one transaction still has its own version. */
     @Test
-    void ordinalSaturates() {
+    void ordinalsPast65535StayDistinctAndOrdered() {
         Lsn commit = Lsn.parse("1/0");
-        assertEquals(ChangeVersion.of(commit, ChangeVersion.MAX_ORDINAL), ChangeVersion.of(commit, ChangeVersion.MAX_ORDINAL + 5));
+        assertTrue(above(ChangeVersion.of(commit, 65536), ChangeVersion.of(commit, 65535)));
+        assertTrue(above(ChangeVersion.of(commit, 150_001), ChangeVersion.of(commit, 150_000)));
+        assertEquals(150_001, ChangeVersion.ordinal(ChangeVersion.of(commit, 150_001)));
+        assertTrue(above(ChangeVersion.of(commit.plus(1), 1), ChangeVersion.of(commit, ChangeVersion.MAX_ORDINAL)));
+        assertThrows(IllegalArgumentException.class, () -> ChangeVersion.of(commit, ChangeVersion.MAX_ORDINAL + 1));
     }
 }

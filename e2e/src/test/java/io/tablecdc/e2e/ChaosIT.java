@@ -118,6 +118,8 @@ class ChaosIT {
      * seeds.
      */
     static final long SUITE_SEED = 8760;
+    /** Above every id the workload gives table b's rows otherwise. */
+    private static final int GIANT_IDS = 50_000_000;
 
     @Test
     void seededRunsLoseAndDoubleNothing() throws Exception {
@@ -260,6 +262,19 @@ class ChaosIT {
         } else if (httpErrors) {
             outage = outage.httpErrors();
         }
+        // the kinds added later draw from a generator of their own, so that a seed's other choices stay what they were:
+        // in a quarter of the runs a refused or hung dependency is a black hole instead (connections that met it stay
+        // dead after it heals, only the client's own timeouts end their waits); in a quarter, one transaction of the
+        // workload changes table b 70,000 times (more changes of one table in one transaction than 16 bits count); in
+        // a third, table e is truncated and filled again right after it joins the publication, while its copy runs
+        SplittableRandom kinds = new SplittableRandom(seed * 43 + 19);
+        boolean blackHole = kinds.nextInt(4) == 0;
+        if (blackHole) {
+            outage = outage.blackHoled();
+        }
+        int giantAt = kinds.nextInt(4) == 0 ? 100 + kinds.nextInt(1_000) : -1;
+        boolean truncateInCopy = kinds.nextInt(3) == 0;
+        String kindsText = (giantAt >= 0 ? "+giant-txn-at-" + giantAt : "") + (truncateInCopy ? "+e-truncated-in-copy" : "");
         // the BigQuery table draws from its own generator, so that a seed does to Postgres what it did before the table
         // was added; its seed is mixed (SplittableRandom), since java.util.Random's first draws from neighbouring seeds
         // are alike (a plain seed * 17 + 3 gave 147 outages of BigQuery in seeds 7000-7199, instead of about half)
@@ -275,9 +290,12 @@ class ChaosIT {
         sink.put("normalize.backoff.max.ms", "2000");
         sink.put("normalize.lease.ms", "5000");
         sink.put("consumer.override.metadata.max.age.ms", "1000");
+        // a ClickHouse call on a connection that died in a black hole ends at this bound (the default, 300 s, outlasts
+        // the run's waits)
+        sink.put("clickhouse.timeout.ms", "30000");
 
-        System.out.printf("chaos run seed %d: %s, %s, %d seed rows%s; BigQuery %d seed rows%s"
-                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault), outage, seedRows, detach,
+        System.out.printf("chaos run seed %d: %s, %s, %d seed rows%s%s; BigQuery %d seed rows%s"
+                + " (replay: scripts/chaos.sh --runs 1 --seed %d)%n", seed, describe(fault), outage, seedRows, detach, kindsText,
                 bigQuery.seedRows(), bigQueryOutage == null ? "" : ", " + bigQueryOutage, seed);
         // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
         // a proxy, so that the outage can take one of them away
@@ -328,7 +346,8 @@ class ChaosIT {
              TransactionWriter writer = writer(schema, new Random(seed * 31 + 7),
                      // table r's statements draw from a generator of their own: the other tables get what they got before r
                      new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt,
-                     new Random(new SplittableRandom(seed * 41 + 13).nextLong()), flow, goneAt, goneAfter)) {
+                     new Random(new SplittableRandom(seed * 41 + 13).nextLong()), flow, goneAt, goneAfter, giantAt,
+                     truncateInCopy)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
@@ -423,7 +442,7 @@ class ChaosIT {
                     bigQueryOutageThread.join();
                 }
                 record(seed, faultText + "+" + outage + "+r-out-" + removeAt + "-back-" + returnAt + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
-                        + "+g-gone-after-" + goneAfter + blocks + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
+                        + "+g-gone-after-" + goneAfter + blocks + kindsText + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
@@ -462,6 +481,15 @@ class ChaosIT {
                     ? new Outage(dependency, "http-503", delayMs, durationMs) : this;
         }
 
+        /**
+         * A refused or hung dependency as a black hole instead ({@link FaultProxy#blackHole}): connections that carried a
+         * byte while it lasted stay dead after it heals.
+         */
+        Outage blackHoled() {
+            return proxy() && (how.equals("hang") || how.equals("refuse")) ? new Outage(dependency, "black-hole", delayMs,
+                    durationMs) : this;
+        }
+
         /** The same outage as a slow dependency (every chunk {@value #SLOW_MILLIS} ms late) for twice as long. */
         Outage slowed() {
             return proxy() ? new Outage(dependency, "slow", delayMs, 2 * durationMs) : this;
@@ -479,6 +507,7 @@ class ChaosIT {
                         case "hang" -> proxy.hang();
                         case "slow" -> proxy.slow(SLOW_MILLIS);
                         case "http-503" -> proxy.httpError(503);
+                        case "black-hole" -> proxy.blackHole();
                         default -> proxy.refuse();
                     }
                     Thread.sleep(durationMs);
@@ -529,7 +558,7 @@ class ChaosIT {
      */
     private static TransactionWriter writer(String schema, Random random, Random removed, AtomicInteger truncates,
                                             int addAt, int removeAt, int returnAt, Random leaving, String flow,
-                                            AtomicInteger goneAt, int goneAfter) {
+                                            AtomicInteger goneAt, int goneAfter, int giantAt, boolean truncateInCopy) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
             if (goneAt.get() == Integer.MAX_VALUE && n % 50 == 0 && ready(flow, schema + ".g")) {
@@ -552,6 +581,17 @@ class ChaosIT {
             }
             if (n == addAt) {
                 statements.add("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + schema + ".e");
+            }
+            if (truncateInCopy && n == addAt + 1) {
+                // while e's copy reads (or queued behind its lock): the copy must not keep what the truncate removed
+                statements.add("TRUNCATE " + schema + ".e");
+                statements.add("INSERT INTO " + schema + ".e SELECT g, 1 FROM generate_series(1, 300) g");
+                truncates.incrementAndGet();
+            }
+            if (n == giantAt) {
+                // 70,000 changes of b in one transaction: each of 35,000 new rows inserted, then updated
+                statements.add("INSERT INTO " + schema + ".b SELECT " + GIANT_IDS + " + g, 0 FROM generate_series(1, 35000) g");
+                statements.add("UPDATE " + schema + ".b SET v = v + 1 WHERE id > " + GIANT_IDS);
             }
             if (n == removeAt) {
                 statements.add("ALTER PUBLICATION " + schema + "_pub DROP TABLE " + schema + ".r");

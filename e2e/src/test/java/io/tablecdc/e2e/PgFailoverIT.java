@@ -33,6 +33,7 @@ import org.junit.jupiter.api.Test;
 
 import com.clickhouse.client.api.Client;
 
+import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
@@ -162,11 +163,26 @@ class PgFailoverIT {
 
     @Test
     void aPromotedStandbyResumesTheFlowFromItsFailoverSlot() throws Exception {
-        String catalogUrl = stack.postgres().createDatabase("fo_catalog");
+        failover(false);
+    }
+
+    /**
+     * Issue 35 item 1: the standby promoted while the flow runs, behind an address that follows the primary (a proxy
+     * retargeted to the standby), with no connector restart. The apply task accepts the new timeline on its reconnect;
+     * it used to skip the failover recovery there (only a start ran it), so the table handed over at a marker past the
+     * switch point stayed at it and its changes on the new timeline before the marker were dropped.
+     */
+    @Test
+    void aStandbyPromotedWhileTheFlowRunsGetsTheFailoverRecovery() throws Exception {
+        failover(true);
+    }
+
+    private void failover(boolean whileRunning) throws Exception {
+        String catalogUrl = stack.postgres().createDatabase(whileRunning ? "fo_running_catalog" : "fo_catalog");
         Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl())
                 .setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build();
-        Path work = StackPaths.workDir("failover-postgres");
+        Path work = StackPaths.workDir(whileRunning ? "failover-running-postgres" : "failover-postgres");
         Path primaryData = work.resolve("primary");
         Path standbyData = work.resolve("standby");
         Path log = work.resolve("postgres.log");
@@ -185,8 +201,9 @@ class PgFailoverIT {
         Path bin = binDirectory(primaryData);
         boolean standbyStarted = false;
         boolean primaryClosed = false;
-        String flow = "fo-flow";
+        String flow = whileRunning ? "fo-running-flow" : "fo-flow";
         ConnectRestClient rest = stack.connect().rest();
+        FaultProxy address = whileRunning ? FaultProxy.start("fo-primary", "127.0.0.1", primaryPort) : null;
         try {
             sql(primaryPort, "postgres", "CREATE DATABASE " + DATABASE,
                     "SELECT pg_create_physical_replication_slot('" + PHYSICAL_SLOT + "', true)",
@@ -235,7 +252,7 @@ class PgFailoverIT {
             source.put("connector.class", SOURCE);
             source.put("tasks.max", "2");
             source.put("database.host", "127.0.0.1");
-            source.put("database.port", Integer.toString(primaryPort));
+            source.put("database.port", Integer.toString(whileRunning ? address.port() : primaryPort));
             source.put("database.dbname", DATABASE);
             source.put("database.user", "postgres");
             source.put("database.password", "");
@@ -327,19 +344,30 @@ class PgFailoverIT {
             }
             String attemptBefore = handedOver.get("copy_attempt");
 
-            rest.stop(flow);
-            rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
-            primary.close();
-            primaryClosed = true;
-            onStandby.sql("SELECT pg_promote(true, 60)");
+            if (whileRunning) {
+                // the primary dies under the running flow; its address follows the promoted standby
+                primary.close();
+                primaryClosed = true;
+                onStandby.sql("SELECT pg_promote(true, 60)");
+                address.retarget("127.0.0.1", standbyPort);
+            } else {
+                rest.stop(flow);
+                rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()),
+                        Duration.ofSeconds(60));
+                primary.close();
+                primaryClosed = true;
+                onStandby.sql("SELECT pg_promote(true, 60)");
+            }
             onStandby.sql("INSERT INTO fo.t SELECT g, 3 FROM generate_series(1701, 1800) g", "UPDATE fo.t SET v = 4 WHERE id <= 10");
             // changes of fo.u on the new timeline, committed between S and m: the old handover would drop them
             onStandby.sql("INSERT INTO fo.u SELECT g, 5 FROM generate_series(5001, 5100) g", "UPDATE fo.u SET v = 6 WHERE id <= 200");
 
-            Map<String, String> moved = new HashMap<>(source);
-            moved.put("database.port", Integer.toString(standbyPort));
-            rest.putConfig(flow, moved);
-            rest.resume(flow);
+            if (!whileRunning) {
+                Map<String, String> moved = new HashMap<>(source);
+                moved.put("database.port", Integer.toString(standbyPort));
+                rest.putConfig(flow, moved);
+                rest.resume(flow);
+            }
             rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
             onStandby.awaitEqual(tables, Duration.ofSeconds(180));
             Map<String, String> recopied = onStandby.table(flow, "fo.u");
@@ -351,11 +379,14 @@ class PgFailoverIT {
                 assertEquals(slot, query(c, "SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow),
                         "the same (synchronized) slot");
             }
-            System.out.printf("pg failover: flow resumed on timeline 2 of the promoted standby from failover slot %s;"
-                    + " ClickHouse equals Postgres%n", slot);
+            System.out.printf("pg failover%s: flow resumed on timeline 2 of the promoted standby from failover slot %s;"
+                    + " ClickHouse equals Postgres%n", whileRunning ? " while running" : "", slot);
             rest.delete(flow);
             rest.delete("fo-sink");
         } finally {
+            if (address != null) {
+                address.close();
+            }
             if (standbyStarted) {
                 Process stop = pgCtl(bin, log, "-D", standbyData.toString(), "-m", "fast", "-w", "stop");
                 stop.waitFor(60, TimeUnit.SECONDS);

@@ -192,6 +192,12 @@ class PgPipelineReconnectIT {
         return config;
     }
 
+    /** The first 8 hex digits of {@code text}'s SHA-256, as the connector names a slot's private slots. */
+    private static String sha256Hex8(String text) throws Exception {
+        return java.util.HexFormat.of().formatHex(java.security.MessageDigest.getInstance("SHA-256")
+                .digest(text.getBytes(StandardCharsets.UTF_8)), 0, 4);
+    }
+
     private static String flowSlot(String flow) throws SQLException {
         try (Connection c = pg.catalog()) {
             return query(c, "SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
@@ -407,6 +413,18 @@ class PgPipelineReconnectIT {
         assertEquals(first, flowSlot(flow), "a refusal changes nothing");
         System.out.printf("pg reconnect: slot %s invalidated while running (%d rounds): refused%n", first, rounds);
 
+        // a table detached from the lost slot (issue 35 item 8): its private slot, named after the lost slot, must not
+        // outlive it; the replacement clears the table's detach and the slot checks look only at the new slot's
+        String privateSlot = "iv_detach_" + sha256Hex8(first) + "_0fe56a";
+        pg.sql("SELECT pg_create_logical_replication_slot('" + privateSlot + "', 'pgoutput')");
+        try (Connection c = pg.catalog(); PreparedStatement ps = c.prepareStatement("UPDATE cdc_table_replication_state"
+                + " SET detach_slot = ?, detach_lsn = '0/1', detached_at = now() WHERE flow_name = ?"
+                + " AND source_table_identifier = 'iv.b' AND phase = 'ready'")) {
+            ps.setString(1, privateSlot);
+            ps.setString(2, flow);
+            assertEquals(1, ps.executeUpdate());
+        }
+
         // recreate: the start replaces the lost slot (as documented for a stopped flow) ...
         Map<String, String> recreate = new HashMap<>(config);
         recreate.put("invalidated.slot.behavior", "recreate");
@@ -420,6 +438,7 @@ class PgPipelineReconnectIT {
         pg.sql("UPDATE iv.a SET v = 2 WHERE id <= 50");
         pg.awaitEqual(tables, Duration.ofSeconds(120));
         awaitTrue(() -> slotActive(second), Duration.ofSeconds(60), "the flow does not stream from " + second);
+        assertEquals(null, slotState(privateSlot, "wal_status"), "the private slot of the lost slot was dropped");
 
         // ... and a slot lost while the task runs is replaced by the running task
         pg.sql("DELETE FROM iv.a WHERE id % 10 = 0", "UPDATE iv.b SET s = 'while lost' WHERE id % 7 = 0");

@@ -172,14 +172,30 @@ class SinkFaultIT {
             assertEquals(expected.size(), count, "rows after the fault (FINAL); " + state);
             assertEquals(0, staged, "stage rows left; " + state);
             assertEquals(BATCHES, normalizedBatch(database, flow, table), "normalized batch id; " + state);
-            List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer, count() OVER (PARTITION BY id) AS copies"
-                    + " FROM " + clickhouseTable + " FINAL ORDER BY id");
+            List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer FROM " + clickhouseTable + " FINAL ORDER BY id");
+            Map<Long, String> actual = new HashMap<>();
             for (GenericRecord row : rows) {
-                assertEquals(expected.get(row.getLong("id")), row.getString("customer"), "row " + row.getLong("id"));
-                assertEquals(1, row.getLong("copies"), "copies of row " + row.getLong("id"));
+                actual.put(row.getLong("id"), row.getString("customer"));
             }
+            assertEquals(expected, actual, "rows after the fault (FINAL); " + state);
+            assertOneImagePerKeyAndVersion(clickhouse, clickhouseTable, "id", "customer, amount", state);
             worker.rest().delete("sink-" + name);
         }
+    }
+
+    /**
+     * What {@code FINAL} hides: the rows loaded for one key and one version, read without {@code FINAL} (deleted rows
+     * too), must be one image. A batch loaded twice gives identical copies, which {@code FINAL} folds; two images of one
+     * (key, version) leave {@code FINAL} to keep either. A background merge may already have folded rows together, so
+     * this can miss a pair, never invent one.
+     */
+    static void assertOneImagePerKeyAndVersion(Client clickhouse, String clickhouseTable, String key, String columns, String state) {
+        List<String> conflicts = clickhouse.queryAll("SELECT toString(" + key + ") AS _tc_key, toString(_tablecdc_version) AS _tc_version,"
+                + " uniqExact(tuple(" + columns + ", _tablecdc_is_deleted)) AS _tc_images FROM " + clickhouseTable
+                + " GROUP BY " + key + ", _tablecdc_version HAVING _tc_images > 1 ORDER BY _tc_key LIMIT 20").stream()
+                .map(r -> "key " + r.getString("_tc_key") + " version " + r.getString("_tc_version") + ": "
+                        + r.getLong("_tc_images") + " images").toList();
+        assertEquals(List.of(), conflicts, "rows of one key and version with different values in " + clickhouseTable + "; " + state);
     }
 
     private static Map<Long, String> produce(String flow, String table, String topic) throws Exception {

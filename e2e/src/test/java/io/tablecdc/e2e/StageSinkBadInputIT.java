@@ -127,6 +127,147 @@ class StageSinkBadInputIT {
         rest.delete("sink-badblock");
     }
 
+    /**
+     * With the default {@code errors.tolerance=none} a row of a block that cannot be staged fails the task before
+     * anything of its batch is staged: the batch is neither staged nor loaded without that row (a replay would then
+     * drop it as already loaded). Once the operator routes bad records to a dead letter queue, the replayed block loads
+     * its good rows.
+     */
+    @Test
+    void aBadRowOfABlockWithoutErrorToleranceFailsTheTaskBeforeItsBatchIsStaged() throws Exception {
+        String flow = "flow-blocknone";
+        String topic = "sinkbad.blocknone";
+        io.tablecdc.common.RowBlock.Writer writer = new io.tablecdc.common.RowBlock.Writer(VALUE, KEY);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.ONE, row(1), java.util.Set.of(), false, List.of(), null);
+        // an insert whose value is marked unchanged: only an update can keep a previous value
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.TWO, row(2), java.util.Set.of("customer"), false,
+                List.of(), null);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.valueOf(3), row(3), java.util.Set.of(), false,
+                List.of(), null);
+        byte[] block = writer.finish();
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.sendRaw(topic, null, block, blockHeaders(flow, "blocknone.t", 1));
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = config("blocknone", topic, "sinkbad.blocknone.dlq");
+        config.keySet().removeIf(k -> k.startsWith("errors."));
+        config.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+        rest.putConfig("sink-blocknone", config);
+        var status = rest.awaitStatus("sink-blocknone", s -> "FAILED".equals(s.path("tasks").path(0).path("state").asText()),
+                Duration.ofSeconds(60));
+        String trace = status.path("tasks").path(0).path("trace").asText();
+        assertTrue(trace.contains("table blocknone.t, batch 1: 1 of the block's 3 rows cannot be staged")
+                && trace.contains("row 1 (CREATE, version 2)"), trace);
+        // the task failed in put(): whatever it staged of the batch before failing is in the catalog now
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT (SELECT count(*) FROM cdc_table_avro_stage"
+                     + "   WHERE flow_name = ? AND source_table_identifier = ?),"
+                     + " (SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
+                     + "   WHERE flow_name = ? AND source_table_identifier = ?)")) {
+            ps.setString(1, flow);
+            ps.setString(2, "blocknone.t");
+            ps.setString(3, flow);
+            ps.setString(4, "blocknone.t");
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                assertEquals(List.of(0L, 0L), List.of(rs.getLong(1), rs.getLong(2)),
+                        "[stage rows, normalized batch id] of the batch whose block has a bad row");
+            }
+        }
+        // the operator sends bad records to a dead letter queue: the replayed block loads without its bad row
+        Map<String, String> tolerant = config("blocknone", topic, "sinkbad.blocknone.dlq");
+        tolerant.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+        reconfigure(rest, "sink-blocknone", tolerant);
+        awaitRows("SELECT id FROM blocknone_t FINAL ORDER BY id", rows -> rows.stream().map(r -> r.getLong("id")).toList()
+                .equals(List.of(1L, 3L)), Duration.ofSeconds(60));
+        List<String> errors = deadLetters("sinkbad.blocknone.dlq");
+        assertEquals(1, errors.size(), errors.toString());
+        assertTrue(errors.get(0).contains("row 1 (CREATE, version 2)"), errors.get(0));
+        rest.delete("sink-blocknone");
+    }
+
+    /**
+     * A block whose first row is refused before the sink looks at the table's buffer, read while that buffer is full:
+     * the hold is decided at the block's second row. Nothing of the block is taken; it is read again once the buffer drains, its bad row
+     * reported once and its good rows loaded, and the task keeps running.
+     */
+    @Test
+    void aBlockHeldAfterItsBadFirstRowIsReadAgainOnceItsTableResumes() throws Exception {
+        String flow = "flow-heldblock";
+        String topic = "sinkbad.heldblock";
+        io.tablecdc.common.RowBlock.Writer writer = new io.tablecdc.common.RowBlock.Writer(VALUE, KEY);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.ONE, row(1), java.util.Set.of(), false, List.of(), null);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.TWO, row(2), java.util.Set.of(), false, List.of(), null);
+        byte[] first = writer.finish();
+        // a row whose version is negative (refused before the sink looks at the table's buffer), then a good row
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.valueOf(-1), row(3), java.util.Set.of(),
+                false, List.of(), null);
+        writer.add(io.tablecdc.common.RecordHeaders.Op.CREATE, java.math.BigInteger.valueOf(4), row(4), java.util.Set.of(), false,
+                List.of(), null);
+        byte[] second = writer.finish();
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        ConnectRestClient rest = stack.connect().rest();
+        try (io.tablecdc.e2e.faults.FaultProxy proxy = io.tablecdc.e2e.faults.FaultProxy.start("heldblock-clickhouse",
+                clickhouseUri.getHost(), clickhouseUri.getPort());
+             RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            Map<String, String> config = config("heldblock", topic, "sinkbad.heldblock.dlq");
+            config.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
+            config.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            config.put("normalize.buffer.batches", "1");
+            rest.putConfig("sink-heldblock", config);
+            rest.awaitRunning("sink-heldblock", 1, Duration.ofSeconds(60));
+            proxy.refuse();
+            // batch 1 is staged and cannot be loaded: the buffer of one batch is full
+            producer.sendRaw(topic, null, first, blockHeaders(flow, "heldblock.t", 1));
+            producer.sendRaw(topic, null, second, blockHeaders(flow, "heldblock.t", 2));
+            producer.flush();
+            awaitCatalogValue(flow, "heldblock.t", "coalesce(paused_reason, '')", "sink_normalize_buffer_full", Duration.ofSeconds(60));
+            proxy.pass();
+            awaitRows("SELECT id FROM heldblock_t FINAL ORDER BY id", rows -> rows.stream().map(r -> r.getLong("id")).toList()
+                    .equals(List.of(1L, 2L, 4L)), Duration.ofSeconds(60), () -> rest.status("sink-heldblock").toString());
+            List<String> errors = deadLetters("sinkbad.heldblock.dlq");
+            assertEquals(1, errors.size(), errors.toString());
+            assertTrue(errors.get(0).contains("row 0 (CREATE, version -1)"), errors.get(0));
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-heldblock"));
+        } finally {
+            rest.delete("sink-heldblock");
+        }
+    }
+
+    private static void awaitCatalogValue(String flow, String table, String expression, String expected, Duration timeout)
+            throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        String last = null;
+        while (System.nanoTime() < deadline) {
+            try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+                 java.sql.PreparedStatement ps = c.prepareStatement("SELECT " + expression + " FROM cdc_table_replication_state"
+                         + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+                ps.setString(1, flow);
+                ps.setString(2, table);
+                try (java.sql.ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        last = rs.getString(1);
+                        if (expected.equals(last)) {
+                            return;
+                        }
+                    }
+                }
+            }
+            Thread.sleep(200);
+        }
+        String row = "";
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT normalized_batch_id, destination_table, last_error"
+                     + " FROM cdc_table_replication_state WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                row = rs.next() ? "normalized " + rs.getLong(1) + ", destination " + rs.getString(2) + ", error " + rs.getString(3) : "no row";
+            }
+        }
+        throw new AssertionError(flow + "/" + table + ": " + expression + " is " + last + ", waited for " + expected + "; " + row);
+    }
+
     private static Map<String, String> blockHeaders(String flow, String table, long batch) {
         Map<String, String> headers = new java.util.HashMap<>();
         headers.put("tablecdc.flow", flow);
@@ -301,6 +442,60 @@ class StageSinkBadInputIT {
     }
 
     /**
+     * As above, with a batch staged and not yet loaded when the name format changes (ClickHouse refused it): the
+     * restarted task must not load that backlog into the new ClickHouse table either. The table is stopped with the same
+     * error, and with the old name format back its staged batch is loaded into its own table.
+     */
+    @Test
+    void aBatchStagedBeforeTheNameFormatChangedIsNotLoadedIntoTheNewClickHouseTable() throws Exception {
+        String flow = "flow-movedstaged";
+        String topic = "sinkbad.movedstaged";
+        ConnectRestClient rest = stack.connect().rest();
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        try (io.tablecdc.e2e.faults.FaultProxy proxy = io.tablecdc.e2e.faults.FaultProxy.start("movedstaged-clickhouse",
+                clickhouseUri.getHost(), clickhouseUri.getPort());
+             RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            Map<String, String> byTable = config("movedstaged", topic, "sinkbad.movedstaged.dlq");
+            byTable.put("table.name.format", "${table}");
+            byTable.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            producer.send(topic, key(1), row(1), Headers.of(flow, "movedstaged.t", "c", 1, 1, true));
+            rest.putConfig("sink-movedstaged", byTable);
+            rest.awaitRunning("sink-movedstaged", 1, Duration.ofSeconds(60));
+            awaitRows("SELECT id FROM movedstaged_t FINAL ORDER BY id", rows -> rows.size() == 1, Duration.ofSeconds(60));
+            awaitNormalizedBatch(flow, "movedstaged.t", 1, Duration.ofSeconds(30));
+
+            proxy.refuse();
+            producer.send(topic, key(2), row(2), Headers.of(flow, "movedstaged.t", "c", 2, 2, true));
+            producer.flush();
+            awaitCatalogValue(flow, "movedstaged.t", "(SELECT count(*) FROM cdc_table_avro_stage a WHERE a.flow_name ="
+                    + " cdc_table_replication_state.flow_name AND a.source_table_identifier ="
+                    + " cdc_table_replication_state.source_table_identifier)::text", "1", Duration.ofSeconds(60));
+
+            Map<String, String> byTopic = SinkConfigs.defaultNames(config("movedstaged", topic, "sinkbad.movedstaged.dlq"));
+            byTopic.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            rest.stop("sink-movedstaged");
+            rest.awaitStatus("sink-movedstaged", s -> "STOPPED".equals(s.path("connector").path("state").asText()),
+                    Duration.ofSeconds(60));
+            proxy.pass();
+            rest.putConfig("sink-movedstaged", byTopic);
+            rest.resume("sink-movedstaged");
+            rest.awaitRunning("sink-movedstaged", 1, Duration.ofSeconds(60));
+            // no record arrives: only the staged batch could be loaded, into the wrong table
+            awaitCatalogValue(flow, "movedstaged.t", "coalesce(last_error like '%has batches up to 1 loaded into%default.movedstaged_t%"
+                    + "default.sinkbad_movedstaged%', false)::text", "true", Duration.ofSeconds(60));
+            assertEquals(0L, clickhouse.queryAll("SELECT count() AS n FROM system.tables WHERE database = currentDatabase()"
+                    + " AND name = 'sinkbad_movedstaged'").get(0).getLong("n"), "a ClickHouse table for the staged batch");
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-movedstaged"));
+
+            reconfigure(rest, "sink-movedstaged", byTable);
+            awaitRows("SELECT id FROM movedstaged_t FINAL ORDER BY id", rows -> rows.size() == 2 && rows.get(1).getLong("id") == 2,
+                    Duration.ofSeconds(60));
+        } finally {
+            rest.delete("sink-movedstaged");
+        }
+    }
+
+    /**
      * The same table name in two flows, each flow writing to its own topics: under the default name format
      * ({@code ${topic}}) each gets its own ClickHouse table, and one flow's truncate leaves the other's rows.
      */
@@ -456,6 +651,12 @@ class StageSinkBadInputIT {
 
     private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout)
             throws InterruptedException {
+        return awaitRows(sql, done, timeout, () -> "");
+    }
+
+    /** As above; {@code state} is added to the failure (the connector's status, say). */
+    private static List<GenericRecord> awaitRows(String sql, java.util.function.Predicate<List<GenericRecord>> done, Duration timeout,
+                                                 java.util.function.Supplier<String> state) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         List<GenericRecord> rows = new ArrayList<>();
         String lastError = null;
@@ -471,7 +672,7 @@ class StageSinkBadInputIT {
             Thread.sleep(300);
         }
         throw new AssertionError("ClickHouse never answered as expected: " + sql + "; last rows " + rows.size()
-                + (lastError == null ? "" : "; last error " + lastError));
+                + (lastError == null ? "" : "; last error " + lastError) + " " + state.get());
     }
 
     /** The error messages of the records in a dead letter queue, read once it has any (or after 30 s). */

@@ -350,6 +350,24 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
         return getString(CLICKHOUSE_URL_CONFIG);
     }
 
+    /**
+     * {@code clickhouse.url} for logs and error messages: without its user info ({@code http://user:password@host}
+     * would put the password there).
+     */
+    public String clickHouseUrlForLogs() {
+        String url = clickHouseUrl();
+        try {
+            URI uri = URI.create(url);
+            if (uri.getRawUserInfo() == null) {
+                return url;
+            }
+            return new URI(uri.getScheme(), null, uri.getHost(), uri.getPort(), uri.getRawPath().isEmpty() ? null : uri.getPath(),
+                    null, null).toString();
+        } catch (IllegalArgumentException | java.net.URISyntaxException e) {
+            return "(clickhouse.url, not shown)";
+        }
+    }
+
     public String clickHouseUser() {
         return getString(CLICKHOUSE_USER_CONFIG);
     }

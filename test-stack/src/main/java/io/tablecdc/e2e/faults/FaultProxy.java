@@ -34,7 +34,8 @@ public final class FaultProxy implements AutoCloseable {
     public enum Mode { PASS, REFUSE, HANG, SLOW, HTTP_ERROR, BLACK_HOLE }
 
     private final String name;
-    private final InetSocketAddress target;
+    /** Where new connections go; {@link #retarget} moves it (an address that follows a promoted standby). */
+    private volatile InetSocketAddress target;
     private final ServerSocket server;
     private final Set<Socket> open = ConcurrentHashMap.newKeySet();
     private final AtomicLong accepted = new AtomicLong();
@@ -67,6 +68,15 @@ public final class FaultProxy implements AutoCloseable {
 
     public int port() {
         return server.getLocalPort();
+    }
+
+    /**
+     * Sends new connections to {@code host:port} from now on, as a name that follows the primary does after a
+     * failover; open connections stay where they are.
+     */
+    public void retarget(String host, int port) {
+        target = new InetSocketAddress(host, port);
+        log.info("fault proxy {}: new connections go to {}:{}", name, host, port);
     }
 
     public Mode mode() {
