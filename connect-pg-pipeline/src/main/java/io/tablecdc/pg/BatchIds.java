@@ -39,38 +39,44 @@ interface BatchIds {
      * counter alone would hand out ids that batches in Kafka already have (the sink drops such a batch as loaded).
      */
     static BatchIds reserved(Catalog catalog, String flow, int block, ToLongFunction<String> kafka) {
+        // the end of the last block this task reserved for each table: a floor too, for a row that went back (deleted
+        // by hand, restored) after this task sent batches whose offsets Connect has not committed yet
+        Map<String, Long> reservedUpTo = new HashMap<>();
         return inBlocks(table -> {
-            long floor = kafka.applyAsLong(table);
-            try {
-                return catalog.batchIds().reserveBatchIds(flow, table, block, floor);
-            } catch (io.tablecdc.catalog.CatalogException e) {
-                if (catalog.progress().getTable(flow, table).isPresent()) {
-                    throw e;
-                }
-                // the table's row was deleted by hand: the pipeline alone writes a Postgres table's row, as pending
-                // (the apply task then follows it as a new table: copied again, or streamed on if not copied)
-                org.slf4j.LoggerFactory.getLogger(BatchIds.class).warn("flow {}, table {}: its catalog row is gone"
-                        + " (deleted by hand?); written again as pending", flow, table);
-                catalog.progress().initTable(flow, table, io.tablecdc.catalog.Phase.PENDING);
-                return catalog.batchIds().reserveBatchIds(flow, table, block, floor);
-            }
+            long floor = Math.max(kafka.applyAsLong(table), reservedUpTo.getOrDefault(table, 0L));
+            long first = reserveAbove(catalog, flow, table, block, floor);
+            reservedUpTo.put(table, first + block - 1);
+            return first;
         }, block);
+    }
+
+    /** A reservation above {@code floor}; a row that is gone is written again first, as pending. */
+    private static long reserveAbove(Catalog catalog, String flow, String table, int block, long floor) {
+        try {
+            return catalog.batchIds().reserveBatchIds(flow, table, block, floor);
+        } catch (io.tablecdc.catalog.CatalogException e) {
+            if (catalog.progress().getTable(flow, table).isPresent()) {
+                throw e;
+            }
+            // the table's row was deleted by hand: the pipeline alone writes a Postgres table's row, as pending
+            // (the apply task then follows it as a new table: copied again, or streamed on if not copied)
+            org.slf4j.LoggerFactory.getLogger(BatchIds.class).warn("flow {}, table {}: its catalog row is gone"
+                    + " (deleted by hand?); written again as pending", flow, table);
+            catalog.progress().initTable(flow, table, io.tablecdc.catalog.Phase.PENDING);
+            return catalog.batchIds().reserveBatchIds(flow, table, block, floor);
+        }
     }
 
     /** The batch id of each table's offset in Kafka ({@code {"flow", "table"}} partitions), 0 when it has none. */
     static ToLongFunction<String> fromOffsets(org.apache.kafka.connect.storage.OffsetStorageReader reader, String flow) {
-        // read once per table and task: from then on the catalog holds this task's own reservations above it
-        Map<String, Long> read = new HashMap<>();
+        // read at every reservation (one per block of ids): the catalog may go back while the task runs
         return table -> {
-            Long known = read.get(table);
-            if (known != null || reader == null) {
-                return known == null ? 0 : known;
+            if (reader == null) {
+                return 0;
             }
             try {
                 Map<String, Object> offset = reader.offset(ChangeBatcher.tablePartition(flow, table));
-                long id = offset != null && offset.get(ChangeBatcher.BATCH_KEY) instanceof Number n ? n.longValue() : 0;
-                read.put(table, id);
-                return id;
+                return offset != null && offset.get(ChangeBatcher.BATCH_KEY) instanceof Number n ? n.longValue() : 0;
             } catch (RuntimeException e) {
                 org.slf4j.LoggerFactory.getLogger(BatchIds.class).warn("flow {}, table {}: cannot read its offset in"
                         + " Kafka ({}); its batch ids come from the catalog alone this time", flow, table, e.toString());

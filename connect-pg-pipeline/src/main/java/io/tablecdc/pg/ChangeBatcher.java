@@ -641,6 +641,11 @@ final class ChangeBatcher {
         return out;
     }
 
+    /** Records handed out and not acknowledged by Kafka yet (position records included). */
+    synchronized int unacknowledged() {
+        return tags.size();
+    }
+
     /** Whether every record emitted so far is acknowledged and no transaction is open or held. */
     synchronized boolean drained() {
         return open == null && inFlight.isEmpty();

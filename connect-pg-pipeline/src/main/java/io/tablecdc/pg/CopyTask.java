@@ -150,8 +150,9 @@ public class CopyTask extends SourceTask {
         stopping = true;
         TableCopy copy = current;
         if (copy != null) {
-            // gives the table back so another copy task starts it at once rather than after the lease
-            copy.abandon("the task stopped");
+            // gives the table back so another copy task starts it at once rather than after the lease (and says on
+            // the table when Kafka had not taken all of its records: the task may have failed on them)
+            copy.taskStopped();
         }
         Resources.closeQuietly(catalog, "the catalog");
         Resources.closeQuietly(applyHalfMetrics != null ? null : metrics, "the metrics");

@@ -570,6 +570,13 @@ final class TableCopy {
         if (catalog.copies().recordCopyProgress(flow, table, owner, attempt, rowsSent, Math.max(rowsTotal, rowsSent))
                 && catalog.copies().markCopyCatchup(flow, table, owner, attempt, marker.toString())) {
             metrics.errorEpisodeEnded("copy");
+            // an earlier copy task's stop left its unacknowledged records on the table: this copy made up for them
+            try {
+                catalog.progress().clearError(flow, table, UNACKNOWLEDGED);
+            } catch (RuntimeException e) {
+                log.debug("flow {}, table {}: cannot clear the error of an earlier copy task's stop ({})", flow, table,
+                        e.toString());
+            }
             if (rejoining) {
                 log.info("flow {}, table {}: rejoined: handed back to the apply task at {} (detached at {}; attempt {},"
                         + " {} s)", flow, table, marker, detachLsn, attempt,
@@ -820,6 +827,34 @@ final class TableCopy {
             }
         } catch (RuntimeException e) {
             log.info("flow {}, table {}: copy stopped ({}); its lease expires in {}", flow, table, why, config.copyLease());
+        }
+    }
+
+    /** The start of the error a copy task leaves on its table when it stops with records Kafka did not take. */
+    static final String UNACKNOWLEDGED = "copy task stopped with ";
+
+    /**
+     * The task stops (Connect calls stop() after a failure too, once it gave up on the records in flight): the table
+     * goes back to {@code pending}, and when Kafka had not acknowledged some of this copy's records, its row says so,
+     * as the task's failure (a send Kafka refused) is otherwise seen only in Connect's status and the worker's log.
+     * The error stays until a copy of the table hands it over.
+     */
+    void taskStopped() {
+        ChangeBatcher b = batcher;
+        int unacknowledged = finished || b == null ? 0 : b.unacknowledged();
+        abandon("the task stopped");
+        if (unacknowledged == 0) {
+            return;
+        }
+        String error = UNACKNOWLEDGED + unacknowledged + " of its records not acknowledged by Kafka (owner " + owner
+                + "): if the task failed, its cause is in the connector's status (GET /connectors/" + flow
+                + "/status) and the worker's log, e.g. a record above the max.message.bytes of topic "
+                + config.topic(table) + "; fix it and restart the task, and the table is copied again";
+        try {
+            catalog.progress().recordError(flow, table, error, Instant.now(), null);
+            log.warn("flow {}, table {}: {}", flow, table, error);
+        } catch (RuntimeException e) {
+            log.warn("flow {}, table {}: {} (cannot record it in the catalog: {})", flow, table, error, e.toString());
         }
     }
 

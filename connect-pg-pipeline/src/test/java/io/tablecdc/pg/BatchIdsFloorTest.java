@@ -34,12 +34,13 @@ class BatchIdsFloorTest {
     };
 
     @Test
-    void theOffsetsBatchIdIsReadOncePerTableAndAFailedReadIsNotKept() {
+    void theOffsetsBatchIdIsReadAtEveryReservationAndAFailedReadGivesNoFloor() {
         ToLongFunction<String> floor = BatchIds.fromOffsets(reader, "f");
         assertEquals(201, floor.applyAsLong("s.a"));
         assertEquals(201, floor.applyAsLong("s.a"));
         assertEquals(0, floor.applyAsLong("s.b"), "no offset yet");
-        assertEquals(List.of(Map.of("flow", "f", "table", "s.a"), Map.of("flow", "f", "table", "s.b")), asked);
+        assertEquals(List.of(Map.of("flow", "f", "table", "s.a"), Map.of("flow", "f", "table", "s.a"),
+                Map.of("flow", "f", "table", "s.b")), asked);
 
         ToLongFunction<String> unreadable = BatchIds.fromOffsets(reader, "f");
         failing = true;

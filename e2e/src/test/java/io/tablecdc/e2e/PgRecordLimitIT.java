@@ -182,4 +182,68 @@ class PgRecordLimitIT {
         rest.delete(flow);
         rest.delete(sink);
     }
+
+    /**
+     * A copy task that Kafka kills (issue 45 item 1, "whatever kills a task must show on its table"): the table's topic
+     * takes less than the producer sends (its max.message.bytes 100 kB, a 300 KiB row, max.request.size at its
+     * default), so the broker refuses the record and Connect fails the copy task. Before: the table went back to pending
+     * with no error. Now its row says that the copy task stopped with records Kafka did not acknowledge and where the
+     * cause is; with the topic's limit raised and the task restarted, the table is copied and the note is gone.
+     */
+    @Test
+    void aCopyTaskKafkaKillsLeavesAnErrorOnItsTable() throws Exception {
+        String schema = "limk";
+        String flow = schema + "-flow";
+        String sink = schema + "-sink";
+        String prefix = schema;
+        pg.sql("DROP PUBLICATION IF EXISTS limk_pub",
+                "DROP SCHEMA IF EXISTS limk CASCADE",
+                "CREATE SCHEMA limk",
+                "CREATE TABLE limk.big (id int PRIMARY KEY, v text NOT NULL)",
+                "CREATE TABLE limk.other (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO limk.big SELECT g, " + text("g", 300 * 1024) + " FROM generate_series(1, 2) g",
+                "CREATE PUBLICATION limk_pub FOR TABLE limk.big, limk.other");
+        String topic = prefix + ".limk.big";
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", stack.kafka().bootstrapServers()))) {
+            admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1).configs(Map.of("max.message.bytes", "100000"))))
+                    .all().get();
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, "limk_pub", prefix);
+        // the neighbour is not copied: it streams from the apply task while the flow's one copy task is down
+        source.put("table.sync.copy", "except:limk.other");
+        source.put("tasks.max", "2");
+        rest.putConfig(sink, SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix));
+        rest.putConfig(flow, source);
+        rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
+        Map<String, String> big = pg.awaitTable(flow, "limk.big", row -> row.get("last_error") != null,
+                Duration.ofSeconds(120));
+        System.out.printf("%s: limk.big after its copy task failed: %s%n", schema, big);
+        assertTrue(big.get("last_error").contains("not acknowledged by Kafka")
+                && big.get("last_error").contains("max.message.bytes of topic " + topic), big.toString());
+        assertTrue(rest.states(flow).contains("FAILED"), "Kafka refused the record, Connect failed the copy task: "
+                + rest.states(flow));
+        String status = StatusScript.run(stack, catalogUrl, "--flow", flow);
+        System.out.println(status);
+        assertTrue(status.matches("(?s).*limk\\.big .*copy task stopped with.*"), status);
+        pg.awaitTable(flow, "limk.other", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+        pg.sql("INSERT INTO limk.other SELECT g, 'o' || g FROM generate_series(1, 10) g");
+        pg.awaitEqual(Map.of("limk.other", new String[] {MD5, MD5_CH}), Duration.ofSeconds(120));
+
+        // the remedy: the topic takes the rows, the failed task restarted
+        try (Admin admin = Admin.create(Map.of("bootstrap.servers", stack.kafka().bootstrapServers()))) {
+            admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.TOPIC, topic), List.of(
+                    new AlterConfigOp(new ConfigEntry("max.message.bytes", "8388608"), AlterConfigOp.OpType.SET))))
+                    .all().get();
+        }
+        rest.restart(flow, true, true);
+        rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+        Map<String, String> ready = pg.awaitTable(flow, "limk.big", row -> "ready".equals(row.get("phase")),
+                Duration.ofSeconds(120));
+        assertEquals(null, ready.get("last_error"), ready.toString());
+        pg.awaitEqual(Map.of("limk.big", new String[] {MD5, MD5_CH}, "limk.other", new String[] {MD5, MD5_CH}),
+                Duration.ofSeconds(120));
+        rest.delete(flow);
+        rest.delete(sink);
+    }
 }
