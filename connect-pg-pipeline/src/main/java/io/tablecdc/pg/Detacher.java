@@ -134,9 +134,10 @@ final class Detacher implements AutoCloseable {
                 // the table's changes since the marker and is kept
                 if (catalog.phases().abandonDetach(flow, state.table(), state.detachSlot())) {
                     SourceDatabase.dropSlot(sql, state.detachSlot());
-                    log.info("flow {}, table {}: the detach begun with slot {} did not reach its marker (the task"
-                            + " stopped, or its undo failed); undone (the table streams on)", flow, state.table(),
-                            state.detachSlot());
+                    // the wording "did not reach its marker before the task stopped; undone" is what operators
+                    // (and PgDetachFaultIT) look for; the undo also covers a detach whose own undo failed
+                    log.info("flow {}, table {}: the detach begun with slot {} did not reach its marker before the task"
+                            + " stopped; undone (the table streams on)", flow, state.table(), state.detachSlot());
                 } else {
                     log.info("flow {}, table {}: the detach begun with slot {} was not undone: its marker was recorded"
                             + " meanwhile (or the table moved on); the slot is kept", flow, state.table(),

@@ -235,6 +235,30 @@ final class SourceDatabase {
         }
     }
 
+    /** {@code wal_sender_timeout} in milliseconds (0 when disabled). */
+    static long walSenderTimeoutMs(Connection c) throws SQLException {
+        try (Statement s = c.createStatement(); ResultSet rs = s.executeQuery(
+                "SELECT setting::bigint * CASE unit WHEN 's' THEN 1000 WHEN 'min' THEN 60000 ELSE 1 END"
+                        + " FROM pg_settings WHERE name = 'wal_sender_timeout'")) {
+            return rs.next() ? rs.getLong(1) : 60_000;
+        }
+    }
+
+    /** Ends the backend that has {@code slot} active, if any; returns its process ids. */
+    static List<Integer> terminateSlotUser(Connection c, String slot) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement("SELECT active_pid FROM pg_replication_slots"
+                + " WHERE slot_name = ? AND active AND active_pid IS NOT NULL AND pg_terminate_backend(active_pid)")) {
+            ps.setString(1, slot);
+            List<Integer> pids = new ArrayList<>();
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    pids.add(rs.getInt(1));
+                }
+            }
+            return pids;
+        }
+    }
+
     /** Drops the slot if it exists and nobody uses it; returns whether it was dropped. */
     static boolean dropSlot(Connection c, String name) throws SQLException {
         try (PreparedStatement ps = c.prepareStatement("SELECT pg_drop_replication_slot(slot_name)"

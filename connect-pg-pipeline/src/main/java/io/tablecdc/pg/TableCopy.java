@@ -472,17 +472,63 @@ final class TableCopy {
         }
     }
 
-    /** Waits until every record of the copy is acknowledged and recorded, then opens the private stream. */
+    /**
+     * Waits until every record of the copy is acknowledged and recorded, then opens the private stream. A rejoin's
+     * private slot still in use (55006, "is active for PID") belongs to an earlier holder of the table, whose lease this
+     * claim took over: the walsender of a host that stopped answering lingers until {@code wal_sender_timeout}. It is
+     * tried again every second, and after {@value #SLOT_BUSY_GRACE_MS} ms its walsender is terminated (this claim's
+     * lease, renewed at every step, says that holder is gone); the copy fails only if the slot stays busy past
+     * {@code wal_sender_timeout} plus that grace.
+     */
     private void drainCopy() throws SQLException, InterruptedException {
         if (!synced()) {
             Thread.sleep(20);
             return;
         }
         changeBuilder = new ChangeBuilder(oid -> SourceDatabase.primaryKey(control, oid), config::arrayText);
-        stream = ReplicationStream.start(replication, slotName, config.publication(), consistentPoint);
+        try {
+            if (replication == null || replication.isClosed()) {
+                replication = SourceDatabase.connectReplication(config, "tablecdc " + flow + " copy");
+            }
+            stream = ReplicationStream.start(replication, slotName, config.publication(), consistentPoint);
+        } catch (SQLException e) {
+            if (!rejoining || !"55006".equals(e.getSQLState())) {
+                throw e;
+            }
+            long now = System.nanoTime();
+            if (slotBusySince == 0) {
+                slotBusySince = now;
+                slotBusyBoundMs = Math.max(SourceDatabase.walSenderTimeoutMs(control), SLOT_BUSY_GRACE_MS)
+                        + SLOT_BUSY_GRACE_MS;
+                log.info("flow {}, table {}: private slot {} is still in use by an earlier holder of the table ({});"
+                        + " tried again every second, its walsender is ended after {} ms", flow, table, slotName,
+                        e.getMessage(), SLOT_BUSY_GRACE_MS);
+            }
+            long busyMs = TimeUnit.NANOSECONDS.toMillis(now - slotBusySince);
+            if (busyMs > slotBusyBoundMs) {
+                throw e;
+            }
+            if (busyMs >= SLOT_BUSY_GRACE_MS) {
+                List<Integer> ended = SourceDatabase.terminateSlotUser(control, slotName);
+                if (!ended.isEmpty()) {
+                    log.warn("flow {}, table {}: ended walsender(s) {} of private slot {}, still held {} ms after this"
+                            + " copy task took the table's lease over", flow, table, ended, slotName, busyMs);
+                }
+            }
+            Thread.sleep(1000);
+            return;
+        }
+        slotBusySince = 0;
         catchupTarget = SourceDatabase.currentWal(control);
         step = Step.CATCHUP;
     }
+
+    /** How long a rejoin waits for an earlier holder's walsender to leave its private slot before ending it. */
+    static final long SLOT_BUSY_GRACE_MS = 10_000;
+    /** When a rejoin first found its private slot in use (nanos), or 0. */
+    private long slotBusySince;
+    /** How long a rejoin may find its private slot in use before the copy fails. */
+    private long slotBusyBoundMs;
 
     private void catchUp(List<SourceRecord> out) throws SQLException, InterruptedException {
         long deadline = System.nanoTime() + BUDGET_NANOS;

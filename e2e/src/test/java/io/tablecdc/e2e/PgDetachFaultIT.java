@@ -444,6 +444,103 @@ class PgDetachFaultIT {
         }
     }
 
+    /**
+     * Issue 35 item 2: the copy task that rejoins a detached table finds its private slot still in use by the
+     * walsender of an earlier holder whose host stopped answering (no FIN: the server ends that walsender only after
+     * {@code wal_sender_timeout}). The rejoin used to fail at once on "slot is active for PID" (55006), and the table
+     * was copied again from scratch instead of streaming its private slot (a table not copied was marked errored and its
+     * slot dropped). The earlier holder here is the test's own replication connection on the private slot that never
+     * answers; the rejoin must wait it out or end it, and stream the slot.
+     */
+    @org.junit.jupiter.api.Test
+    void aRejoinWhosePrivateSlotIsHeldByAHostThatStoppedAnsweringStreamsTheSlot() throws Exception {
+        String schema = "d_busy";
+        String flow = "pgdetach-busy-flow";
+        String stuck = schema + ".stuck";
+        pg.sql("DROP PUBLICATION IF EXISTS d_busy_pub",
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 100) g",
+                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(100, 110) g",
+                "CREATE PUBLICATION d_busy_pub FOR TABLE " + stuck + ", " + schema + ".other");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String table : List.of(stuck, schema + ".other")) {
+            tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        }
+        var rest = stack.connect().rest();
+        rest.putConfig("pgdetach-busy-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-busy-stage",
+                "pgdetach-busy"));
+        Connection holder = null;
+        try {
+            rest.putConfig(flow, detachingSource("d_busy_pub", "pgdetach-busy", schema));
+            rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
+            for (String table : tables.keySet()) {
+                pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            }
+            pg.awaitEqual(tables, Duration.ofSeconds(90));
+            // ClickHouse refuses the table's rows; it changes until it is detached (stall()'s fixed four batches
+            // can wait for a batch the apply task no longer sends once the detach came after three)
+            clickhouse.execute("ALTER TABLE d_busy_stuck ADD CONSTRAINT refuse CHECK id < 0").get().close();
+            int[] round = {0};
+            awaitTrue(() -> {
+                round[0]++;
+                pg.sql("UPDATE " + stuck + " SET v = v + 1 WHERE id <= 10",
+                        "INSERT INTO " + schema + ".other VALUES (" + (1000 + round[0]) + ", 0)");
+                Thread.sleep(300);
+                return "lagging".equals(pg.table(flow, stuck).get("phase"));
+            }, Duration.ofSeconds(90), "the table was never detached");
+            Map<String, String> lagging = pg.table(flow, stuck);
+            String slot = lagging.get("detach_slot");
+            // changes only the private slot carries
+            pg.sql("UPDATE " + stuck + " SET v = v + 100 WHERE id % 3 = 0", "DELETE FROM " + stuck + " WHERE id % 7 = 0");
+            // the earlier holder: streams the private slot and never answers again
+            java.util.Properties props = new java.util.Properties();
+            org.postgresql.PGProperty.USER.set(props, stack.postgres().user());
+            org.postgresql.PGProperty.PASSWORD.set(props, stack.postgres().password());
+            org.postgresql.PGProperty.REPLICATION.set(props, "database");
+            org.postgresql.PGProperty.ASSUME_MIN_SERVER_VERSION.set(props, "10");
+            org.postgresql.PGProperty.PREFER_QUERY_MODE.set(props, "simple");
+            holder = java.sql.DriverManager.getConnection(stack.postgres().jdbcUrl(DATABASE), props);
+            holder.unwrap(org.postgresql.PGConnection.class).getReplicationAPI().replicationStream().logical()
+                    .withSlotName(slot)
+                    .withSlotOption("proto_version", "1")
+                    .withSlotOption("publication_names", "d_busy_pub")
+                    .start();
+            assertEquals("true", pg.sourceValue("SELECT CAST(active AS text) FROM pg_replication_slots"
+                    + " WHERE slot_name = ?", slot), "the private slot is in use by the unanswering holder");
+            heal("d_busy_stuck");
+            java.util.concurrent.atomic.AtomicReference<String> refused = new java.util.concurrent.atomic.AtomicReference<>();
+            awaitTrue(() -> {
+                Map<String, String> row = pg.table(flow, stuck);
+                if (row.get("last_error") != null && row.get("last_error").contains("is active for PID")) {
+                    refused.compareAndSet(null, row.toString());
+                }
+                return "ready".equals(row.get("phase")) && row.get("detach_slot") == null;
+            }, Duration.ofSeconds(180), "the table never rejoined: " + pg.table(flow, stuck));
+            assertEquals(null, refused.get(), "the rejoin failed on the busy private slot");
+            Map<String, String> ready = pg.table(flow, stuck);
+            assertTrue(ready.get("last_error") == null || !ready.get("last_error").contains("from scratch"),
+                    "rejoined from the private slot, not copied again: " + ready);
+            pg.sql("UPDATE " + stuck + " SET v = v + 1000 WHERE id = 1");
+            pg.awaitEqual(tables, Duration.ofSeconds(90));
+            awaitTrue(() -> privateSlots(schema) == 0, Duration.ofSeconds(60), "the private slot is dropped");
+            System.out.printf("pg detach busy slot: the rejoin waited out / ended the unanswering holder of %s and"
+                    + " streamed it (%s)%n", slot, ready);
+        } finally {
+            if (holder != null) {
+                try {
+                    holder.close();
+                } catch (java.sql.SQLException e) {
+                    // ended by the server
+                }
+            }
+            rest.delete(flow);
+            rest.delete("pgdetach-busy-sink");
+        }
+    }
+
     /** {@code <slot.prefix>_detach_<8 hex of the main slot's SHA-256>_}, as the connector names private slots. */
     private static String detachSlotPrefix(String slotPrefix, String mainSlot) throws Exception {
         byte[] hash = java.security.MessageDigest.getInstance("SHA-256")
