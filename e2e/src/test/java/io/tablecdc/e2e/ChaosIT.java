@@ -181,6 +181,18 @@ class ChaosIT {
                 : step.kill().onOccurrence(occurrence);
         String faultText = step.name() + (failMode ? "!fail-x" + failTimes
                 : hangMode ? "!hang-" + hangMillis / 1000 + "s-x" + failTimes : "") + "@" + occurrence;
+        // the kinds added later draw from a generator of their own, so that a seed's other choices stay what they were:
+        // in a quarter of the runs a refused or hung dependency is a black hole instead (connections that met it stay
+        // dead after it heals, only the client's own timeouts end their waits); in a quarter, one transaction of the
+        // workload changes table b 70,000 times (more changes of one table in one transaction than 16 bits count); in
+        // a third, table e is truncated and filled again right after it joins the publication, while its copy runs
+        SplittableRandom kinds = new SplittableRandom(seed * 43 + 19);
+        boolean blackHole = kinds.nextInt(4) == 0;
+        int giantAt = kinds.nextInt(4) == 0 ? 100 + kinds.nextInt(1_000) : -1;
+        boolean truncateInCopy = kinds.nextInt(3) == 0;
+        // and in a third of the runs a row of 2 MiB, above the largest record Kafka takes (1 MiB by default), is
+        // inserted into table h: h must stop with an error that names the limit, and every other table stream on
+        int bigRowAt = kinds.nextInt(3) == 0 ? 100 + kinds.nextInt(1_000) : -1;
         int seedRows = 500 + random.nextInt(3_000);
         String id = Long.toString(seed);
         String schema = "chaos_" + id;
@@ -208,8 +220,10 @@ class ChaosIT {
                 // removed from the publication for good by the workload, once it is ready
                 "CREATE TABLE " + schema + ".g (id int PRIMARY KEY, v int NOT NULL)",
                 "INSERT INTO " + schema + ".g SELECT g, 0 FROM generate_series(1, 300) g",
+                // the table of the row above Kafka's limit
+                "CREATE TABLE " + schema + ".h (id int PRIMARY KEY, v text NOT NULL)",
                 "CREATE PUBLICATION " + schema + "_pub FOR TABLE " + schema + ".a, " + schema + ".b, " + schema + ".c, "
-                        + schema + ".k, " + schema + ".r, " + schema + ".g");
+                        + schema + ".k, " + schema + ".r, " + schema + ".g" + (bigRowAt >= 0 ? ", " + schema + ".h" : ""));
         Map<String, String[]> tables = new LinkedHashMap<>();
         tables.put(schema + ".a", new String[] {"id::text || '|' || v::text || '|' || coalesce(note, '-')",
             "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
@@ -262,19 +276,11 @@ class ChaosIT {
         } else if (httpErrors) {
             outage = outage.httpErrors();
         }
-        // the kinds added later draw from a generator of their own, so that a seed's other choices stay what they were:
-        // in a quarter of the runs a refused or hung dependency is a black hole instead (connections that met it stay
-        // dead after it heals, only the client's own timeouts end their waits); in a quarter, one transaction of the
-        // workload changes table b 70,000 times (more changes of one table in one transaction than 16 bits count); in
-        // a third, table e is truncated and filled again right after it joins the publication, while its copy runs
-        SplittableRandom kinds = new SplittableRandom(seed * 43 + 19);
-        boolean blackHole = kinds.nextInt(4) == 0;
         if (blackHole) {
             outage = outage.blackHoled();
         }
-        int giantAt = kinds.nextInt(4) == 0 ? 100 + kinds.nextInt(1_000) : -1;
-        boolean truncateInCopy = kinds.nextInt(3) == 0;
-        String kindsText = (giantAt >= 0 ? "+giant-txn-at-" + giantAt : "") + (truncateInCopy ? "+e-truncated-in-copy" : "");
+        String kindsText = (giantAt >= 0 ? "+giant-txn-at-" + giantAt : "") + (truncateInCopy ? "+e-truncated-in-copy" : "")
+                + (bigRowAt >= 0 ? "+h-row-above-limit-at-" + bigRowAt : "");
         // the BigQuery table draws from its own generator, so that a seed does to Postgres what it did before the table
         // was added; its seed is mixed (SplittableRandom), since java.util.Random's first draws from neighbouring seeds
         // are alike (a plain seed * 17 + 3 gave 147 outages of BigQuery in seeds 7000-7199, instead of about half)
@@ -347,7 +353,7 @@ class ChaosIT {
                      // table r's statements draw from a generator of their own: the other tables get what they got before r
                      new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt,
                      new Random(new SplittableRandom(seed * 41 + 13).nextLong()), flow, goneAt, goneAfter, giantAt,
-                     truncateInCopy)) {
+                     truncateInCopy, bigRowAt)) {
             try {
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
@@ -407,6 +413,10 @@ class ChaosIT {
                     }
                     pg.awaitEqual(tables, Duration.ofSeconds(180));
                     pg.awaitEqual(gone, Duration.ofSeconds(60));
+                    if (bigRowAt >= 0) {
+                        pg.awaitTable(flow, schema + ".h", row -> row.get("last_error") != null
+                                && row.get("last_error").contains("max.request.size"), Duration.ofSeconds(120));
+                    }
                     bigQuery.check(checks, Duration.ofSeconds(180));
                     int copies = pg.keylessCopies(schema + ".k");
                     int keyedCopies = 0;
@@ -558,7 +568,8 @@ class ChaosIT {
      */
     private static TransactionWriter writer(String schema, Random random, Random removed, AtomicInteger truncates,
                                             int addAt, int removeAt, int returnAt, Random leaving, String flow,
-                                            AtomicInteger goneAt, int goneAfter, int giantAt, boolean truncateInCopy) {
+                                            AtomicInteger goneAt, int goneAfter, int giantAt, boolean truncateInCopy,
+                                            int bigRowAt) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
             if (goneAt.get() == Integer.MAX_VALUE && n % 50 == 0 && ready(flow, schema + ".g")) {
@@ -587,6 +598,9 @@ class ChaosIT {
                 statements.add("TRUNCATE " + schema + ".e");
                 statements.add("INSERT INTO " + schema + ".e SELECT g, 1 FROM generate_series(1, 300) g");
                 truncates.incrementAndGet();
+            }
+            if (n == bigRowAt) {
+                statements.add("INSERT INTO " + schema + ".h VALUES (1, repeat('x', 2 * 1024 * 1024))");
             }
             if (n == giantAt) {
                 // 70,000 changes of b in one transaction: each of 35,000 new rows inserted, then updated
