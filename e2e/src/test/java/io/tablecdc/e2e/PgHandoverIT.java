@@ -212,7 +212,7 @@ class PgHandoverIT {
             // the scenario really was the boundary: the row's commit LSN (its version's high part) is the marker's
             String version = clickhouse.queryAll("SELECT toString(_tablecdc_version) AS v FROM ho_boundary FINAL"
                     + " WHERE id = 100001").get(0).getString("v");
-            assertEquals(state.get("phase_lsn"), lsn(new BigInteger(version).shiftRight(16)),
+            assertEquals(state.get("phase_lsn"), lsn(new BigInteger(version).shiftRight(48)),
                     "the transaction's commit LSN is the marker's");
         } finally {
             rest.delete(flow);
@@ -312,7 +312,7 @@ class PgHandoverIT {
             Map<Integer, BigInteger> commitLsns = new HashMap<>();
             for (var row : clickhouse.queryAll("SELECT id, toString(_tablecdc_version) AS v FROM db_stuck FINAL"
                     + " WHERE id BETWEEN 10 AND 13")) {
-                commitLsns.put(row.getInteger("id"), new BigInteger(row.getString("v")).shiftRight(16));
+                commitLsns.put(row.getInteger("id"), new BigInteger(row.getString("v")).shiftRight(48));
             }
             BigInteger m = new BigInteger(1, lsnBytes(marker));
             assertTrue(commitLsns.get(10).compareTo(m) < 0, "committed before the marker: " + commitLsns);

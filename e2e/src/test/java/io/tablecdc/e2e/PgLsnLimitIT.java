@@ -122,7 +122,7 @@ class PgLsnLimitIT {
             BigInteger top = new BigInteger(rows.get(0).getString("top"));
             BigInteger low = new BigInteger(rows.get(0).getString("low"));
             assertTrue(top.compareTo(low) > 0, "versions above 2^63 sort after those below: " + low + " .. " + top);
-            assertTrue(top.shiftRight(16).compareTo(TWO_TO_63) >= 0,
+            assertTrue(top.shiftRight(48).compareTo(TWO_TO_63) >= 0,
                     "the newest version carries the commit LSN past 2^63: " + top.toString(16));
             Map<String, String> state = pg.table(flow, "lsn.t");
             assertEquals(null, state.get("last_error"), "the table has no error: " + state);
