@@ -570,10 +570,17 @@ public class ApplyTask extends SourceTask {
     private void refresh(List<SourceRecord> out) throws SQLException {
         long now = System.nanoTime();
         boolean busy = tables.values().stream().anyMatch(r -> r.state != RunState.STREAMING || r.phase == Phase.CATCHUP);
-        if (now - refreshedAt < TimeUnit.MILLISECONDS.toNanos(busy ? REFRESH_BUSY_MS : REFRESH_IDLE_MS)
-                || batcher.inTransaction() || txnCommitLsn != null) {
+        if (now - refreshedAt < TimeUnit.MILLISECONDS.toNanos(busy ? REFRESH_BUSY_MS : REFRESH_IDLE_MS)) {
             return;
         }
+        if (batcher.inTransaction() || txnCommitLsn != null) {
+            // due, but only between transactions: this poll ends at the open transaction's commit, so that the next
+            // one starts between transactions (polls that end once a batch's worth of rows went out would otherwise
+            // all start inside one while transactions larger than batch.rows follow each other)
+            refreshDue = true;
+            return;
+        }
+        refreshDue = false;
         refreshedAt = now;
         if (now - publicationCheckedAt > TimeUnit.MILLISECONDS.toNanos(PublicationMembership.CHECK_MS)) {
             publicationCheckedAt = now;
@@ -733,6 +740,12 @@ public class ApplyTask extends SourceTask {
         }
     }
 
+    /**
+     * The catalog read of {@link #refresh} came due inside a transaction: the poll ends at the transaction's commit
+     * (between transactions), and the next poll reads the catalog.
+     */
+    private boolean refreshDue;
+
     private List<SourceRecord> pollStream() throws InterruptedException {
         List<SourceRecord> out = new ArrayList<>();
         if (!started) {
@@ -786,7 +799,8 @@ public class ApplyTask extends SourceTask {
                 }
                 messageBytes = buffer.remaining();
                 handle(PgOutputParser.parse(buffer), out);
-                if (batcher.emittedRows() - emittedBefore >= config.batchRows() || System.nanoTime() > deadline) {
+                if (batcher.emittedRows() - emittedBefore >= config.batchRows() || System.nanoTime() > deadline
+                        || (refreshDue && !batcher.inTransaction() && txnCommitLsn == null)) {
                     break;
                 }
             }
