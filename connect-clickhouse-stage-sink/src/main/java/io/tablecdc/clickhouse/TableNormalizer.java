@@ -644,7 +644,9 @@ final class TableNormalizer {
         final long batchId;
 
         BatchRefused(long batchId, Exception cause) {
-            super("ClickHouse refused batch " + batchId + ": " + ErrorEpisode.describe(cause), cause);
+            // ClickHouse's own text, as for any other error (tablecdc-status shows its start); the batch is recorded
+            // in the catalog beside it
+            super(ErrorEpisode.describe(cause), cause);
             this.batchId = batchId;
         }
     }
