@@ -123,6 +123,9 @@ final class TableNormalizer {
         this.owner = owner;
         this.lease = lease;
         this.leaseTimer = leaseTimer;
+        // an earlier task (before a restart or a rebalance) may have left the table's normalize error in the catalog:
+        // this loop's first success clears it (only a "normalize: " error), or the recovered table kept showing it
+        episode.errorLeftInCatalog();
     }
 
     /** Asks for a run soon (a batch was staged). Runs of one table never overlap. */
