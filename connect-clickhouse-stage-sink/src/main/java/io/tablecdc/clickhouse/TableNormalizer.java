@@ -592,7 +592,7 @@ final class TableNormalizer {
             destination.forget(key.clickHouseTable());
             if (loading && ClickHouseRefusals.refusesData(e)) {
                 // which batch holds the refused data is not known: the next run loads these batches one at a time, so
-                // that a refusal names its batch ({@link BatchRefused})
+                // that a refusal names its batch (BatchRefused)
                 long lastBatchId = group.get(group.size() - 1).batchId();
                 loadAloneThrough = Math.max(loadAloneThrough, lastBatchId);
                 throw new IllegalStateException("ClickHouse refused the load of batches " + group.get(0).batchId() + " to "

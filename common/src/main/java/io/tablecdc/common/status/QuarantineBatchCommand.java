@@ -13,7 +13,7 @@ import io.tablecdc.catalog.TableProgress;
 /**
  * {@code tablecdc-quarantine-batch}: the way forward for a table whose next batch ClickHouse refuses (a value it
  * cannot take, a constraint it violates) and which therefore retries that batch for ever. With no sink task loading
- * the table, it moves the batch (the table's first staged one, or the one {@code --batch} names) from
+ * the table, it moves the batch (the one the sink recorded as refused, or the one {@code --batch} names) from
  * {@code cdc_table_avro_stage} to {@code cdc_table_quarantined_batch}, with its stage files, row counts and the table's
  * last error, and closes the table's error episode. Without {@code --batch} it acts only while the table's last error
  * is the sink's record that ClickHouse refused a batch's data ({@code refused_batch_id}, written by the normalize loop
@@ -68,8 +68,9 @@ public final class QuarantineBatchCommand {
             err.println(NAME + ": flow " + flow + ", table " + table + " has no batch that ClickHouse refuses, so no batch"
                     + " is set aside: " + (error == null ? "its sink records no error"
                     : "its last error is not ClickHouse refusing a batch's data but: " + error + (error.startsWith(NORMALIZE_ERROR_PREFIX)
-                    ? " (not ClickHouse refusing the data: an outage, a timeout or a wait for another sink task passes,"
-                    + " and the sink loads the batch by retrying)" : "")) + "; name a batch with --batch to set it aside anyway");
+                    ? " (an outage, a timeout or a wait for another sink task passes, and the sink then loads the batch;"
+                    + " a batch ClickHouse refuses is recorded at the sink's next attempt: resume it and run this again"
+                    + " if the error stays)" : "")) + "; name a batch with --batch to set it aside anyway");
             return Optional.empty();
         }
         if (batch == null) {
