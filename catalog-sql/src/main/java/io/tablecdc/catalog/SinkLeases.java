@@ -170,20 +170,27 @@ public final class SinkLeases {
 
     // ---------------------------------------------------------------- operator commands, on their connection
 
-    /** The table's row as {@link #lockForOperator} locked it: the normalize lease's live holder (or null). */
-    public record LockedTable(String leaseHolder, String lastError, long normalizedBatchId) {
+    /**
+     * The table's row as {@link #lockForOperator} locked it: the normalize lease's live holder (or null), the last
+     * error, the normalized batch id, and the batch ClickHouse refused when the last error is that refusal (or null).
+     */
+    public record LockedTable(String leaseHolder, String lastError, long normalizedBatchId, Long refusedBatchId) {
     }
 
     /**
      * Locks the table's row for the caller's transaction and reads who holds an unexpired normalize lease on it (a
-     * sink task loading it now), its last error and its normalized batch id.
+     * sink task loading it now), its last error, its normalized batch id and the batch whose refusal by ClickHouse
+     * is that last error ({@link TableProgress#recordError(String, String, String, java.time.Instant, java.time.Instant, Long)}): only
+     * while {@code refused_at} is the last error's time, so a later error of any kind, or none, names no batch.
      *
      * @return empty when the flow has no such table
      */
     public static Optional<LockedTable> lockForOperator(Connection c, String flow, String table) throws SQLException {
-        return first(c, "SELECT normalize_lease_owner, normalize_lease_until > now(), last_error, normalized_batch_id"
+        return first(c, "SELECT normalize_lease_owner, normalize_lease_until > now(), last_error, normalized_batch_id,"
+                + " CASE WHEN last_error IS NOT NULL AND refused_at = last_error_at THEN refused_batch_id END"
                 + " FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE",
-                rs -> new LockedTable(rs.getBoolean(2) ? rs.getString(1) : null, rs.getString(3), rs.getLong(4)),
+                rs -> new LockedTable(rs.getBoolean(2) ? rs.getString(1) : null, rs.getString(3), rs.getLong(4),
+                        Sql.nullableLong(rs, 5)),
                 flow, table);
     }
 

@@ -40,7 +40,8 @@ public final class TableProgress {
 
     /** The update that closes a table's error episode, before its {@code WHERE}. */
     static final String CLEAR_ERROR = "UPDATE " + STATE
-            + " SET last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL";
+            + " SET last_error = NULL, last_error_at = NULL, error_count = 0, next_retry_at = NULL,"
+            + " refused_batch_id = NULL, refused_at = NULL";
 
     private final CatalogDb db;
 
@@ -253,18 +254,36 @@ public final class TableProgress {
      * @return true if this call opened the episode (log it once), false if one was open or it is a repeat
      */
     public boolean recordError(String flow, String table, String error, Instant at, Instant nextRetryAt) {
+        return recordError(flow, table, error, at, nextRetryAt, null);
+    }
+
+    /**
+     * {@link #recordError(String, String, String, Instant, Instant)}, and with {@code refusedBatchId} the record that
+     * this error is ClickHouse refusing that batch of the table (its data: {@code refused_batch_id}, and
+     * {@code refused_at = at}, the error's time). Every recorded error replaces that record: an error without a batch
+     * clears it, so it names a batch only while the table's last error is that batch's refusal
+     * ({@link SinkLeases#lockForOperator} reads it so).
+     */
+    public boolean recordError(String flow, String table, String error, Instant at, Instant nextRetryAt,
+                               Long refusedBatchId) {
         Objects.requireNonNull(error, "error");
         Objects.requireNonNull(at, "at");
+        if (refusedBatchId != null) {
+            requireBatchId(refusedBatchId);
+        }
         return db.onTable("recordError", flow, table, c -> first(c, "INSERT INTO " + STATE + " AS s"
-                + " (flow_name, source_table_identifier, last_error, last_error_at, error_count, next_retry_at)"
-                + " VALUES (?, ?, ?, ?, 1, ?)"
+                + " (flow_name, source_table_identifier, last_error, last_error_at, error_count, next_retry_at,"
+                + "  refused_batch_id, refused_at)"
+                + " VALUES (?, ?, ?, ?, 1, ?, ?, ?)"
                 + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
                 + " last_error = EXCLUDED.last_error, last_error_at = EXCLUDED.last_error_at,"
-                + " next_retry_at = EXCLUDED.next_retry_at, error_count = s.error_count + 1"
+                + " next_retry_at = EXCLUDED.next_retry_at, error_count = s.error_count + 1,"
+                + " refused_batch_id = EXCLUDED.refused_batch_id, refused_at = EXCLUDED.refused_at"
                 + " WHERE (s.last_error_at IS NULL OR EXCLUDED.last_error_at > s.last_error_at)"
                 // an errored Postgres table's error and retry time are its copy's (or say that it left)
                 + " AND s.phase IS DISTINCT FROM 'errored'"
-                + " RETURNING error_count", rs -> rs.getInt(1), flow, table, errorText(error), at, nullable(nextRetryAt))
+                + " RETURNING error_count", rs -> rs.getInt(1), flow, table, errorText(error), at, nullable(nextRetryAt),
+                nullable(refusedBatchId), nullable(refusedBatchId == null ? null : at))
                 .map(count -> count == 1).orElse(false));
     }
 

@@ -197,6 +197,43 @@ class CatalogTest {
     }
 
     /**
+     * A batch's refusal names the batch only while it is the table's last error: any later error (an outage, a source's
+     * poll error) and the end of the episode leave no batch named.
+     */
+    @Test
+    void aRefusalNamesItsBatchOnlyWhileItIsTheLastError() throws Exception {
+        String f = "refusals";
+        catalog.progress().initTable(f, "t");
+        assertNull(refusedBatch(f, "t"));
+        catalog.progress().recordError(f, "t", "normalize: ClickHouse refused batch 7: Code: 469.", t(1), t(2), 7L);
+        assertEquals(7L, refusedBatch(f, "t"));
+        catalog.progress().recordError(f, "t", "normalize: ClickHouse refused batch 7: Code: 469.", t(1), t(2), 7L);
+        assertEquals(7L, refusedBatch(f, "t"), "a repeat changes nothing");
+        catalog.progress().recordError(f, "t", "normalize: Connection refused", t(3), t(4));
+        assertNull(refusedBatch(f, "t"), "a later error that is no refusal");
+        catalog.progress().recordError(f, "t", "normalize: ClickHouse refused batch 7: Code: 469.", t(5), t(6), 7L);
+        assertEquals(7L, refusedBatch(f, "t"));
+        catalog.progress().recordError(f, "t", "poll: BigQuery unreachable", t(7), t(8));
+        assertNull(refusedBatch(f, "t"), "the source's error replaced it");
+        catalog.progress().recordError(f, "t", "normalize: ClickHouse refused batch 7: Code: 469.", t(9), t(10), 7L);
+        assertTrue(catalog.progress().clearError(f, "t", "normalize:"));
+        assertNull(refusedBatch(f, "t"), "the episode ended");
+        catalog.progress().recordError(f, "t", "normalize: ClickHouse refused batch 7: Code: 469.", t(11), t(12), 7L);
+        try (Connection c = raw.getConnection(); Statement s = c.createStatement()) {
+            // an error written by another path (a Postgres table's copy error) moves last_error_at without the refusal
+            s.execute("UPDATE cdc_table_replication_state SET last_error = 'copy: failed', last_error_at = last_error_at"
+                    + " + interval '1 second' WHERE flow_name = 'refusals'");
+        }
+        assertNull(refusedBatch(f, "t"), "another writer's error");
+    }
+
+    private Long refusedBatch(String flow, String table) throws Exception {
+        try (Connection c = raw.getConnection()) {
+            return SinkLeases.lockForOperator(c, flow, table).orElseThrow().refusedBatchId();
+        }
+    }
+
+    /**
      * A Postgres table that is {@code errored} owns its error and its retry time: the sink's error episode on the
      * same row (ClickHouse refusing its loads) neither replaces them nor clears them. Before, a table that had left
      * the publication got the sink's retry time, and a copy task claimed it again (randomized run, seed 8604); and a

@@ -30,6 +30,14 @@ public final class ErrorEpisode {
         /** Records {@code error} (without the prefix) at {@code at}; {@code retryAt} is when the table is tried again. */
         void record(String error, Instant at, Instant retryAt);
 
+        /**
+         * As {@link #record(String, Instant, Instant)}; with {@code refusedBatchId}, the error is the destination
+         * refusing that batch's data, and is recorded as such. This default drops the batch.
+         */
+        default void record(String error, Instant at, Instant retryAt, Long refusedBatchId) {
+            record(error, at, retryAt);
+        }
+
         /** Clears the side's error; a failure here propagates (the success is then not a success yet). */
         void clear();
     }
@@ -76,9 +84,14 @@ public final class ErrorEpisode {
         return new ErrorRecord() {
             @Override
             public void record(String error, Instant at, Instant retryAt) {
+                record(error, at, retryAt, null);
+            }
+
+            @Override
+            public void record(String error, Instant at, Instant retryAt, Long refusedBatchId) {
                 Catalog c = catalog.get();
                 if (c != null) {
-                    c.progress().recordError(flow, table, prefix + error, at, retryAt);
+                    c.progress().recordError(flow, table, prefix + error, at, retryAt, refusedBatchId);
                 }
             }
 
@@ -116,6 +129,15 @@ public final class ErrorEpisode {
      * @return how long to wait before the next attempt, in milliseconds
      */
     public long failed(Throwable error) {
+        return failed(error, null);
+    }
+
+    /**
+     * {@link #failed(Throwable)}; with {@code refusedBatchId}, the error is the destination refusing that batch's data
+     * (not an outage or a wait), and the catalog records it as such ({@link ErrorRecord#record(String, Instant, Instant,
+     * Long)}).
+     */
+    public long failed(Throwable error, Long refusedBatchId) {
         long delay = backoff.failed();
         String message = describe(error);
         failures++;
@@ -128,7 +150,7 @@ public final class ErrorEpisode {
         }
         try {
             Instant now = clock.instant();
-            record.record(message, now, now.plusMillis(delay));
+            record.record(message, now, now.plusMillis(delay), refusedBatchId);
         } catch (RuntimeException catalogDown) {
             log.debug("{}: recording the error in the catalog failed: {}", what, catalogDown.toString());
         }

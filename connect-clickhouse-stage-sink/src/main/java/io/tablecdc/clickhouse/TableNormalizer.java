@@ -23,6 +23,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
+import io.tablecdc.clickhouse.destination.ClickHouseRefusals;
 import io.tablecdc.clickhouse.schema.StageColumn;
 import io.tablecdc.clickhouse.schema.StageSchema;
 import io.tablecdc.clickhouse.stage.StageStore;
@@ -122,6 +123,9 @@ final class TableNormalizer {
         this.owner = owner;
         this.lease = lease;
         this.leaseTimer = leaseTimer;
+        // an earlier task (before a restart or a rebalance) may have left the table's normalize error in the catalog:
+        // this loop's first success clears it (only a "normalize: " error), or the recovered table kept showing it
+        episode.errorLeftInCatalog();
     }
 
     /** Asks for a run soon (a batch was staged). Runs of one table never overlap. */
@@ -248,6 +252,9 @@ final class TableNormalizer {
             log.info("flow {}, table {}: batch {} was staged again while this run read it; reading the stage rows again",
                     key.flow(), key.table(), e.batchId);
             rerun.set(true);
+        } catch (BatchRefused e) {
+            inBackoff = true;
+            retryIn = episode.failed(e, e.batchId);
         } catch (Exception e) {
             inBackoff = true;
             retryIn = episode.failed(e);
@@ -399,7 +406,8 @@ final class TableNormalizer {
      */
     private List<Stage> group(List<Stage> stages, int from, Map<String, org.apache.avro.Schema> schemas) throws IOException {
         Stage first = stages.get(from);
-        if (push || batchesPerLoad == 1 || from + 1 >= stages.size() || first.files().isEmpty()) {
+        if (push || batchesPerLoad == 1 || from + 1 >= stages.size() || first.files().isEmpty()
+                || first.batchId() <= loadAloneThrough) {
             return List.of(first);
         }
         org.apache.avro.Schema schema = null;
@@ -534,8 +542,10 @@ final class TableNormalizer {
                     + " has rows with unchanged (TOAST) values, which only normalize.mode=pull fills in from the final table");
         }
         String token = token(key.flow(), key.table(), stage.batchId(), part, stage.files().size(), file.rows(), epoch) + attempt;
+        boolean loading = false;
         try {
             destination.ensureTable(key.table(), key.clickHouseTable(), columns);
+            loading = true;
             if (push) {
                 try (InputStream in = store.open(file.uri())) {
                     destination.loadPush(key.clickHouseTable(), columns, in, token);
@@ -549,6 +559,9 @@ final class TableNormalizer {
         } catch (Exception e) {
             // the table may have been altered or dropped behind the sink's back: read its columns again next time
             destination.forget(key.clickHouseTable());
+            if (loading && ClickHouseRefusals.refusesData(e)) {
+                throw new BatchRefused(stage.batchId(), e);
+            }
             throw e;
         }
     }
@@ -570,11 +583,22 @@ final class TableNormalizer {
         List<String> uris = uris(group);
         String token = groupToken(key.flow(), key.table(), group.get(0).batchId(), group.get(group.size() - 1).batchId(),
                 uris.size(), rows, epoch) + attempt;
+        boolean loading = false;
         try {
             destination.ensureTable(key.table(), key.clickHouseTable(), columns);
+            loading = true;
             destination.loadPull(key.clickHouseTable(), columns, store.pullSource(uris), token);
         } catch (Exception e) {
             destination.forget(key.clickHouseTable());
+            if (loading && ClickHouseRefusals.refusesData(e)) {
+                // which batch holds the refused data is not known: the next run loads these batches one at a time, so
+                // that a refusal names its batch (BatchRefused)
+                long lastBatchId = group.get(group.size() - 1).batchId();
+                loadAloneThrough = Math.max(loadAloneThrough, lastBatchId);
+                throw new IllegalStateException("ClickHouse refused the load of batches " + group.get(0).batchId() + " to "
+                        + lastBatchId + " together; the next attempt loads them one at a time: "
+                        + ErrorEpisode.describe(e), e);
+            }
             throw e;
         }
     }
@@ -605,6 +629,28 @@ final class TableNormalizer {
             return avro.getSchema();
         } catch (IOException e) {
             throw new IOException("stage file " + uri + " is not a readable Avro file: " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * Batches up to this id are loaded one at a time: ClickHouse refused a load of several batches together, and only a
+     * batch's own load tells which one it refuses.
+     */
+    private volatile long loadAloneThrough;
+
+    /**
+     * ClickHouse refused the data of one batch ({@link ClickHouseRefusals#refusesData}): recorded in the catalog as that
+     * batch's refusal, which {@code tablecdc-quarantine-batch} acts on.
+     */
+    static final class BatchRefused extends Exception {
+        private static final long serialVersionUID = 1L;
+        final long batchId;
+
+        BatchRefused(long batchId, Exception cause) {
+            // ClickHouse's own text, as for any other error (tablecdc-status shows its start); the batch is recorded
+            // in the catalog beside it
+            super(ErrorEpisode.describe(cause), cause);
+            this.batchId = batchId;
         }
     }
 

@@ -20,6 +20,7 @@ import org.junit.jupiter.api.Test;
 import com.clickhouse.client.api.Client;
 import com.clickhouse.client.api.query.GenericRecord;
 
+import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.flows.Headers;
 import io.tablecdc.e2e.flows.RecordProducer;
 import io.tablecdc.e2e.flows.SinkConfigs;
@@ -28,7 +29,10 @@ import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 
-/** The procedure "Reload one table into ClickHouse" of docs/operations.md, step by step, as an operator runs it. */
+/**
+ * The procedures "Reload one table into ClickHouse" and "A batch ClickHouse refuses" of docs/operations.md, step by step,
+ * as an operator runs them.
+ */
 class StageSinkReloadIT {
     private static final LocalStack stack = LocalStack.get();
     private static final String DB = "sink_reload_catalog";
@@ -173,6 +177,156 @@ class StageSinkReloadIT {
                     "the quarantined batch's stage file stays in the store: " + file);
         }
         rest.delete(connector);
+    }
+
+    /**
+     * A transient error is not a refusal: with ClickHouse unreachable (a proxy in front of it refuses connections) batch 2
+     * fails to load and the table's last error is the sink's normalize error; the command without --batch must set
+     * nothing aside (batch 2 is good) and say why, and batch 2 loads once ClickHouse is back.
+     */
+    @Test
+    void withClickHouseUnreachableTheCommandSetsNoBatchAside() throws Exception {
+        String flow = "flow-unreachable";
+        String table = "unreachable.t";
+        String topic = "sinkunreachable.t";
+        String connector = "sink-unreachable";
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        try (FaultProxy proxy = FaultProxy.start("quarantine-unreachable", clickhouseUri.getHost(), clickhouseUri.getPort())) {
+            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "unreachable");
+            config.put("topics", topic);
+            config.put("stage.local.dir", StackPaths.workDir("sink-unreachable-local").toString());
+            config.put("normalize.backoff.initial.ms", "500");
+            config.put("normalize.backoff.max.ms", "1000");
+            config.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            ConnectRestClient rest = stack.connect().rest();
+            rest.putConfig(connector, config);
+            rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+            try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+                producer.send(topic, key(1), row(1, "a"), Headers.of(flow, table, "c", 1, 1, true));
+            }
+            awaitCatalog(flow, table, "normalized_batch_id::text", "1", Duration.ofSeconds(60));
+
+            proxy.refuse();
+            try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+                producer.send(topic, key(2), row(2, "b"), Headers.of(flow, table, "c", 2, 2, true));
+            }
+            // batch 2 staged, its load failed at least twice on the outage
+            awaitCatalog(flow, table, "normalized_batch_id::text || '/' || (last_error LIKE 'normalize: %')::text"
+                    + " || '/' || (error_count >= 2)::text", "1/true/true", Duration.ofSeconds(60));
+            rest.stop(connector);
+            rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+
+            String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
+                    catalogUrl, "--flow", flow, "--table", table);
+            assertTrue(output != null && !output.contains("set aside in")
+                    && output.contains("flow " + flow + ", table " + table + " has no batch that ClickHouse refuses")
+                    && output.contains("its last error is not ClickHouse refusing a batch's data"), String.valueOf(output));
+            assertEquals("[]", quarantined(flow, table), "nothing set aside");
+            assertEquals("[2]", staged(flow, table), "batch 2 still waits to be loaded");
+
+            proxy.pass();
+            rest.resume(connector);
+            rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+            awaitCatalog(flow, table, "normalized_batch_id::text || '/' || coalesce(last_error, '-')", "2/-", Duration.ofSeconds(60));
+            assertEquals("[1=a, 2=b]", rowsOf("unreachable_t"));
+            rest.delete(connector);
+        }
+    }
+
+    /**
+     * Batches 2, 3 and 4 wait together (ClickHouse was unreachable while they were staged) and are loaded in one INSERT,
+     * which ClickHouse refuses for a constraint that row 3 violates. The sink loads them one at a time next and records
+     * batch 3 as refused; the command without --batch sets aside exactly batch 3 (not batch 2, the first staged), and
+     * batch 4 loads after it.
+     */
+    @Test
+    void aRefusedLoadOfSeveralBatchesSetsAsideTheBatchClickHouseRefuses() throws Exception {
+        String flow = "flow-refusedgroup";
+        String table = "refusedgroup.t";
+        String topic = "sinkrefusedgroup.t";
+        String connector = "sink-refusedgroup";
+        clickhouse.execute("DROP TABLE IF EXISTS refusedgroup_t").get().close();
+        clickhouse.execute("CREATE TABLE refusedgroup_t (id Int64, customer String, _tablecdc_version UInt128,"
+                + " _tablecdc_is_deleted UInt8, CONSTRAINT not_three CHECK id != 3)"
+                + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        try (FaultProxy proxy = FaultProxy.start("quarantine-refusedgroup", clickhouseUri.getHost(), clickhouseUri.getPort())) {
+            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "refusedgroup");
+            config.put("topics", topic);
+            config.put("stage.local.dir", StackPaths.workDir("sink-refusedgroup-local").toString());
+            config.put("normalize.backoff.initial.ms", "500");
+            config.put("normalize.backoff.max.ms", "1000");
+            config.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            ConnectRestClient rest = stack.connect().rest();
+            rest.putConfig(connector, config);
+            rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+            try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+                producer.send(topic, key(1), row(1, "a"), Headers.of(flow, table, "c", 1, 1, true));
+            }
+            awaitCatalog(flow, table, "normalized_batch_id::text", "1", Duration.ofSeconds(60));
+
+            proxy.refuse();
+            try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+                producer.send(topic, key(2), row(2, "b"), Headers.of(flow, table, "c", 2, 2, true));
+                producer.send(topic, key(3), row(3, "refused"), Headers.of(flow, table, "c", 3, 3, true));
+                producer.send(topic, key(4), row(4, "d"), Headers.of(flow, table, "c", 4, 4, true));
+            }
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (!"[2, 3, 4]".equals(staged(flow, table)) && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            assertEquals("[2, 3, 4]", staged(flow, table), "batches 2 to 4 wait together");
+            proxy.pass();
+            // ClickHouse refused the data at least three times in a row: the loads that follow change nothing any more
+            awaitCatalog(flow, table, "(last_error LIKE '%not_three%')::text || '/' || (error_count >= 3)::text",
+                    "true/true", Duration.ofSeconds(60));
+            rest.stop(connector);
+            rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+
+            String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
+                    catalogUrl, "--flow", flow, "--table", table);
+            assertTrue(output != null && output.contains("flow " + flow + ", table " + table + ": batch 3 (1 rows, 1 stage file)"
+                    + " set aside"), String.valueOf(output));
+            assertEquals("[3]", quarantined(flow, table), "exactly batch 3 set aside");
+            rest.resume(connector);
+            rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+            awaitCatalog(flow, table, "normalized_batch_id::text || '/' || coalesce(last_error, '-')", "4/-", Duration.ofSeconds(60));
+            assertEquals("[1=a, 2=b, 4=d]", rowsOf("refusedgroup_t"));
+            assertEquals("[3]", quarantined(flow, table));
+            rest.delete(connector);
+        }
+    }
+
+    private static String quarantined(String flow, String table) throws Exception {
+        return batchIds("cdc_table_quarantined_batch", flow, table);
+    }
+
+    private static String staged(String flow, String table) throws Exception {
+        return batchIds("cdc_table_avro_stage", flow, table);
+    }
+
+    private static String batchIds(String catalogTable, String flow, String table) throws Exception {
+        List<Long> ids = new ArrayList<>();
+        try (Connection c = stack.postgres().connect(DB);
+             PreparedStatement ps = c.prepareStatement("SELECT batch_id FROM \"" + catalogTable + "\""
+                     + " WHERE flow_name = ? AND source_table_identifier = ? ORDER BY batch_id")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (ResultSet rs = ps.executeQuery()) {
+                while (rs.next()) {
+                    ids.add(rs.getLong(1));
+                }
+            }
+        }
+        return ids.toString();
+    }
+
+    private static String rowsOf(String clickHouseTable) {
+        List<String> out = new ArrayList<>();
+        for (GenericRecord r : clickhouse.queryAll("SELECT id, customer FROM \"" + clickHouseTable + "\" FINAL ORDER BY id")) {
+            out.add(r.getLong("id") + "=" + r.getString("customer"));
+        }
+        return out.toString();
     }
 
     private static String rows() {

@@ -13,10 +13,12 @@ import io.tablecdc.catalog.TableProgress;
 /**
  * {@code tablecdc-quarantine-batch}: the way forward for a table whose next batch ClickHouse refuses (a value it
  * cannot take, a constraint it violates) and which therefore retries that batch for ever. With no sink task loading
- * the table, it moves the batch (the table's first staged one, or the one {@code --batch} names) from
+ * the table, it moves the batch (the one the sink recorded as refused, or the one {@code --batch} names) from
  * {@code cdc_table_avro_stage} to {@code cdc_table_quarantined_batch}, with its stage files, row counts and the table's
  * last error, and closes the table's error episode. Without {@code --batch} it acts only while the table's last error
- * is a refused load, so a repeated run never sets aside a second, good batch. The sink then loads the table's later batches; the quarantined
+ * is the sink's record that ClickHouse refused a batch's data ({@code refused_batch_id}, written by the normalize loop
+ * with that error), and then on exactly that batch: never after an outage, a timeout or a lease wait, and never twice,
+ * so a repeated run never sets aside a second, good batch. The sink then loads the table's later batches; the quarantined
  * batch's files stay in the stage store (the sink never deletes them), and {@code tablecdc-status} lists the batch.
  * Runs {@link Stages#quarantine} on one plain JDBC connection, like {@link StatusCommand}.
  */
@@ -24,16 +26,19 @@ public final class QuarantineBatchCommand {
     private static final String NAME = "tablecdc-quarantine-batch";
     private static final String USAGE = TableCommand.usage("tablecdc-quarantine-batch", "--flow FLOW --table TABLE [--batch BATCH_ID]",
             "",
-            "Sets aside the staged batch of one table that ClickHouse refuses (by default the table's first staged",
-            "batch, the one its sink retries), so that the sink loads the batches after it. Its stage files stay",
-            "where they are and are listed in the catalog (cdc_table_quarantined_batch) and by tablecdc-status.",
+            "Sets aside the staged batch of one table that ClickHouse refuses, so that the sink loads the batches",
+            "after it. Without --batch, only the batch the sink recorded as refused by ClickHouse (a server error",
+            "about its data), and only while that refusal is the table's last error; after an outage, a timeout or",
+            "a wait for another sink task nothing is set aside. --batch sets that batch aside whatever the error.",
+            "Its stage files stay where they are and are listed in the catalog (cdc_table_quarantined_batch) and",
+            "by tablecdc-status.",
             "Stop the sink first, or run it while the table waits for its next retry; resume the sink after it",
             "(docs/operations.md, \"A batch ClickHouse refuses\"). Connection options as for tablecdc-status.",
             "",
-            "exit status: 0 set aside, 1 catalog unreachable, no such table or batch, or a sink still loads it,",
-            "2 bad arguments");
+            "exit status: 0 set aside, 1 catalog unreachable, no such table or batch, no refused batch, or a sink",
+            "still loads it, 2 bad arguments");
 
-    /** The prefix of the errors the sink's normalize loop records: a batch ClickHouse refused. */
+    /** The prefix of the errors the sink's normalize loop records. */
     private static final String NORMALIZE_ERROR_PREFIX = "normalize: ";
 
     private QuarantineBatchCommand() {
@@ -55,12 +60,21 @@ public final class QuarantineBatchCommand {
             return Optional.empty();
         }
         String error = locked.get().lastError();
-        if (batch == null && (error == null || !error.startsWith(NORMALIZE_ERROR_PREFIX))) {
-            // the refused batch was set aside already (a repeated run), or nothing is refused: never guess another one
-            err.println(NAME + ": flow " + flow + ", table " + table + " has no batch that ClickHouse refuses (its sink"
-                    + " records no load error" + (error == null ? "" : "; its last error is: " + error) + "), so no batch is"
-                    + " set aside; name a batch with --batch to set it aside anyway");
+        Long refused = locked.get().refusedBatchId();
+        if (batch == null && refused == null) {
+            // no refusal recorded as the last error: the refused batch was set aside already (a repeated run), the
+            // last error is an outage, a timeout or a wait the sink gets over by retrying, or nothing failed; any batch
+            // set aside now would be a good one, so never guess
+            err.println(NAME + ": flow " + flow + ", table " + table + " has no batch that ClickHouse refuses, so no batch"
+                    + " is set aside: " + (error == null ? "its sink records no error"
+                    : "its last error is not ClickHouse refusing a batch's data but: " + error + (error.startsWith(NORMALIZE_ERROR_PREFIX)
+                    ? " (an outage, a timeout or a wait for another sink task passes, and the sink then loads the batch;"
+                    + " a batch ClickHouse refuses is recorded at the sink's next attempt: resume it and run this again"
+                    + " if the error stays)" : "")) + "; name a batch with --batch to set it aside anyway");
             return Optional.empty();
+        }
+        if (batch == null) {
+            batch = refused;
         }
         Optional<Stages.QuarantinedBatch> moved = Stages.quarantine(c, flow, table, locked.get().normalizedBatchId(),
                 batch, error);
