@@ -33,6 +33,8 @@ class StatusCommandTest {
 
     private static EmbeddedPostgres postgres;
     private static String url;
+    /** When the fixture's times were taken (the lag is measured from them). */
+    private static Instant fixtureWrittenAt;
 
     @BeforeAll
     static void start() throws Exception {
@@ -50,6 +52,7 @@ class StatusCommandTest {
         CatalogMigrations.migrate(postgres.getDatabase("postgres", "catalog"));
         Catalog catalog = new Catalog(postgres.getDatabase("postgres", "catalog"));
         Instant now = Instant.now();
+        fixtureWrittenAt = now;
 
         catalog.flows().registerFlow("bq_shop", FlowIdentity.ofKind("bigquery_query_cdc"), null);
         catalog.progress().initTable("bq_shop", "proj.shop.orders");
@@ -131,7 +134,13 @@ class StatusCommandTest {
         assertTrue(json.contains("\"inserts\":900,\"updates\":80,\"deletes\":20,\"clamped_values\":7"), json);
         assertTrue(json.contains("\"paused_reason\":\"normalize_buffer_full\""), json);
         assertTrue(json.contains("permission\\nsecond line"), "newlines escaped: " + json);
-        assertTrue(json.matches(".*\"lag_ms\":9\\d{4},.*"), json);
+        // the first row arrived 95 s before the fixture was written, and the command ran some seconds later (a loaded
+        // machine took 7 s between the two): at least 95 s, and no more than the time since then
+        java.util.regex.Matcher lag = java.util.regex.Pattern.compile("\"lag_ms\":(\\d+),").matcher(json);
+        assertTrue(lag.find(), json);
+        long lagMs = Long.parseLong(lag.group(1));
+        long since = java.time.Duration.between(fixtureWrittenAt, java.time.Instant.now()).toMillis();
+        assertTrue(lagMs >= 95_000 && lagMs <= 95_000 + since, lagMs + " ms, fixture written " + since + " ms ago: " + json);
         System.out.println(json);
     }
 
