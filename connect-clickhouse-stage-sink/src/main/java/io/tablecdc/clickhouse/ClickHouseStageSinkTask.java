@@ -99,6 +99,13 @@ public class ClickHouseStageSinkTask extends SinkTask {
      */
     private boolean inBlock;
     private TableStager closeAfterBlock;
+    /** Topics of assigned partitions whose staged batches were not looked up yet ({@link #scanStaged}). */
+    private final Set<String> unscannedTopics = new HashSet<>();
+    private long scanRetryAtMs;
+    private long rescanAtMs;
+    private int scanFailures;
+    static final long SCAN_RETRY_MS = 2_000;
+    static final long RESCAN_MS = 30_000;
     /** The kind of error episode an upload reports in the table's metrics. */
     static final String STAGE_EPISODE = "stage";
     /** Marks the upload's errors in the table's shared error (the source and the normalize loop mark their own). */
@@ -203,6 +210,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             throw new RetriableException("sink " + connectorName + ": the catalog cannot be reached yet");
         }
         retryPendingUploads(now);
+        scanStaged(now);
         Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
             TopicPartition tp = OriginalPartition.of(record);
@@ -785,18 +793,71 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.warn("sink {}: resuming reassigned partitions {} failed: {}", connectorName, partitions, e.toString());
             }
         }
-        Set<String> topics = new HashSet<>();
-        partitions.forEach(tp -> topics.add(tp.topic()));
-        if (topics.isEmpty() || catalog == null) {
-            // without a catalog yet: the loops start when the tables' records arrive
+        partitions.forEach(tp -> unscannedTopics.add(tp.topic()));
+        scanStaged(System.currentTimeMillis());
+    }
+
+    /**
+     * Starts (or wakes) the normalize loops of the assigned tables that have staged batches: those of newly assigned
+     * partitions until one lookup of them succeeded (retried from {@link #put} every {@value #SCAN_RETRY_MS} ms while
+     * the catalog does not answer), and every {@value #RESCAN_MS} ms those of every assigned partition. A table whose
+     * source sends nothing more (a detached Postgres table, a quiet one, a BigQuery table at its
+     * {@code max.unnormalized.batches}) has no record to start its loop: without this, its batches staged before a
+     * restart or rebalance during a catalog outage were never loaded, and its source waited for them for ever.
+     */
+    private void scanStaged(long now) {
+        if (catalog == null) {
             return;
         }
+        Set<String> topics;
+        if (!unscannedTopics.isEmpty()) {
+            if (now < scanRetryAtMs) {
+                return;
+            }
+            topics = new HashSet<>(unscannedTopics);
+        } else if (now >= rescanAtMs) {
+            topics = new HashSet<>();
+            try {
+                context.assignment().forEach(tp -> topics.add(tp.topic()));
+            } catch (RuntimeException e) {
+                return;
+            }
+        } else {
+            return;
+        }
+        if (topics.isEmpty()) {
+            rescanAtMs = now + RESCAN_MS;
+            return;
+        }
+        List<String[]> rows;
         try {
-            for (String[] row : catalog.stages().tablesWithStages(connectorName, topics)) {
-                TableKey key = tableKey(row[0], row[1], row[2]);
-                if (collisions.containsKey(key)) {
-                    continue;
-                }
+            rows = catalog.stages().tablesWithStages(connectorName, topics);
+        } catch (RuntimeException e) {
+            scanRetryAtMs = now + SCAN_RETRY_MS;
+            if (unscannedTopics.isEmpty()) {
+                rescanAtMs = now + SCAN_RETRY_MS;
+            }
+            if (scanFailures++ == 0) {
+                log.warn("sink {}: looking up the staged batches of topics {} failed ({}); tried again every {} ms until"
+                        + " it succeeds", connectorName, topics, e.getMessage(), SCAN_RETRY_MS);
+            } else {
+                log.debug("sink {}: looking up staged batches failed again: {}", connectorName, e.getMessage());
+            }
+            return;
+        }
+        if (scanFailures > 0) {
+            log.info("sink {}: the staged batches of topics {} were looked up after {} failed attempt(s)", connectorName,
+                    topics, scanFailures);
+            scanFailures = 0;
+        }
+        unscannedTopics.removeAll(topics);
+        rescanAtMs = now + RESCAN_MS;
+        for (String[] row : rows) {
+            TableKey key = tableKey(row[0], row[1], row[2]);
+            if (collisions.containsKey(key)) {
+                continue;
+            }
+            try {
                 // the staged batches are loaded into the table this task's settings name now: the same claim as for
                 // new records (a changed table.name.format must not load a backlog into another ClickHouse table)
                 Optional<DestinationRefusal> refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key));
@@ -804,12 +865,20 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     refuseDestination(key, refusal.get(), new TopicPartition(row[2], 0));
                     continue;
                 }
-                log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName, key.flow(), key.table());
-                loops.of(key);
+            } catch (RuntimeException e) {
+                // the loop is not started without the claim: looked up again at the next scan
+                unscannedTopics.add(row[2]);
+                scanRetryAtMs = now + SCAN_RETRY_MS;
+                log.debug("sink {}: claiming the destination of {} failed: {}", connectorName, key, e.toString());
+                continue;
             }
-        } catch (RuntimeException e) {
-            // not fatal: the loops also start when the tables' next records arrive
-            log.warn("sink {}: looking up staged batches of partitions {} failed: {}", connectorName, partitions, e.getMessage());
+            if (!loops.has(key)) {
+                log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName,
+                        key.flow(), key.table());
+            }
+            // a loop started now runs at once; a running one is asked for another run (a loop in its error backoff
+            // keeps to its backoff)
+            loops.of(key).wake();
         }
     }
 
@@ -824,6 +893,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 affected.add(key);
             }
             nextOffsets.remove(tp);
+            unscannedTopics.remove(tp.topic());
         }
         for (TableKey key : affected) {
             TableStager stager = stagers.remove(key);

@@ -87,6 +87,11 @@ final class NormalizeLoops {
         });
     }
 
+    /** Whether the table has a normalize loop on this task. */
+    boolean has(TableKey key) {
+        return normalizers.containsKey(key);
+    }
+
     /**
      * Holds the table, whose staged batches ({@code pending}, as the caller read them) fill its buffer; the caller
      * pauses its partitions, and {@link #releaseDrained} resumes them. The hold begins whatever the count is by now:

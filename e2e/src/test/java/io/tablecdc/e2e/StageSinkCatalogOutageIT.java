@@ -96,6 +96,66 @@ class StageSinkCatalogOutageIT {
     }
 
     /**
+     * Batches staged before a restart whose start met a catalog outage, of a table that sends nothing more (a detached
+     * Postgres table, a BigQuery table at its {@code max.unnormalized.batches}, a quiet producer): nothing but a scan of
+     * the catalog starts their normalize loop. Before: {@code open()} looked them up once and gave up without a
+     * catalog, and the loops started only with a table's next record, so the batch stayed staged for good (and a
+     * source waiting for it waited for ever). Now the lookup is retried until it succeeds, and repeated every 30 s.
+     */
+    @Test
+    void aBatchStagedBeforeARestartDuringACatalogOutageLoadsWithoutANewRecord() throws Exception {
+        String flow = "flow-stranded";
+        String topic = "sinkstranded.t";
+        String connector = "sink-stranded";
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        try (FaultProxy proxy = FaultProxy.start("stranded-clickhouse", clickhouseUri.getHost(), clickhouseUri.getPort())) {
+            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "stranded");
+            config.put("topics", topic);
+            config.put("catalog.user", ROLE);
+            config.put("catalog.password", "outage-pw");
+            config.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            config.put("stage.local.dir", StackPaths.workDir("sink-stranded-local").toString());
+            ConnectRestClient rest = stack.connect().rest();
+            try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+                producer.send(topic, new Struct(KEY).put("id", 1L), new Struct(VALUE).put("id", 1L),
+                        Headers.of(flow, "stranded.t", "c", 1, 1, true));
+                rest.putConfig(connector, config);
+                rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
+                awaitCount(1, "stranded_t", Duration.ofSeconds(60));
+                // ClickHouse refuses: batch 2 is staged and not loaded
+                proxy.refuse();
+                producer.send(topic, new Struct(KEY).put("id", 2L), new Struct(VALUE).put("id", 2L),
+                        Headers.of(flow, "stranded.t", "c", 2, 2, true));
+            }
+            PgChecks.awaitTrue(() -> stagedBatches(flow, "stranded.t") == 1, Duration.ofSeconds(60),
+                    "batch 2 was never staged");
+            // the sink restarts while the catalog refuses its role; no record arrives after it
+            connectionLimit(0);
+            rest.restart(connector, true, false);
+            Thread.sleep(5_000);
+            proxy.pass();
+            connectionLimit(-1);
+            awaitCount(2, "stranded_t", Duration.ofSeconds(90));
+            PgChecks.awaitTrue(() -> stagedBatches(flow, "stranded.t") == 0, Duration.ofSeconds(30),
+                    "batch 2's stage row stayed after its load");
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states(connector));
+            rest.delete(connector);
+        }
+    }
+
+    private static long stagedBatches(String flow, String table) throws Exception {
+        try (Connection c = stack.postgres().connect(DB); java.sql.PreparedStatement ps = c.prepareStatement(
+                "SELECT count(*) FROM cdc_table_avro_stage WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return rs.getLong(1);
+            }
+        }
+    }
+
+    /**
      * The catalog goes away between a start's first connection and its schema check (found by a randomized run,
      * seed 6019, where it ended the sink task for good): the probe connection succeeds, the migration's connection is
      * refused. That is an outage (the task waits and retries), not a broken schema; once the catalog is back the
@@ -120,11 +180,15 @@ class StageSinkCatalogOutageIT {
     }
 
     private static void awaitCount(long expected, Duration timeout) throws InterruptedException {
+        awaitCount(expected, "outage_t", timeout);
+    }
+
+    private static void awaitCount(long expected, String table, Duration timeout) throws InterruptedException {
         long deadline = System.nanoTime() + timeout.toNanos();
         String last = null;
         while (System.nanoTime() < deadline) {
             try {
-                long n = clickhouse.queryAll("SELECT count() AS n FROM outage_t FINAL").get(0).getLong("n");
+                long n = clickhouse.queryAll("SELECT count() AS n FROM " + table + " FINAL").get(0).getLong("n");
                 if (n == expected) {
                     return;
                 }
@@ -134,6 +198,6 @@ class StageSinkCatalogOutageIT {
             }
             Thread.sleep(300);
         }
-        throw new AssertionError("outage_t never had " + expected + " rows; last " + last);
+        throw new AssertionError(table + " never had " + expected + " rows; last " + last);
     }
 }
