@@ -42,7 +42,8 @@ public final class Stages {
      * stored for it. A batch that is only a truncate has no file: its row is stored all the same, so that it is
      * normalized in batch order. May be called again after a crash.
      *
-     * @return true if the stage row exists after the call, false if the batch was already normalized
+     * @return true if the batch's stage row names {@code stage}'s files after the call, false if the batch was already
+     *         normalized (from other files)
      */
     public boolean upsertStage(String flow, String table, Stage stage) {
         Objects.requireNonNull(stage, "stage");
@@ -64,8 +65,10 @@ public final class Stages {
                     + " deletes = EXCLUDED.deletes, clamped_values = EXCLUDED.clamped_values",
                     flow, table, stage.batchId(), stage.truncateBefore(), files.uris(), files.rows(), files.bytes(), stage.rows(),
                     counts.inserts(), counts.updates(), counts.deletes(), counts.clampedValues(), flow, table, stage.batchId()) == 1
-                    // nothing written: either the same row is already there, or the batch is already normalized
-                    || readStages(c, flow, table, stage.batchId(), stage.batchId()).size() == 1;
+                    // nothing written: the batch is normalized already; its row, not deleted yet, may name these files
+                    // (this call repeated after its answer was lost) or others (loaded: these are not stored)
+                    || readStages(c, flow, table, stage.batchId(), stage.batchId()).stream()
+                            .anyMatch(st -> st.files().equals(stage.files()));
         });
     }
 

@@ -413,8 +413,16 @@ class CatalogTest {
                 "the replaced stage row is still there");
         assertEquals(0, table(f, tb).normalizedBatchId(), "the load of the replaced files is not recorded");
 
-        // the next run loads the new files: that load is recorded and removes the row
-        recordLoad(f, tb, catalog.stages().listStages(f, tb));
+        // the next run loads the new files and records that load; a copy staged after the record is not stored (the
+        // batch is normalized), also while the loaded row is still there
+        Stage reloaded = catalog.stages().listStages(f, tb).get(0);
+        assertEquals(0, catalog.stages().recordLoaded(f, tb, List.of(reloaded), reloaded.counts(), t(1)));
+        Stage later = new Stage(1, List.of(new StageFile("s3://b/t/1/c-0.avro", 6, 60)), 6, new RowCounts(6, 0, 0));
+        assertFalse(catalog.stages().upsertStage(f, tb, later), "a copy staged after the load was recorded is not stored");
+        assertEquals(larger.files(), catalog.stages().getStage(f, tb, 1).map(Stage::files).orElse(List.of()));
+        assertEquals(0, catalog.stages().recordLoaded(f, tb, List.of(reloaded), reloaded.counts(), t(1)),
+                "recorded again after a crash: nothing added");
+        assertTrue(catalog.stages().deleteStage(f, tb, 1, reloaded.files()));
         assertEquals(List.of(), catalog.stages().listStages(f, tb));
         assertEquals(1, table(f, tb).normalizedBatchId());
         assertEquals(5, table(f, tb).normalizedCounts().inserts());
