@@ -41,7 +41,7 @@ import io.tablecdc.common.metrics.TableMetrics;
  * only; other tables keep normalizing.
  *
  * <p>For each batch: every file is loaded with its deduplication token ({@link #token}), the rows ClickHouse reports
- * written are checked against the rows staged (a glob that left out a missing file fails the step), then the
+ * written are checked against the rows staged (files that hold fewer rows fail the step), then the
  * normalized batch id is raised with the batch's counts, in one catalog transaction that also checks that the batch's
  * stage row still names the files just loaded ({@code Stages.recordLoaded}; a batch the sink staged again meanwhile is
  * not recorded and its new files are loaded by the next run), and only then are the files and the stage row (while it
@@ -91,7 +91,7 @@ final class TableNormalizer {
     private volatile boolean leaseLost;
     private volatile ScheduledFuture<?> next;
     /**
-     * Set when a group load wrote fewer rows than staged (a file left out of its glob), until a load is recorded: the
+     * Set when a group load wrote fewer rows than staged (its files held fewer), until a load is recorded: the
      * rows it did write carry the group's token, so the same group loaded again under that token would be taken for a
      * repeat and skipped; its next loads use a token of their own (a group is of a keyed table: rows written twice are
      * one row in {@code FINAL}). Kept in memory: a restart loads under the group's token again.
@@ -598,10 +598,11 @@ final class TableNormalizer {
 
     /**
      * After a pull load of {@code staged} rows of {@code group}: ClickHouse reports {@code written} rows. Fewer is
-     * either a repeat that its token deduplicated (ClickHouse may count those rows as written or not) or a stage file
-     * left out of the read: a glob names several files and reads those that exist, so a file deleted after
-     * {@link #requirePresent} is silently missing. The files are counted again to tell the two apart; a batch staged
-     * again meanwhile starts the run over, any other shortfall fails the step, and nothing is recorded as loaded.
+     * either a repeat that its token deduplicated (ClickHouse may count those rows as written or not; ClickHouse 26.5
+     * counts them) or stage files that hold fewer rows than staged: an object overwritten, or a file deleted after
+     * {@link #requirePresent} and left out of a glob by a server that lists it (26.5 fails on the missing key instead).
+     * The files are counted again to tell the two apart; a batch staged again meanwhile starts the run over, any other
+     * shortfall fails the step, and nothing is recorded as loaded.
      */
     private void requireAllWritten(List<Stage> group, long written, long staged, StageStore.PullSource source)
             throws Exception {
