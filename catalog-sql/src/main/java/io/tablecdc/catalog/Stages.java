@@ -42,38 +42,34 @@ public final class Stages {
      * stored for it. A batch that is only a truncate has no file: its row is stored all the same, so that it is
      * normalized in batch order. May be called again after a crash.
      *
-     * @return true if the stage row exists after the call, false if the batch was already normalized
+     * @return true if the batch's stage row names {@code stage}'s files after the call, false if the batch was already
+     *         normalized (from other files)
      */
     public boolean upsertStage(String flow, String table, Stage stage) {
         Objects.requireNonNull(stage, "stage");
-        int n = stage.files().size();
-        String[] uris = new String[n];
-        Long[] rows = new Long[n];
-        Long[] bytes = new Long[n];
-        for (int i = 0; i < n; i++) {
-            StageFile f = stage.files().get(i);
-            uris[i] = f.uri();
-            rows[i] = f.rows();
-            bytes[i] = f.bytes();
-        }
+        Manifest files = Manifest.of(stage.files());
         RowCounts counts = stage.counts();
-        return db.onTable("upsertStage", flow, table, c -> update(c, "INSERT INTO " + STAGE + " AS st"
-                + " (flow_name, source_table_identifier, batch_id, truncate_before, avro_files, rows, inserts, updates,"
-                + "  deletes, clamped_values)"
-                + " SELECT ?, ?, ?, ?, COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
-                + "   'bytes', f.bytes) ORDER BY f.ord)"
-                + "   FROM unnest(?::text[], ?::int8[], ?::int8[]) WITH ORDINALITY AS f(uri, rows, bytes, ord)),"
-                + "   '[]'::jsonb), ?, ?, ?, ?, ?"
-                + " WHERE NOT EXISTS (SELECT 1 FROM " + STATE + " s WHERE s.flow_name = ?"
-                + "   AND s.source_table_identifier = ? AND s.normalized_batch_id >= ?)"
-                + " ON CONFLICT (flow_name, source_table_identifier, batch_id) DO UPDATE SET"
-                + " truncate_before = EXCLUDED.truncate_before, avro_files = EXCLUDED.avro_files,"
-                + " rows = EXCLUDED.rows, inserts = EXCLUDED.inserts, updates = EXCLUDED.updates,"
-                + " deletes = EXCLUDED.deletes, clamped_values = EXCLUDED.clamped_values",
-                flow, table, stage.batchId(), stage.truncateBefore(), uris, rows, bytes, stage.rows(), counts.inserts(),
-                counts.updates(), counts.deletes(), counts.clampedValues(), flow, table, stage.batchId()) == 1
-                // nothing written: either the same row is already there, or the batch is already normalized
-                || readStages(c, flow, table, stage.batchId(), stage.batchId()).size() == 1);
+        Sql.requireName("upsertStage", "table", table);
+        return db.inTransaction("upsertStage", flow, c -> {
+            // serialized with recordLoaded: a batch recorded as loaded meanwhile is seen here, and nothing is stored
+            lockState(c, flow, table, "SHARE");
+            return update(c, "INSERT INTO " + STAGE + " AS st"
+                    + " (flow_name, source_table_identifier, batch_id, truncate_before, avro_files, rows, inserts, updates,"
+                    + "  deletes, clamped_values)"
+                    + " SELECT ?, ?, ?, ?, " + Manifest.JSON + ", ?, ?, ?, ?, ?"
+                    + " WHERE NOT EXISTS (SELECT 1 FROM " + STATE + " s WHERE s.flow_name = ?"
+                    + "   AND s.source_table_identifier = ? AND s.normalized_batch_id >= ?)"
+                    + " ON CONFLICT (flow_name, source_table_identifier, batch_id) DO UPDATE SET"
+                    + " truncate_before = EXCLUDED.truncate_before, avro_files = EXCLUDED.avro_files,"
+                    + " rows = EXCLUDED.rows, inserts = EXCLUDED.inserts, updates = EXCLUDED.updates,"
+                    + " deletes = EXCLUDED.deletes, clamped_values = EXCLUDED.clamped_values",
+                    flow, table, stage.batchId(), stage.truncateBefore(), files.uris(), files.rows(), files.bytes(), stage.rows(),
+                    counts.inserts(), counts.updates(), counts.deletes(), counts.clampedValues(), flow, table, stage.batchId()) == 1
+                    // nothing written: the batch is normalized already; its row, not deleted yet, may name these files
+                    // (this call repeated after its answer was lost) or others (loaded: these are not stored)
+                    || readStages(c, flow, table, stage.batchId(), stage.batchId()).stream()
+                            .anyMatch(st -> st.files().equals(stage.files()));
+        });
     }
 
     /** The stage of one batch, if it is staged and not yet normalized. Read-only. */
@@ -95,8 +91,8 @@ public final class Stages {
     }
 
     /**
-     * Deletes the stage row of one batch (after its files were loaded and removed). May be called again after a
-     * crash.
+     * Deletes the stage row of one batch whatever files it names. May be called again after a crash. The sink's
+     * normalize uses {@link #deleteStage(String, String, long, List)}, which keeps a row staged again meanwhile.
      *
      * @return true if a row was deleted now
      */
@@ -104,6 +100,99 @@ public final class Stages {
         requireBatchId(batchId);
         return db.onTable("deleteStage", flow, table, c -> update(c, "DELETE FROM " + STAGE
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = ?", flow, table, batchId) == 1);
+    }
+
+    /**
+     * Deletes the stage row of one batch only while it names exactly {@code files} (those a normalize run loaded and
+     * removed): a row that the sink replaced meanwhile (the batch staged again under other files) stays, for the next
+     * run to load. May be called again after a crash.
+     *
+     * @return true if a row was deleted now
+     */
+    public boolean deleteStage(String flow, String table, long batchId, List<StageFile> files) {
+        requireBatchId(batchId);
+        Manifest manifest = Manifest.of(files);
+        return db.onTable("deleteStage", flow, table, c -> update(c, "DELETE FROM " + STAGE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND batch_id = ? AND avro_files = "
+                + Manifest.JSON, flow, table, batchId, manifest.uris(), manifest.rows(), manifest.bytes()) == 1);
+    }
+
+    /**
+     * Records that the batches {@code loaded} (stage rows as a normalize run read them, in batch order, their files now
+     * loaded) are normalized: in one transaction, and only if every one of their stage rows still names the same files,
+     * rows and truncate, the table's normalized batch id is raised to the last of them with {@code counts}
+     * ({@link TableProgress#recordNormalize}). If the sink staged one of them again meanwhile (other files), nothing is
+     * recorded: the run loaded files the catalog no longer names, and the next run loads the batch's new files. The
+     * table's state row is locked first, as {@link #upsertStage} locks it, so a batch is either staged again before the
+     * record (which then refuses) or after it (the upsert then stores nothing: the batch is normalized). The stage rows
+     * are not deleted here: the caller removes the files, then the rows ({@link #deleteStage(String, String, long, List)}).
+     * May be called again after a crash.
+     *
+     * @return 0 when recorded (or recorded already); otherwise the first batch of {@code loaded} whose stage row changed
+     *         or is gone, and nothing was written
+     */
+    public long recordLoaded(String flow, String table, List<Stage> loaded, RowCounts counts, Instant at) {
+        Objects.requireNonNull(counts, "counts");
+        Objects.requireNonNull(at, "at");
+        if (loaded.isEmpty()) {
+            throw new IllegalArgumentException("no batch loaded");
+        }
+        Sql.requireName("recordLoaded", "table", table);
+        long first = loaded.get(0).batchId();
+        long last = loaded.get(loaded.size() - 1).batchId();
+        return db.inTransaction("recordLoaded", flow, c -> {
+            long normalized = lockState(c, flow, table, "UPDATE");
+            list(c, "SELECT batch_id FROM " + STAGE + " WHERE flow_name = ? AND source_table_identifier = ?"
+                    + " AND batch_id BETWEEN ? AND ? FOR UPDATE", rs -> null, flow, table, first, last);
+            Map<Long, Stage> now = new LinkedHashMap<>();
+            for (Stage stage : readStages(c, flow, table, first, last)) {
+                now.put(stage.batchId(), stage);
+            }
+            for (Stage stage : loaded) {
+                Stage current = now.get(stage.batchId());
+                if (current == null && stage.batchId() <= normalized) {
+                    continue; // recorded and removed by an earlier call (a repeat after a crash)
+                }
+                if (current == null || !current.files().equals(stage.files()) || current.rows() != stage.rows()
+                        || current.truncateBefore() != stage.truncateBefore()) {
+                    return stage.batchId();
+                }
+            }
+            TableProgress.recordNormalize(c, flow, table, last, counts, at);
+            return 0L;
+        });
+    }
+
+    /**
+     * Locks the table's state row ({@code FOR SHARE} or {@code FOR UPDATE}) on the caller's transaction; returns its
+     * normalized batch id, 0 when the table has no state row yet.
+     */
+    private static long lockState(Connection c, String flow, String table, String mode) throws SQLException {
+        return first(c, "SELECT normalized_batch_id FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ?"
+                + " FOR " + ("SHARE".equals(mode) ? "SHARE" : "UPDATE"), rs -> rs.getLong(1), flow, table).orElse(0L);
+    }
+
+    /** A stage's files as the three arrays {@link #JSON} binds into its {@code avro_files} value. */
+    private record Manifest(String[] uris, Long[] rows, Long[] bytes) {
+        /** The {@code avro_files} jsonb of the three arrays bound after it (uris, rows, bytes), {@code []} for none. */
+        static final String JSON = "COALESCE((SELECT jsonb_agg(jsonb_build_object('uri', f.uri, 'rows', f.rows,"
+                + "   'bytes', f.bytes) ORDER BY f.ord)"
+                + "   FROM unnest(?::text[], ?::int8[], ?::int8[]) WITH ORDINALITY AS f(uri, rows, bytes, ord)),"
+                + "   '[]'::jsonb)";
+
+        static Manifest of(List<StageFile> files) {
+            int n = files.size();
+            String[] uris = new String[n];
+            Long[] rows = new Long[n];
+            Long[] bytes = new Long[n];
+            for (int i = 0; i < n; i++) {
+                StageFile f = files.get(i);
+                uris[i] = f.uri();
+                rows[i] = f.rows();
+                bytes[i] = f.bytes();
+            }
+            return new Manifest(uris, rows, bytes);
+        }
     }
 
     /**

@@ -145,8 +145,14 @@ public final class TableProgress {
         Objects.requireNonNull(counts, "counts");
         Objects.requireNonNull(at, "at");
         requireBatchId(batchId);
+        return db.onTable("recordNormalize", flow, table, c -> recordNormalize(c, flow, table, batchId, counts, at) == 1);
+    }
+
+    /** {@link #recordNormalize(String, String, long, RowCounts, Instant)} on the caller's connection; 1 if the id rose. */
+    static int recordNormalize(Connection c, String flow, String table, long batchId, RowCounts counts, Instant at)
+            throws SQLException {
         String caughtUp = "EXCLUDED.normalized_batch_id >= s.synced_batch_id";
-        return db.onTable("recordNormalize", flow, table, c -> update(c, "INSERT INTO " + STATE + " AS s"
+        return update(c, "INSERT INTO " + STATE + " AS s"
                 + " (flow_name, source_table_identifier, normalized_batch_id, inserts_count, updates_count,"
                 + " deletes_count, last_normalized_at, clamped_values_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
@@ -162,7 +168,7 @@ public final class TableProgress {
                 + "   ELSE s.first_row_commit_time END"
                 + " WHERE EXCLUDED.normalized_batch_id > s.normalized_batch_id",
                 flow, table, batchId, counts.inserts(), counts.updates(), counts.deletes(), at,
-                counts.clampedValues()) == 1);
+                counts.clampedValues());
     }
 
     // ---------------------------------------------------------------- query CDC: rewinds and the watermark zone

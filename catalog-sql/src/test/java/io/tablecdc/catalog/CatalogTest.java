@@ -154,6 +154,9 @@ class CatalogTest {
                 new Step("clearError", c -> c.progress().clearError(f, q), true),
                 new Step("recordNormalize", c -> c.progress().recordNormalize(f, q, 1, new RowCounts(7, 2, 1), t(7)), true),
                 new Step("deleteStage", c -> c.stages().deleteStage(f, q, 1), true),
+                new Step("recordLoaded", c -> c.stages().recordLoaded(f, q, List.of(truncateOnly), RowCounts.ZERO, t(8)),
+                        true),
+                new Step("deleteStage (the files loaded)", c -> c.stages().deleteStage(f, q, 2, truncateOnly.files()), true),
                 new Step("initTable (pending)", c -> c.progress().initTable(f, p, Phase.PENDING), true),
                 new Step("markReady (from pending)", c -> c.phases().markReady(f, p, "0/16B3748"), true),
                 new Step("setPending", c -> c.phases().setPending(f, p), true),
@@ -422,6 +425,54 @@ class CatalogTest {
         // the sink re-read batch 1 after a crash: it is loaded already, so no stage row comes back
         assertFalse(catalog.stages().upsertStage(f, tb, one));
         assertEquals(Optional.empty(), catalog.stages().getStage(f, tb, 1));
+    }
+
+    /**
+     * A normalize run read batch 1's stage row and loaded its file; before it recorded the load, the sink staged the
+     * batch again with more rows under other files (a larger copy delivered again). Recording the load must neither
+     * raise the normalized id over the new row nor delete it: the next run loads the new files.
+     */
+    @Test
+    void aStageRowReplacedDuringItsLoadIsNeitherRecordedNorDeletedByThatLoad() {
+        String f = "restaged-during-load";
+        String tb = "ds.t";
+        catalog.progress().initTable(f, tb);
+        Stage read = new Stage(1, List.of(new StageFile("s3://b/t/1/a-0.avro", 2, 20)), 2, new RowCounts(2, 0, 0));
+        assertTrue(catalog.stages().upsertStage(f, tb, read));
+        Stage loaded = catalog.stages().listStages(f, tb).get(0);
+        Stage larger = new Stage(1, List.of(new StageFile("s3://b/t/1/b-0.avro", 3, 30),
+                new StageFile("s3://b/t/1/b-1.avro", 2, 20)), 5, new RowCounts(5, 0, 0));
+        assertTrue(catalog.stages().upsertStage(f, tb, larger));
+
+        recordLoad(f, tb, List.of(loaded));
+
+        assertEquals(larger.files(), catalog.stages().getStage(f, tb, 1).map(Stage::files).orElse(List.of()),
+                "the replaced stage row is still there");
+        assertEquals(0, table(f, tb).normalizedBatchId(), "the load of the replaced files is not recorded");
+
+        // the next run loads the new files and records that load; a copy staged after the record is not stored (the
+        // batch is normalized), also while the loaded row is still there
+        Stage reloaded = catalog.stages().listStages(f, tb).get(0);
+        assertEquals(0, catalog.stages().recordLoaded(f, tb, List.of(reloaded), reloaded.counts(), t(1)));
+        Stage later = new Stage(1, List.of(new StageFile("s3://b/t/1/c-0.avro", 6, 60)), 6, new RowCounts(6, 0, 0));
+        assertFalse(catalog.stages().upsertStage(f, tb, later), "a copy staged after the load was recorded is not stored");
+        assertEquals(larger.files(), catalog.stages().getStage(f, tb, 1).map(Stage::files).orElse(List.of()));
+        assertEquals(0, catalog.stages().recordLoaded(f, tb, List.of(reloaded), reloaded.counts(), t(1)),
+                "recorded again after a crash: nothing added");
+        assertTrue(catalog.stages().deleteStage(f, tb, 1, reloaded.files()));
+        assertEquals(List.of(), catalog.stages().listStages(f, tb));
+        assertEquals(1, table(f, tb).normalizedBatchId());
+        assertEquals(5, table(f, tb).normalizedCounts().inserts());
+    }
+
+    /** What the sink's normalize does once every file of {@code loaded} is loaded (and, once recorded, removed). */
+    private static void recordLoad(String f, String tb, List<Stage> loaded) {
+        long inserts = loaded.stream().mapToLong(s -> s.counts().inserts()).sum();
+        if (catalog.stages().recordLoaded(f, tb, loaded, new RowCounts(inserts, 0, 0), t(1)) == 0) {
+            for (Stage stage : loaded) {
+                catalog.stages().deleteStage(f, tb, stage.batchId(), stage.files());
+            }
+        }
     }
 
     @Test

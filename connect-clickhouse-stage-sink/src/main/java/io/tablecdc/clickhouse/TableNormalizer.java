@@ -41,10 +41,12 @@ import io.tablecdc.common.metrics.TableMetrics;
  * one at a time, on the task's normalize pool (its own concurrency limit). A failure backs off this table
  * only; other tables keep normalizing.
  *
- * <p>For each batch: every file is loaded with {@code insert_deduplication_token =
- * <flow>/<table>/<batch>/<file uri>}, then the normalized batch id is raised with the batch's counts, and only
- * then are the files and the stage row deleted. A crash anywhere repeats at most the load of files that
- * ClickHouse then deduplicates.
+ * <p>For each batch: every file is loaded with its deduplication token ({@link #token}), the rows ClickHouse reports
+ * written are checked against the rows staged (files that hold fewer rows fail the step), then the
+ * normalized batch id is raised with the batch's counts, in one catalog transaction that also checks that the batch's
+ * stage row still names the files just loaded ({@code Stages.recordLoaded}; a batch the sink staged again meanwhile is
+ * not recorded and its new files are loaded by the next run), and only then are the files and the stage row (while it
+ * names those files) deleted. A crash anywhere repeats at most the load of files that ClickHouse then deduplicates.
  *
  * <p>A batch staged with {@link Stage#truncateBefore()} first empties the final table, then loads its files
  * (none when the batch is only the truncate). Batches of a table are loaded strictly in batch order and the
@@ -89,6 +91,13 @@ final class TableNormalizer {
     private volatile long leaseRenewedAt;
     private volatile boolean leaseLost;
     private volatile ScheduledFuture<?> next;
+    /**
+     * Set when a group load wrote fewer rows than staged (its files held fewer), until a load is recorded: the
+     * rows it did write carry the group's token, so the same group loaded again under that token would be taken for a
+     * repeat and skipped; its next loads use a token of their own (a group is of a keyed table: rows written twice are
+     * one row in {@code FINAL}). Kept in memory: a restart loads under the group's token again.
+     */
+    private volatile String afterShortfall = "";
     /** The catalog's normalized id was read once (for the metrics of a table with nothing staged). */
     private boolean normalizedIdKnown;
     /** The default of {@code normalize.batches.per.load}. */
@@ -337,7 +346,7 @@ final class TableNormalizer {
                         store.delete(file.uri());
                     }
                 }
-                catalog.stages().deleteStage(key.flow(), key.table(), stage.batchId());
+                catalog.stages().deleteStage(key.flow(), key.table(), stage.batchId(), stage.files());
                 pendingBatches.decrementAndGet();
                 metrics.normalizedUpTo(stage.batchId());
                 log.info("flow {}, table {}: batch {} was normalized before a restart; its stage row is removed",
@@ -371,7 +380,13 @@ final class TableNormalizer {
             if (!mayWrite()) {
                 return;
             }
-            catalog.progress().recordNormalize(key.flow(), key.table(), last.batchId(), countsOf(group), Instant.now());
+            // recorded only while every stage row of the group still names the files just loaded: a batch staged again
+            // meanwhile (a larger copy under other files) keeps its row, unrecorded, and the next run loads its files
+            long restaged = catalog.stages().recordLoaded(key.flow(), key.table(), group, countsOf(group), Instant.now());
+            if (restaged != 0) {
+                throw new Restaged(restaged);
+            }
+            afterShortfall = "";
             metrics.loaded();
             for (Stage loaded : group) {
                 metrics.batchNormalized(loaded.batchId(), loaded.rows());
@@ -379,7 +394,7 @@ final class TableNormalizer {
                     store.delete(file.uri());
                     schemas.remove(file.uri());
                 }
-                catalog.stages().deleteStage(key.flow(), key.table(), loaded.batchId());
+                catalog.stages().deleteStage(key.flow(), key.table(), loaded.batchId(), loaded.files());
                 pendingBatches.decrementAndGet();
             }
             if (group.size() > 1) {
@@ -547,14 +562,15 @@ final class TableNormalizer {
             destination.ensureTable(key.table(), key.clickHouseTable(), columns);
             loading = true;
             if (push) {
+                // the sink streams the file it opened itself: no file of the batch can be left out
                 try (InputStream in = store.open(file.uri())) {
                     destination.loadPush(key.clickHouseTable(), columns, in, token);
                 }
-            } else if (!lookupColumns.isEmpty()) {
-                destination.loadPullFilling(key.table(), key.clickHouseTable(), columns, lookupColumns,
-                        store.pullSource(file.uri()), token);
             } else {
-                destination.loadPull(key.clickHouseTable(), columns, store.pullSource(file.uri()), token);
+                StageStore.PullSource source = store.pullSource(file.uri());
+                long written = lookupColumns.isEmpty() ? destination.loadPull(key.clickHouseTable(), columns, source, token)
+                        : destination.loadPullFilling(key.table(), key.clickHouseTable(), columns, lookupColumns, source, token);
+                requireAllWritten(List.of(stage), written, file.rows(), source);
             }
         } catch (Exception e) {
             // the table may have been altered or dropped behind the sink's back: read its columns again next time
@@ -582,12 +598,13 @@ final class TableNormalizer {
         }
         List<String> uris = uris(group);
         String token = groupToken(key.flow(), key.table(), group.get(0).batchId(), group.get(group.size() - 1).batchId(),
-                uris.size(), rows, epoch) + attempt;
+                uris.size(), rows, epoch) + attempt + afterShortfall;
         boolean loading = false;
         try {
             destination.ensureTable(key.table(), key.clickHouseTable(), columns);
             loading = true;
-            destination.loadPull(key.clickHouseTable(), columns, store.pullSource(uris), token);
+            StageStore.PullSource source = store.pullSource(uris);
+            requireAllWritten(group, destination.loadPull(key.clickHouseTable(), columns, source, token), rows, source);
         } catch (Exception e) {
             destination.forget(key.clickHouseTable());
             if (loading && ClickHouseRefusals.refusesData(e)) {
@@ -601,6 +618,42 @@ final class TableNormalizer {
             }
             throw e;
         }
+    }
+
+    /**
+     * After a pull load of {@code staged} rows of {@code group}: ClickHouse reports {@code written} rows. Fewer is
+     * either a repeat that its token deduplicated (ClickHouse may count those rows as written or not; ClickHouse 26.5
+     * counts them) or stage files that hold fewer rows than staged: an object overwritten, or a file deleted after
+     * {@link #requirePresent} and left out of a glob by a server that lists it (26.5 fails on the missing key instead).
+     * The files are counted again to tell the two apart; a batch staged again meanwhile starts the run over, any other
+     * shortfall fails the step, and nothing is recorded as loaded.
+     */
+    private void requireAllWritten(List<Stage> group, long written, long staged, StageStore.PullSource source)
+            throws Exception {
+        if (written >= staged) {
+            return;
+        }
+        long inFiles = destination.rowsIn(source);
+        if (inFiles >= staged) {
+            log.debug("flow {}, table {}: {} of {} rows written for batch {}: the rest deduplicated by the load's token",
+                    key.flow(), key.table(), written, staged, group.get(0).batchId());
+            return;
+        }
+        for (Stage stage : group) {
+            Stage now = catalog.stages().getStage(key.flow(), key.table(), stage.batchId()).orElse(null);
+            if (now == null || !now.files().equals(stage.files())) {
+                throw new Restaged(stage.batchId());
+            }
+        }
+        long first = group.get(0).batchId();
+        long last = group.get(group.size() - 1).batchId();
+        if (group.size() > 1) {
+            afterShortfall = "/after-shortfall-" + UUID.randomUUID();
+        }
+        throw new IllegalStateException("flow " + key.flow() + ", table " + key.table() + ": "
+                + (first == last ? "batch " + first : "batches " + first + " to " + last) + ": ClickHouse wrote " + written
+                + " rows and the stage files it reads hold " + inFiles + " of the " + staged + " rows staged (a stage file"
+                + " is missing or short); not recorded as loaded");
     }
 
     private void requirePresent(Stage stage, StageFile file) throws IOException {

@@ -51,7 +51,7 @@ public final class NamedFaults {
 
     /** Sink: the catalog recorded the batch as normalized, its stage row and files are still there. */
     public static Fault.Step sinkRecordedNotCleaned() {
-        return Fault.at("sink-recorded-not-cleaned", SINK_NORMALIZER, "normalizeAll", "AFTER INVOKE recordNormalize");
+        return Fault.at("sink-recorded-not-cleaned", SINK_NORMALIZER, "normalizeAll", "AFTER INVOKE recordLoaded");
     }
 
     /** Sink: a batch's files are in the object store, its stage row is not in the catalog. */
@@ -202,7 +202,7 @@ public final class NamedFaults {
             case "sink-group-loaded-not-recorded" ->
                     new Callee(Fault.at(name, SINK_NORMALIZER, "loadTogether", "AT EXIT"), "java.io.IOException", false);
             case "sink-recorded-not-cleaned" ->
-                    new Callee(Fault.at(name, catalog + "TableProgress", "recordNormalize", "AT EXIT"), unavailable, true);
+                    new Callee(Fault.at(name, catalog + "Stages", "recordLoaded", "AT EXIT"), unavailable, true);
             case "sink-uploaded-not-staged" -> new Callee(Fault.at(name, "io.tablecdc.clickhouse.stage.S3StageStore",
                     "upload", "AT EXIT"), "java.io.IOException", false);
             case "sink-staged-not-committed" ->
