@@ -45,8 +45,13 @@ final class NormalizeLoops {
     private final ScheduledExecutorService normalizePool;
     /** Renews the normalize leases of this task's loops while they run. */
     private final ScheduledExecutorService leaseTimer;
-    /** The name this task's normalize loops hold their tables' leases under. */
+    /**
+     * The start of the names this task's normalize loops hold their tables' leases under: each loop adds a number of
+     * its own, so that a loop stopped by a rebalance whose step ends late cannot release (or renew) the lease of the
+     * loop that took the table over on this task after an eager rebalance gave it back.
+     */
     private final String leaseOwner;
+    private final java.util.concurrent.atomic.AtomicLong loopsMade = new java.util.concurrent.atomic.AtomicLong();
     private final Map<TableKey, TableNormalizer> normalizers = new ConcurrentHashMap<>();
     /**
      * Each table's back-pressure pause (its staged batches reached the buffer), kept after the table leaves: pauses
@@ -80,7 +85,8 @@ final class NormalizeLoops {
         return normalizers.computeIfAbsent(key, k -> {
             TableNormalizer normalizer = new TableNormalizer(k, catalog.get(), store, destination, config.pushMode(), normalizePool,
                     config.normalizeBackoffInitialMs(), config.normalizeBackoffMaxMs(), metrics.table(k.flow(), k.table()),
-                    leaseOwner, config.normalizeLease(), leaseTimer, config.normalizeBatchesPerLoad());
+                    leaseOwner + "#" + loopsMade.incrementAndGet(), config.normalizeLease(), leaseTimer,
+                    config.normalizeBatchesPerLoad());
             // batches staged before a restart are loaded first
             normalizer.wake();
             return normalizer;

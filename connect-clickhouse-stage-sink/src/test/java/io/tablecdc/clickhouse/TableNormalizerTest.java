@@ -155,6 +155,47 @@ class TableNormalizerTest {
         assertEquals(List.of(), errorsSeen, "errors seen in the catalog while the lease was held");
     }
 
+    /**
+     * An eager rebalance takes a table from a task and gives it back: the task stops the table's loop (a step in flight
+     * may outlast the wait) and makes a new one. Each loop holds the lease under an owner of its own, so that the old
+     * loop's release at the end of its late step leaves the new loop's lease alone. Before, every loop of a task had
+     * the task's owner name: the old loop released the new one's lease, and a third loop could run beside it.
+     */
+    @Test
+    void eachLoopOfATaskHoldsTheNormalizeLeaseUnderAnOwnerOfItsOwn(@TempDir Path stageDir) throws Exception {
+        String flow = "f";
+        String table = "p.d.twice";
+        catalog.progress().initTable(flow, table);
+        java.util.Map<String, String> props = new java.util.HashMap<>();
+        props.put("clickhouse.url", "http://127.0.0.1:9");
+        props.put("stage.uri", stageDir.toUri().toString());
+        props.put("catalog.jdbc.url", "jdbc:postgresql://127.0.0.1:9/unused");
+        io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig config = new io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig(props);
+        FileStageStore store = new FileStageStore(stageDir.toUri());
+        try (Client unreachable = new Client.Builder().addEndpoint("http://127.0.0.1:9").setUsername("default").setPassword("")
+                .build()) {
+            ClickHouseDestination destination = new ClickHouseDestination(unreachable, "default", true, true, 1000, 1_000,
+                    Cluster.single());
+            NormalizeLoops loops = new NormalizeLoops(config, "sink", () -> catalog, store, destination,
+                    TableMetrics.forSink(() -> null, "test"));
+            TableKey key = new TableKey(flow, table, "p_d_twice");
+            try {
+                String first = loops.of(key).owner();
+                loops.remove(key);
+                String second = loops.of(key).owner();
+                assertFalse(first.equals(second), "one owner for both loops: " + first);
+                // the new loop holds the lease; the old loop's step ends late and releases what it believes is its own
+                assertTrue(catalog.sink().claimNormalizeLease(flow, table, second, java.time.Duration.ofSeconds(30)));
+                assertFalse(catalog.sink().releaseNormalizeLease(flow, table, first));
+                assertTrue(catalog.sink().normalizeLeaseHolder(flow, table).orElse("").startsWith(second + " "),
+                        "the lease stays the new loop's: " + catalog.sink().normalizeLeaseHolder(flow, table));
+                assertTrue(catalog.sink().releaseNormalizeLease(flow, table, second));
+            } finally {
+                loops.stop();
+            }
+        }
+    }
+
     @Test
     void aLoopTouchesNothingWhileAnotherOwnerHoldsTheTablesNormalizeLease(@TempDir Path stageDir) throws Exception {
         String flow = "f";
