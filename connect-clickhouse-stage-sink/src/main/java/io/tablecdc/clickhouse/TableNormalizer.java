@@ -328,6 +328,9 @@ final class TableNormalizer {
                 : catalog.progress().getTable(key.flow(), key.table()).map(t -> t.normalizedBatchId()).orElse(0L);
         normalizedIdKnown = true;
         int epoch = stages.isEmpty() ? 0 : catalog.sink().normalizeEpoch(key.flow(), key.table());
+        if (!stages.isEmpty()) {
+            flowIncarnation = incarnationOf(key.flow());
+        }
         metrics.normalizedUpTo(normalized);
         for (Stage stage : stages) {
             metrics.batchWaiting(stage.batchId(), stage.createdAt());
@@ -527,6 +530,22 @@ final class TableNormalizer {
     }
 
     /**
+     * The flow's incarnation in deduplication tokens: {@code @} and the time its catalog row was made, in microseconds
+     * (empty for a flow the catalog does not register, such as another producer's topic). A flow started over (its
+     * catalog rows gone, its batch ids counting from 1 again) gets another, so that ClickHouse, which remembers the
+     * tokens of the last {@code clickhouse.deduplication.window} loads, does not skip its batches as repeats of the
+     * earlier flow's batches of the same ids.
+     */
+    private String incarnationOf(String flow) {
+        return catalog.flows().getFlow(flow)
+                .map(f -> "@" + (f.createdAt().getEpochSecond() * 1_000_000L + f.createdAt().getNano() / 1_000))
+                .orElse("");
+    }
+
+    /** {@link #incarnationOf} as of this run's start. */
+    private String flowIncarnation = "";
+
+    /**
      * The deduplication token of a group of batches loaded together: the same whenever the same group is loaded
      * again (a failed load retried by the next run before more batches arrived).
      */
@@ -556,7 +575,8 @@ final class TableNormalizer {
             throw new IllegalStateException("table " + key.table() + ": batch " + stage.batchId()
                     + " has rows with unchanged (TOAST) values, which only normalize.mode=pull fills in from the final table");
         }
-        String token = token(key.flow(), key.table(), stage.batchId(), part, stage.files().size(), file.rows(), epoch) + attempt;
+        String token = token(key.flow() + flowIncarnation, key.table(), stage.batchId(), part, stage.files().size(), file.rows(),
+                epoch) + attempt;
         boolean loading = false;
         try {
             destination.ensureTable(key.table(), key.clickHouseTable(), columns);
@@ -597,7 +617,7 @@ final class TableNormalizer {
             }
         }
         List<String> uris = uris(group);
-        String token = groupToken(key.flow(), key.table(), group.get(0).batchId(), group.get(group.size() - 1).batchId(),
+        String token = groupToken(key.flow() + flowIncarnation, key.table(), group.get(0).batchId(), group.get(group.size() - 1).batchId(),
                 uris.size(), rows, epoch) + attempt + afterShortfall;
         boolean loading = false;
         try {
