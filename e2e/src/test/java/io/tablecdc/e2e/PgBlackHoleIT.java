@@ -39,8 +39,7 @@ class PgBlackHoleIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("pghole_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).build();
+        clickhouse = stack.clickhouse().client();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
         pg.holdEqualFor(Duration.ofSeconds(5));
     }

@@ -41,8 +41,7 @@ class PgBusyStreamIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("busy_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).build();
+        clickhouse = stack.clickhouse().client();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
     }
 

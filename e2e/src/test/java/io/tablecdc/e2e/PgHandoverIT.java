@@ -51,8 +51,7 @@ class PgHandoverIT {
     @BeforeAll
     static void start() throws Exception {
         catalogUrl = stack.postgres().createDatabase("handover_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
         Path work = StackPaths.workDir("handover-postgres");
         source = EmbeddedPostgres.builder()
                 .setOverrideWorkingDirectory(work.resolve("binaries").toFile())

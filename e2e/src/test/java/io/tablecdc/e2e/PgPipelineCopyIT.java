@@ -62,8 +62,7 @@ class PgPipelineCopyIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("pgcopy_catalog");
-        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        Client clickhouse = stack.clickhouse().client();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
     }
 

@@ -65,8 +65,7 @@ class PgPipelineReconnectIT {
     @BeforeAll
     static void start() throws Exception {
         catalogUrl = stack.postgres().createDatabase("rc_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
         work = StackPaths.workDir("reconnect-postgres");
         data = work.resolve("data");
         log = work.resolve("postgres.log");

@@ -61,8 +61,7 @@ class PgPipelineResilienceIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("resil_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
         Path work = StackPaths.workDir("resil-postgres");
         other = EmbeddedPostgres.builder()

@@ -60,8 +60,7 @@ class PgToastIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("pgtoast_catalog");
-        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        Client clickhouse = stack.clickhouse().client();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
         pg.sql("DROP PUBLICATION IF EXISTS pgtoast_pub",
                 "DROP SCHEMA IF EXISTS toast CASCADE",

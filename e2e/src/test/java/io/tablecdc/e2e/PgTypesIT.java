@@ -36,8 +36,7 @@ class PgTypesIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("pgtypes_catalog");
-        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        Client clickhouse = stack.clickhouse().client();
         pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
     }
 
@@ -501,8 +500,7 @@ class PgTypesIT {
 
     /** {@link #pg} with sessions that print intervals as ISO 8601. */
     private static PgChecks isoIntervals() {
-        Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        Client clickhouse = stack.clickhouse().client();
         return new PgChecks(stack, () -> {
             Connection c = stack.postgres().connect(DATABASE);
             try (Statement s = c.createStatement()) {

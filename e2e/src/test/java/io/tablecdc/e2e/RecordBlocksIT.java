@@ -44,8 +44,7 @@ class RecordBlocksIT {
     static void start() throws Exception {
         stack.postgres().createDatabase(DATABASE);
         catalogUrl = stack.postgres().createDatabase("blocks_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
         pg = TypedTables.checks(stack, DATABASE, catalogUrl, clickhouse);
     }
     private static final String BULK = "id::text || '|' || v";

@@ -271,8 +271,7 @@ class SinkFaultIT {
     /** ClickHouse FINAL holds every row once with its last value, every batch is normalized, no stage row is left. */
     static void assertLoadedOnce(ConnectWorker worker, String name, String database, String flow, String table,
                                          String clickhouseTable, Map<Long, String> expected) throws Exception {
-        try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build()) {
+        try (Client clickhouse = stack.clickhouse().client()) {
             worker.rest().awaitRunning("sink-" + name, 1, Duration.ofSeconds(120));
             long deadline = System.nanoTime() + Duration.ofSeconds(120).toNanos();
             long count = -1;

@@ -88,8 +88,7 @@ class SmtIT {
 
         awaitCatalog("normalized_batch_id::text", "2", Duration.ofSeconds(90));
         assertEquals(topic, catalog("sink_topic"), "the catalog names the consumed topic");
-        try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).build()) {
+        try (Client clickhouse = stack.clickhouse().client()) {
             List<String> ids = new ArrayList<>();
             for (GenericRecord row : clickhouse.queryAll("SELECT id FROM smtit_items_current ORDER BY id")) {
                 ids.add(Long.toString(row.getLong("id")));

@@ -51,8 +51,7 @@ class StageSinkCatalogOutageIT {
             s.execute("CREATE ROLE " + ROLE + " LOGIN PASSWORD 'outage-pw'");
             s.execute("ALTER DATABASE " + DB + " OWNER TO " + ROLE);
         }
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
     }
 
     private static void connectionLimit(int limit) throws Exception {

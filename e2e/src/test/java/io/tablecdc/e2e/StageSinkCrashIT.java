@@ -45,8 +45,7 @@ class StageSinkCrashIT {
         String table = "crash.orders";
         String topic = "sinkcrash.orders";
         String catalogUrl = stack.postgres().createDatabase("sink_crash_catalog");
-        try (Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build()) {
+        try (Client clickhouse = stack.clickhouse().client()) {
             // normalize cannot succeed until this table is fixed, so every batch stays staged
             clickhouse.execute("CREATE TABLE crash_orders (id Int64, customer Int64, _tablecdc_version UInt64, _tablecdc_is_deleted UInt8)"
                     + " ENGINE = ReplacingMergeTree(_tablecdc_version, _tablecdc_is_deleted) ORDER BY id").get().close();

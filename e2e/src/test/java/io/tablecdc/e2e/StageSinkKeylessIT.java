@@ -54,8 +54,7 @@ class StageSinkKeylessIT {
         ds.setUser(stack.postgres().user());
         ds.setPassword(stack.postgres().password());
         CatalogMigrations.migrate(ds);
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
     }
 
     private static void sendBatch(String topic, String flow, String table) throws Exception {

@@ -50,8 +50,7 @@ class StageSinkRedeliveryIT {
         ds.setUser(stack.postgres().user());
         ds.setPassword(stack.postgres().password());
         CatalogMigrations.migrate(ds);
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
     }
 
     private static Struct key(long id) {

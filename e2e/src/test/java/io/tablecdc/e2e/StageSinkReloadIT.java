@@ -45,8 +45,7 @@ class StageSinkReloadIT {
     @BeforeAll
     static void start() throws Exception {
         catalogUrl = stack.postgres().createDatabase(DB);
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
     }
 
     private static Struct key(long id) {

@@ -47,8 +47,7 @@ class StageSinkStartOverIT {
     @BeforeAll
     static void start() throws Exception {
         catalogUrl = stack.postgres().createDatabase(DB);
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
     }
 
     @AfterAll

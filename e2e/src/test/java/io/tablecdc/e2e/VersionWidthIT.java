@@ -48,8 +48,7 @@ class VersionWidthIT {
     @BeforeAll
     static void start() throws Exception {
         catalogUrl = stack.postgres().createDatabase("versionwidth_catalog");
-        clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl()).setUsername(stack.clickhouse().user())
-                .setPassword(stack.clickhouse().password()).compressServerResponse(false).build();
+        clickhouse = stack.clickhouse().client();
     }
 
     private static Map<String, String> sinkConfig(String topicsRegex, String stage) {

@@ -112,6 +112,14 @@ public final class LocalClickHouse implements AutoCloseable {
         return password;
     }
 
+    /**
+     * A new client of this ClickHouse as the tests use it (its user, answers not compressed); the caller closes it.
+     */
+    public com.clickhouse.client.api.Client client() {
+        return new com.clickhouse.client.api.Client.Builder().addEndpoint(httpUrl).setUsername(user).setPassword(password)
+                .compressServerResponse(false).build();
+    }
+
     /** True when this instance runs the in-process engine, false when it points at an external server. */
     public boolean isEmbedded() {
         return chdb != null;
