@@ -11,7 +11,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import com.clickhouse.client.api.Client;
 import com.clickhouse.client.api.query.GenericRecord;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
@@ -33,20 +32,17 @@ class CurrentViewIT {
 
     private static String catalogUrl;
     private static PgChecks pg;
-    private static Client clickhouse;
 
     @BeforeAll
     static void start() throws Exception {
-        stack.postgres().createDatabase(DATABASE);
-        catalogUrl = stack.postgres().createDatabase("currentview_catalog");
-        clickhouse = stack.clickhouse().client();
-        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        pg = PgChecks.start(stack, DATABASE, "currentview_catalog");
+        catalogUrl = pg.catalogUrl();
     }
 
     @AfterAll
     static void stop() {
-        if (clickhouse != null) {
-            clickhouse.close();
+        if (pg != null) {
+            pg.close();
         }
     }
 
@@ -80,7 +76,7 @@ class CurrentViewIT {
                 && row.get("last_error").contains("Int32") && row.get("last_error").contains("Int64"),
                 Duration.ofSeconds(120)).get("last_error");
         // the operator widens the ClickHouse column, as the error says; the sink's next retry loads the rows
-        clickhouse.execute("ALTER TABLE cv_t MODIFY COLUMN v Nullable(Int64)").get().close();
+        pg.clickhouse().execute("ALTER TABLE cv_t MODIFY COLUMN v Nullable(Int64)").get().close();
         pg.sql("UPDATE cv.t SET v = v + 1 WHERE id IN (2, 20, 1000)");
         pg.awaitEqual(Map.of(table, ROW), Duration.ofSeconds(120));
         PgChecks.awaitTrue(CurrentViewIT::viewEqualsFinal, Duration.ofSeconds(60),
@@ -98,7 +94,7 @@ class CurrentViewIT {
 
     private static List<String> rows(String sql) {
         List<String> rows = new ArrayList<>();
-        for (GenericRecord r : clickhouse.queryAll(sql)) {
+        for (GenericRecord r : pg.clickhouse().queryAll(sql)) {
             rows.add(r.getString("r") + "|" + r.getString("s"));
         }
         return rows;

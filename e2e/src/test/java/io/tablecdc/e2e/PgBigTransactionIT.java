@@ -7,8 +7,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import com.clickhouse.client.api.Client;
-
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
@@ -30,21 +28,18 @@ class PgBigTransactionIT {
 
     private static String catalogUrl;
     private static PgChecks pg;
-    private static Client clickhouse;
 
     @BeforeAll
     static void start() throws Exception {
-        stack.postgres().createDatabase(DATABASE);
-        catalogUrl = stack.postgres().createDatabase("bigtxn_catalog");
-        clickhouse = stack.clickhouse().client();
-        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        pg = PgChecks.start(stack, DATABASE, "bigtxn_catalog");
+        catalogUrl = pg.catalogUrl();
         pg.holdEqualFor(Duration.ofSeconds(5));
     }
 
     @AfterAll
     static void stop() {
-        if (clickhouse != null) {
-            clickhouse.close();
+        if (pg != null) {
+            pg.close();
         }
     }
 

@@ -48,6 +48,31 @@ final class PgChecks {
         this(stack, () -> stack.postgres().connect(database), catalogUrl, clickhouse);
     }
 
+    /**
+     * The checks of a test class of its own: creates the source database {@code database} and the catalog database
+     * {@code catalogDatabase} on the stack's Postgres and opens a ClickHouse client, which {@link #close} closes.
+     */
+    static PgChecks start(LocalStack stack, String database, String catalogDatabase) throws Exception {
+        stack.postgres().createDatabase(database);
+        String catalogUrl = stack.postgres().createDatabase(catalogDatabase);
+        return new PgChecks(stack, database, catalogUrl, stack.clickhouse().client());
+    }
+
+    /** The catalog's JDBC URL. */
+    String catalogUrl() {
+        return catalogUrl;
+    }
+
+    /** The ClickHouse client these checks read with. */
+    Client clickhouse() {
+        return clickhouse;
+    }
+
+    /** Closes the ClickHouse client (of {@link #start}). */
+    void close() {
+        clickhouse.close();
+    }
+
     /** A source on another server than the stack's Postgres (the catalog stays on the stack's). */
     PgChecks(LocalStack stack, Source source, String catalogUrl, Client clickhouse) {
         this.stack = stack;
