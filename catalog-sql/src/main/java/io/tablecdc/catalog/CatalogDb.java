@@ -62,11 +62,13 @@ final class CatalogDb {
         Sql.requireName(operation, "flow", flow);
         try (Connection c = dataSource.getConnection()) {
             c.setAutoCommit(false);
+            Exception failure = null;
             try {
                 T result = work.run(c);
                 c.commit();
                 return result;
             } catch (SQLException | RuntimeException e) {
+                failure = e;
                 try {
                     c.rollback();
                 } catch (SQLException suppressed) {
@@ -74,7 +76,16 @@ final class CatalogDb {
                 }
                 throw e;
             } finally {
-                c.setAutoCommit(true);
+                // a failure that made the pool close the connection (SQLSTATE class 57, 08) stays the one reported: the
+                // reset's "Connection is closed" would replace it, hide its cause and read as a broken catalog
+                try {
+                    c.setAutoCommit(true);
+                } catch (SQLException reset) {
+                    if (failure == null) {
+                        throw reset;
+                    }
+                    failure.addSuppressed(reset);
+                }
             }
         } catch (SQLException e) {
             throw translate(operation, flow, null, e);

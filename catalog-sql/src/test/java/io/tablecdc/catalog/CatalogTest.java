@@ -120,6 +120,40 @@ class CatalogTest {
         }
     }
 
+    /**
+     * A statement of a catalog transaction fails in a way that makes the pool close the connection (SQLSTATE class 57,
+     * here from a trigger): the caller must get that failure, as an outage to retry, not the pool's "Connection is
+     * closed" from resetting the closed connection afterwards, which hid the cause and read as a broken catalog.
+     */
+    @Test
+    void aTransactionWhoseConnectionThePoolClosesReportsTheFailureNotTheClosedConnection() throws Exception {
+        String flow = "closed-f";
+        String table = "s.closed";
+        catalog.progress().initTable(flow, table);
+        catalog.stages().upsertStage(flow, table, new Stage(1, List.of(new StageFile("file:///closed/1.avro", 1, 8)), 1,
+                new RowCounts(1, 0, 0)));
+        try (Connection c = raw.getConnection(); Statement s = c.createStatement()) {
+            s.execute("CREATE FUNCTION closed_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                    + " IF NEW.source_table_identifier = 's.closed' AND NEW.normalized_batch_id > OLD.normalized_batch_id THEN"
+                    + "   RAISE EXCEPTION 'the catalog refuses to record this load (test)' USING ERRCODE = '57P03';"
+                    + " END IF; RETURN NEW; END $$");
+            s.execute("CREATE TRIGGER closed_refuse BEFORE UPDATE ON cdc_table_replication_state FOR EACH ROW"
+                    + " EXECUTE FUNCTION closed_refuse()");
+        }
+        try {
+            RuntimeException e = assertThrows(RuntimeException.class, () -> catalog.stages().recordLoaded(flow, table,
+                    catalog.stages().listStages(flow, table), new RowCounts(1, 0, 0), T0));
+            assertTrue(e instanceof CatalogUnavailableException, e.toString());
+            assertTrue(e.getMessage().contains("refuses to record this load"), e.getMessage());
+        } finally {
+            try (Connection c = raw.getConnection(); Statement s = c.createStatement()) {
+                s.execute("DROP TRIGGER closed_refuse ON cdc_table_replication_state");
+                s.execute("DROP FUNCTION closed_refuse()");
+            }
+        }
+        assertEquals(0, catalog.progress().getTable(flow, table).orElseThrow().normalizedBatchId());
+    }
+
     @Test
     void everyOperationCalledTwiceWithTheSameArgumentsLeavesTheSameState() throws Exception {
         String f = "idempotent";
