@@ -146,6 +146,10 @@ final class TableCopy {
     private long lastLogAt = System.nanoTime();
     private long lastProgressAt;
     private long lastRenewAt = System.nanoTime();
+    /** When the last renewal the catalog confirmed was made (nanos), for the lost-lease message. */
+    private long lastConfirmedAt = System.nanoTime();
+    /** When the last {@link #step} returned (nanos): a long gap before the next one (Connect's send) is logged. */
+    private long lastStepEndedAt;
     /** Batch ids this copy handed to Connect that are not known to be normalized yet, oldest first. */
     private final ArrayDeque<Long> unnormalized = new ArrayDeque<>();
     /** The table's normalized batch id as last read from the catalog. */
@@ -194,6 +198,31 @@ final class TableCopy {
         if (finished) {
             return out;
         }
+        long began = System.nanoTime();
+        if (lastStepEndedAt != 0) {
+            warnIfLong(began - lastStepEndedAt, "between two polls of the task (Connect was sending its records)");
+        }
+        try {
+            return stepOnce(out);
+        } finally {
+            lastStepEndedAt = System.nanoTime();
+            warnIfLong(lastStepEndedAt - began, "in one step (" + step + ")");
+        }
+    }
+
+    /**
+     * Logs a pause of the copy longer than half its lease: a pause longer than the lease loses the table (the next
+     * renewal is refused and the copy starts over), and this says where the time went.
+     */
+    private void warnIfLong(long nanos, String where) {
+        if (nanos > config.copyLease().toNanos() / 2) {
+            log.warn("flow {}, table {}: copy attempt {} spent {} ms {}; a pause longer than copy.lease.ms={} loses the"
+                    + " table and starts its copy over", flow, table, attempt, TimeUnit.NANOSECONDS.toMillis(nanos), where,
+                    config.copyLease().toMillis());
+        }
+    }
+
+    private List<SourceRecord> stepOnce(List<SourceRecord> out) throws InterruptedException {
         try {
             if (!renewLease()) {
                 return out;
@@ -799,6 +828,7 @@ final class TableCopy {
         }
         lastRenewAt = now;
         if (catalog.copies().renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
+            lastConfirmedAt = now;
             return true;
         }
         lostLease();
@@ -810,8 +840,10 @@ final class TableCopy {
      * claim no longer holds the table, because its lease expired while this task stalled or another task claimed it.
      */
     private boolean fence() {
+        long now = System.nanoTime();
         if (catalog.copies().renewCopyLease(flow, table, owner, attempt, config.copyLease())) {
-            lastRenewAt = System.nanoTime();
+            lastRenewAt = now;
+            lastConfirmedAt = now;
             return true;
         }
         lostLease();
@@ -819,8 +851,9 @@ final class TableCopy {
     }
 
     private void lostLease() {
-        log.warn("flow {}, table {}: copy task {} no longer holds the table (its lease was taken over or the table"
-                + " left the flow); this copy stops", flow, table, owner);
+        log.warn("flow {}, table {}: copy task {} no longer holds the table (its lease expired, was taken over, or the"
+                + " table left the flow; last renewed {} ms ago, copy.lease.ms={}); this copy stops", flow, table, owner,
+                TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - lastConfirmedAt), config.copyLease().toMillis());
         abandoned = true;
         closeConnections();
         finished = true;
