@@ -6,7 +6,10 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.sql.Connection;
+import java.sql.ResultSet;
 import java.sql.SQLException;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -14,7 +17,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.SplittableRandom;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -184,7 +191,8 @@ class ChaosIT {
         // in a quarter of the runs a refused or hung dependency is a black hole instead (connections that met it stay
         // dead after it heals, only the client's own timeouts end their waits); in a quarter, one transaction of the
         // workload changes table b 70,000 times (more changes of one table in one transaction than 16 bits count); in
-        // a third, table e is truncated and filled again right after it joins the publication, while its copy runs
+        // a third, table e (40,000 rows then) is truncated and filled again while its copy reads: the TRUNCATE queues
+        // for its lock behind the copy's, and the other tables must stream on meanwhile
         SplittableRandom kinds = new SplittableRandom(seed * 43 + 19);
         boolean blackHole = kinds.nextInt(4) == 0;
         int giantAt = kinds.nextInt(4) == 0 ? 100 + kinds.nextInt(1_000) : -1;
@@ -212,7 +220,7 @@ class ChaosIT {
                 "INSERT INTO " + schema + ".k SELECT g % 100, 'seed' FROM generate_series(1, " + seedRows / 4 + ") g",
                 // added to the publication by the workload while the run goes on
                 "CREATE TABLE " + schema + ".e (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + schema + ".e SELECT g, 0 FROM generate_series(1, 300) g",
+                "INSERT INTO " + schema + ".e SELECT g, 0 FROM generate_series(1, " + (truncateInCopy ? 40_000 : 300) + ") g",
                 // removed from the publication by the workload, and added again
                 "CREATE TABLE " + schema + ".r (id int PRIMARY KEY, v int NOT NULL)",
                 "INSERT INTO " + schema + ".r SELECT g, 0 FROM generate_series(1, 200) g",
@@ -333,7 +341,7 @@ class ChaosIT {
         String group = prefix + "-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
-        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+        List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
         boolean fired;
         String outcome = "failed";
         AtomicInteger truncates = new AtomicInteger();
@@ -347,13 +355,20 @@ class ChaosIT {
             joinAfterMs = 1_000 + extras.nextInt(10_000);
         }
         AtomicInteger goneAt = new AtomicInteger(Integer.MAX_VALUE);
+        CountDownLatch eAdded = new CountDownLatch(1);
+        AtomicBoolean eHeld = new AtomicBoolean();
+        AtomicReference<String> eTruncate = new AtomicReference<>("e-truncate-not-run");
+        Thread truncater = null;
         try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy; bigQueryProxy; bigQuery;
              TransactionWriter writer = writer(schema, new Random(seed * 31 + 7),
                      // table r's statements draw from a generator of their own: the other tables get what they got before r
                      new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt,
                      new Random(new SplittableRandom(seed * 41 + 13).nextLong()), flow, goneAt, goneAfter, giantAt,
-                     truncateInCopy, bigRowAt)) {
+                     truncateInCopy, bigRowAt, eAdded, eHeld)) {
             try {
+                if (truncateInCopy) {
+                    truncater = truncaterOfE(schema, eAdded, eHeld, eTruncate);
+                }
                 ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                         Duration.ofSeconds(120), jvmArgs);
                 ConnectWorker second = null;
@@ -405,6 +420,12 @@ class ChaosIT {
                             Duration.ofSeconds(180));
                     writer.awaitMore(30);
                     writer.close();
+                    if (truncater != null) {
+                        truncater.join(TimeUnit.SECONDS.toMillis(200));
+                        if (truncater.isAlive() || eTruncate.get().startsWith("failed")) {
+                            throw new AssertionError("the TRUNCATE of e behind its copy did not end: " + eTruncate.get());
+                        }
+                    }
                     bigQuery.stopWriter();
                     outageThread.join();
                     if (bigQueryOutageThread != null) {
@@ -450,8 +471,13 @@ class ChaosIT {
                     bigQueryOutageThread.interrupt();
                     bigQueryOutageThread.join();
                 }
+                if (truncater != null) {
+                    truncater.interrupt();
+                    truncater.join();
+                }
                 record(seed, faultText + "+" + outage + "+r-out-" + removeAt + "-back-" + returnAt + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
-                        + "+g-gone-after-" + goneAfter + blocks + kindsText + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
+                        + "+g-gone-after-" + goneAfter + blocks + kindsText + (truncateInCopy ? "(" + eTruncate.get() + ")" : "")
+                        + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
         } catch (AssertionError | Exception e) {
@@ -560,6 +586,61 @@ class ChaosIT {
     }
 
     /**
+     * The kind "a DDL waiting behind a copy": once table e has joined the publication and its copy's reader holds e's
+     * {@code ACCESS SHARE} lock (seen in {@code pg_locks}, within 60 s), a transaction of {@code TRUNCATE e} and 300 new
+     * rows queues for {@code ACCESS EXCLUSIVE} behind it for as long as the copy reads (or waits on back-pressure). The
+     * workload leaves e alone meanwhile ({@code held}), so that the DDL is the only one waiting, and every other table
+     * must stream on. {@code outcome} tells the run's line how long the TRUNCATE waited, or that no copy lock was seen
+     * (the copy had ended, or not begun, by then), or how it failed.
+     */
+    private static Thread truncaterOfE(String schema, CountDownLatch added, AtomicBoolean held, AtomicReference<String> outcome) {
+        Thread thread = new Thread(() -> {
+            try {
+                if (!added.await(300, TimeUnit.SECONDS)) {
+                    outcome.set("failed: e never joined the publication");
+                    return;
+                }
+                try (Connection c = pg.source()) {
+                    boolean seen = false;
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                    while (!seen && System.nanoTime() < deadline) {
+                        try (var s = c.prepareStatement("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+                                + " WHERE l.relation = to_regclass(?) AND l.mode = 'AccessShareLock' AND l.granted"
+                                + " AND a.application_name LIKE 'tablecdc % copy %'")) {
+                            s.setString(1, schema + ".e");
+                            try (ResultSet r = s.executeQuery()) {
+                                seen = r.next() && r.getLong(1) > 0;
+                            }
+                        }
+                        if (!seen) {
+                            Thread.sleep(10);
+                        }
+                    }
+                    c.setAutoCommit(false);
+                    long began = System.nanoTime();
+                    try (Statement s = c.createStatement()) {
+                        // bounded: a copy paused by back-pressure through an outage holds its lock for that long
+                        s.execute("SET LOCAL lock_timeout = '170s'");
+                        s.execute("TRUNCATE " + schema + ".e");
+                        s.execute("INSERT INTO " + schema + ".e SELECT g, 1 FROM generate_series(1, 300) g");
+                    }
+                    c.commit();
+                    long waited = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began);
+                    outcome.set((seen ? "e-truncate-behind-copy-" : "e-truncate-no-copy-lock-seen-") + waited + "ms");
+                }
+            } catch (InterruptedException e) {
+                outcome.set("failed: interrupted");
+            } catch (Exception e) {
+                outcome.set("failed: " + e);
+            } finally {
+                held.set(false);
+            }
+        }, "chaos-truncater-" + schema);
+        thread.start();
+        return thread;
+    }
+
+    /**
      * The seeded workload: transactions of one to four statements (insert, update, delete, key change over the keyed
      * tables, inserts of repeating rows into the keyless one, updates of table e), now and then a truncate of table b
      * or of the keyless table, every 5 to 20 ms until closed; its {@code addAt}-th transaction adds table e to the
@@ -568,7 +649,7 @@ class ChaosIT {
     private static TransactionWriter writer(String schema, Random random, Random removed, AtomicInteger truncates,
                                             int addAt, int removeAt, int returnAt, Random leaving, String flow,
                                             AtomicInteger goneAt, int goneAfter, int giantAt, boolean truncateInCopy,
-                                            int bigRowAt) {
+                                            int bigRowAt, CountDownLatch eAdded, AtomicBoolean eHeld) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
             if (goneAt.get() == Integer.MAX_VALUE && n % 50 == 0 && ready(flow, schema + ".g")) {
@@ -591,12 +672,12 @@ class ChaosIT {
             }
             if (n == addAt) {
                 statements.add("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + schema + ".e");
-            }
-            if (truncateInCopy && n == addAt + 1) {
-                // while e's copy reads (or queued behind its lock): the copy must not keep what the truncate removed
-                statements.add("TRUNCATE " + schema + ".e");
-                statements.add("INSERT INTO " + schema + ".e SELECT g, 1 FROM generate_series(1, 300) g");
-                truncates.incrementAndGet();
+                if (truncateInCopy) {
+                    // e is left alone from here until the TRUNCATE queued behind its copy has run (truncaterOfE)
+                    eHeld.set(true);
+                    truncates.incrementAndGet();
+                }
+                eAdded.countDown();
             }
             if (n == bigRowAt) {
                 statements.add("INSERT INTO " + schema + ".h VALUES (1, repeat('x', 2 * 1024 * 1024))");
@@ -634,7 +715,8 @@ class ChaosIT {
                     case 6 -> "DELETE FROM " + schema + ".b WHERE id = " + (random.nextInt(n) * 10);
                     case 7 -> "UPDATE " + schema + ".c SET v = 'w" + n + "' WHERE x = " + random.nextInt(50);
                     case 8 -> "INSERT INTO " + schema + ".k VALUES (" + random.nextInt(100) + ", 'w" + random.nextInt(3) + "')";
-                    case 9 -> "UPDATE " + schema + ".e SET v = v + 1 WHERE id = " + (1 + random.nextInt(300));
+                    case 9 -> eHeld.get() ? "SELECT " + random.nextInt(300)
+                            : "UPDATE " + schema + ".e SET v = v + 1 WHERE id = " + (1 + random.nextInt(300));
                     default -> "INSERT INTO " + schema + ".c VALUES (" + random.nextInt(50) + ", " + (100_000 + n * 10 + i)
                             + ", 'new') ON CONFLICT DO NOTHING";
                 });
