@@ -63,7 +63,7 @@ class BigQueryFaultIT {
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
                 prefix + "-" + System.nanoTime(), stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
-        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+        List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
         try (ChaosBigQuery bigQuery = ChaosBigQuery.create(stack, new Random(name.hashCode()), prefix + "-flow",
                 "t_" + name.replace('-', '_'))) {
             Map<String, String> source = bigQuery.source(stack, catalogUrl, stack.bigquery().endpoint(), prefix);

@@ -103,7 +103,7 @@ class ExactlyOnceSourceIT {
                 ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath()));
         Fault fault = NamedFaults.eosRecordWrittenNotCommitted().kill().onOccurrence(KILL_AT).disarmed();
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("eosit/faults"), fault);
-        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+        List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
 
         ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("eosit/worker-1"),
                 Duration.ofSeconds(120), jvmArgs);
@@ -229,7 +229,7 @@ class ExactlyOnceSourceIT {
                 stack.kafka().bootstrapServers(), "eosbq-" + System.nanoTime(), stack.pluginPath()));
         Fault fault = NamedFaults.eosRecordWrittenNotCommitted().kill().onOccurrence(275);
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("eosbq/faults"), fault);
-        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+        List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
 
         ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("eosbq/worker-1"),
                 Duration.ofSeconds(120), jvmArgs);

@@ -108,7 +108,7 @@ class PgDetachFaultIT {
         Path secondDir = StackPaths.workDir(prefix + "/worker-2");
         boolean rejoinStep = name.equals(NamedFaults.pgRejoinedSlotKept().name());
         ConnectWorker first = ConnectWorker.startProcess(workerProps, firstDir, Duration.ofSeconds(120),
-                injector.jvmArgs("-Xmx768m"));
+                injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new)));
         TransactionWriter writer = null;
         try {
             first.rest().putConfig(flow, source);

@@ -103,7 +103,7 @@ class PgFaultIT {
         String group = "pgfault-" + name + "-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("pgfault-" + name + "/faults"), fault);
-        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+        List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
         try (TransactionWriter writer = writer(schema)) {
             ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgfault-" + name + "/worker-1"),
                     Duration.ofSeconds(120), jvmArgs);
@@ -174,7 +174,7 @@ class PgFaultIT {
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
                 prefix + "-" + System.nanoTime(), stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
-        List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+        List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
         ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir(prefix + "/worker-1"),
                 Duration.ofSeconds(120), jvmArgs);
         try {

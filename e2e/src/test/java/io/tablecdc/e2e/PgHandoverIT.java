@@ -254,7 +254,7 @@ class PgHandoverIT {
         rest.putConfig(sink, sinkConfig("detachb"));
         ConnectWorker worker = ConnectWorker.startProcess(ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
                 "detach-boundary-" + System.nanoTime(), stack.pluginPath()), StackPaths.workDir("detach-boundary/worker"),
-                Duration.ofSeconds(120), injector.jvmArgs("-Xmx768m"));
+                Duration.ofSeconds(120), injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new)));
         try (Connection before = connect(); Connection exact = connect(); Connection spanning = connect()) {
             worker.rest().putConfig(flow, config);
             worker.rest().awaitRunning(flow, 1, Duration.ofSeconds(90));

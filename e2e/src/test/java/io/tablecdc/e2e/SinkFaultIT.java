@@ -232,7 +232,7 @@ class SinkFaultIT {
 
         /** A worker process with the fault armed (the Byteman agent attached). */
         ConnectWorker startWorkerWithFault(String workerName) throws Exception {
-            List<String> jvmArgs = injector.jvmArgs("-Xmx768m");
+            List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
             return ConnectWorker.startProcess(workerProps, StackPaths.workDir("sinkfault-" + name + "/" + workerName),
                     Duration.ofSeconds(120), jvmArgs);
         }

@@ -83,7 +83,7 @@ class ZombieWorkerIT {
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
         try (TransactionWriter writer = writer(schema);
              ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("zombie/worker-1"),
-                     Duration.ofSeconds(120), List.of("-Xmx768m"))) {
+                     Duration.ofSeconds(120), ConnectWorker.TEST_JVM_ARGS)) {
             first.rest().putConfig(sinkName, sink);
             first.rest().putConfig(flow, source);
             first.rest().awaitRunning(flow, 2, Duration.ofSeconds(120));
@@ -94,7 +94,7 @@ class ZombieWorkerIT {
             first.freeze();
             boolean thawed = false;
             try (ConnectWorker second = ConnectWorker.startProcess(workerProps, StackPaths.workDir("zombie/worker-2"),
-                    Duration.ofSeconds(120), List.of("-Xmx768m"))) {
+                    Duration.ofSeconds(120), ConnectWorker.TEST_JVM_ARGS)) {
                 String secondId = workerId(second.restUrl());
                 // the group evicts the frozen worker after its session timeout and gives every task to the second
                 awaitAllOn(second, List.of(flow, sinkName), secondId, Duration.ofSeconds(120));

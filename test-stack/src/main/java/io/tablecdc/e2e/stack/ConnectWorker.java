@@ -107,7 +107,14 @@ public final class ConnectWorker implements AutoCloseable {
         return new ConnectWorker(url, connect, null);
     }
 
-    private static final List<String> DEFAULT_JVM_ARGS = List.of("-Xmx768m");
+    /**
+     * The JVM options of a test's worker process: a 768 MiB heap, the client compiler only and the serial collector.
+     * A test worker lives for seconds to minutes on a machine whose cores the suite keeps busy; the optimizing
+     * compiler's threads took a third to three fifths of such a JVM's processor time, and their code is never hot long
+     * enough to pay that back. Benchmarks pass options of their own (they measure the worker as deployed).
+     */
+    public static final List<String> TEST_JVM_ARGS = List.of("-Xmx768m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC");
+    private static final List<String> DEFAULT_JVM_ARGS = TEST_JVM_ARGS;
 
     /** Starts the worker as its own JVM on this JVM's class path; its log goes to {@code workDir/worker.log}. */
     public static ConnectWorker startProcess(Map<String, String> props, Path workDir, Duration timeout)

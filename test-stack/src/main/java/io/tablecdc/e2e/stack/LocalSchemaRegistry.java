@@ -63,6 +63,9 @@ public final class LocalSchemaRegistry implements AutoCloseable {
         List<String> command = List.of(
                 Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-Xmx384m",
+                // as a test worker's (ConnectWorker.TEST_JVM_ARGS): the suite's cores are busy, its JIT never pays back
+                "-XX:TieredStopAtLevel=1",
+                "-XX:+UseSerialGC",
                 "-Dquarkus.http.host=127.0.0.1",
                 "-Dquarkus.http.port=0",
                 // the management interface (health, metrics) would listen on 0.0.0.0:9000
