@@ -495,6 +495,104 @@ class StageSinkBadInputIT {
     }
 
     /**
+     * The ClickHouse a table is loaded into, reached under another address (a TCP proxy on another port, as a DNS alias
+     * or a load balancer in front of the same server would be): the same database, so the table goes on loading. The
+     * sink named the destination by the server's host and port before, and stopped the table.
+     */
+    @Test
+    void aTableGoesOnLoadingWhenItsClickHouseIsReachedUnderAnotherAddress() throws Exception {
+        String flow = "flow-alias";
+        String topic = "sinkbad.alias";
+        ConnectRestClient rest = stack.connect().rest();
+        java.net.URI clickhouseUri = java.net.URI.create(stack.clickhouse().httpUrl());
+        try (io.tablecdc.e2e.faults.FaultProxy alias = io.tablecdc.e2e.faults.FaultProxy.start("alias-clickhouse",
+                clickhouseUri.getHost(), clickhouseUri.getPort());
+             RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            Map<String, String> config = config("alias", topic, "sinkbad.alias.dlq");
+            producer.send(topic, key(1), row(1), Headers.of(flow, "alias.t", "c", 1, 1, true));
+            rest.putConfig("sink-alias", config);
+            rest.awaitRunning("sink-alias", 1, Duration.ofSeconds(60));
+            awaitRows("SELECT id FROM alias_t FINAL ORDER BY id", rows -> rows.size() == 1, Duration.ofSeconds(60));
+            awaitNormalizedBatch(flow, "alias.t", 1, Duration.ofSeconds(30));
+
+            config.put("clickhouse.url", "http://127.0.0.1:" + alias.port());
+            reconfigure(rest, "sink-alias", config);
+            producer.send(topic, key(2), row(2), Headers.of(flow, "alias.t", "c", 2, 2, true));
+            producer.flush();
+            awaitRows("SELECT id FROM alias_t FINAL ORDER BY id", rows -> rows.size() == 2 && rows.get(1).getLong("id") == 2,
+                    Duration.ofSeconds(60), () -> "catalog: " + catalogRow(flow, "alias.t"));
+            awaitNormalizedBatch(flow, "alias.t", 2, Duration.ofSeconds(30));
+            assertTrue(alias.accepted() > 0, "the sink reached ClickHouse through the second address");
+            String row = catalogRow(flow, "alias.t");
+            assertTrue(row.contains("\"last_error\": null"), row);
+            assertTrue(row.contains("default.alias_t in ClickHouse database "), "recorded by the database's identity: " + row);
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-alias"));
+        } finally {
+            rest.delete("sink-alias");
+        }
+    }
+
+    /**
+     * The database a table was loaded into is dropped and created again under the same name (as another server
+     * reached under the old address would be): the new database lacks the table's loaded batches, so the table is
+     * stopped with an error naming the connector, the table and what to do, and nothing of it is loaded there. The
+     * sink named the destination by the server's host and port before, and loaded the later batches into a new,
+     * incomplete table.
+     */
+    @Test
+    void aTableIsStoppedWhenItsClickHouseDatabaseIsReplacedByAnotherOfTheSameName() throws Exception {
+        String flow = "flow-replaced";
+        String topic = "sinkbad.replaced";
+        String database = "sinkbad_replaced";
+        ConnectRestClient rest = stack.connect().rest();
+        clickhouse.queryAll("CREATE DATABASE IF NOT EXISTS " + database);
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            Map<String, String> config = config("replaced", topic, "sinkbad.replaced.dlq");
+            config.put("clickhouse.database", database);
+            producer.send(topic, key(1), row(1), Headers.of(flow, "replaced.t", "c", 1, 1, true));
+            rest.putConfig("sink-replaced", config);
+            rest.awaitRunning("sink-replaced", 1, Duration.ofSeconds(60));
+            awaitRows("SELECT id FROM " + database + ".replaced_t FINAL ORDER BY id", rows -> rows.size() == 1,
+                    Duration.ofSeconds(60));
+            awaitNormalizedBatch(flow, "replaced.t", 1, Duration.ofSeconds(30));
+
+            rest.stop("sink-replaced");
+            rest.awaitStatus("sink-replaced", s -> "STOPPED".equals(s.path("connector").path("state").asText()),
+                    Duration.ofSeconds(60));
+            clickhouse.queryAll("DROP DATABASE " + database + " SYNC");
+            clickhouse.queryAll("CREATE DATABASE " + database);
+            rest.resume("sink-replaced");
+            rest.awaitRunning("sink-replaced", 1, Duration.ofSeconds(60));
+            producer.send(topic, key(2), row(2), Headers.of(flow, "replaced.t", "c", 2, 2, true));
+            producer.flush();
+            String error = awaitCatalogError(flow, "replaced.t", Duration.ofSeconds(60));
+            assertTrue(error.contains("sink sink-replaced") && error.contains("table replaced.t")
+                    && error.contains(database + ".replaced_t") && error.contains("dropped and created again")
+                    && error.contains("clickhouse.url") && error.contains("tablecdc-reload-table"), error);
+            assertEquals(0L, clickhouse.queryAll("SELECT count() AS n FROM system.tables WHERE database = '" + database
+                    + "' AND name = 'replaced_t'").get(0).getLong("n"), "a ClickHouse table for the later batches only");
+            assertEquals(List.of("RUNNING", "RUNNING"), rest.states("sink-replaced"));
+        } finally {
+            rest.delete("sink-replaced");
+        }
+    }
+
+    /** The table's catalog row as JSON, for failure messages and checks. */
+    private static String catalogRow(String flow, String table) {
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT to_jsonb(s)::text FROM cdc_table_replication_state s"
+                     + " WHERE flow_name = ? AND source_table_identifier = ?")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? rs.getString(1) : "no row";
+            }
+        } catch (java.sql.SQLException e) {
+            return "catalog not read: " + e.getMessage();
+        }
+    }
+
+    /**
      * The same table name in two flows, each flow writing to its own topics: under the default name format
      * ({@code ${topic}}) each gets its own ClickHouse table, and one flow's truncate leaves the other's rows.
      */
