@@ -244,4 +244,81 @@ class TableNormalizerTest {
         assertFalse(catalog.sink().renewNormalizeLease(flow, table, "this-task", java.time.Duration.ofSeconds(30)),
                 "a late renewal does not take a lease given up");
     }
+
+    /**
+     * A statement the client gives up on (here a truncate that gets no answer within {@code clickhouse.timeout.ms}) may
+     * still run on the server. The loop cancels it there by its own query id ({@code KILL QUERY WHERE query_id =
+     * {id:String}}, the id bound as a parameter); while ClickHouse does not confirm the cancel, the loop keeps the
+     * table's normalize lease (renewed, for longer than the lease lasts) and records the error, so that no other loop
+     * loads the table meanwhile. Once the cancel is confirmed the batch is loaded and the lease given up. ClickHouse is
+     * {@link ClickHouseStandIn}, a hand-written stand-in: the test engine runs one statement at a time and cannot show
+     * a statement still running while it is asked to cancel it.
+     */
+    @Test
+    void aStatementTheClientGaveUpOnIsCancelledOnTheServerAndTheLeaseKeptUntilItIs(@TempDir Path stageDir) throws Exception {
+        String flow = "f";
+        String table = "p.d.cancelled";
+        FileStageStore store = new FileStageStore(stageDir.toUri());
+        catalog.progress().initTable(flow, table);
+        // a batch that is only a truncate: its one statement is the TRUNCATE
+        catalog.stages().upsertStage(flow, table, new Stage(1, List.of(), 0, new RowCounts(0, 0, 0), true));
+        ScheduledExecutorService pool = Executors.newScheduledThreadPool(2);
+        ScheduledExecutorService leaseTimer = Executors.newSingleThreadScheduledExecutor();
+        TableMetrics.Table metrics = TableMetrics.forSink(() -> null, "test").table(flow, table);
+        java.time.Duration lease = java.time.Duration.ofSeconds(3);
+        try (ClickHouseStandIn server = ClickHouseStandIn.start();
+             Client client = new Client.Builder().addEndpoint(server.url()).setUsername("default").setPassword("")
+                     .compressServerResponse(false).setSocketTimeout(3_000).build()) {
+            server.hang("TRUNCATE", "KILL");
+            ClickHouseDestination destination = new ClickHouseDestination(client, "default", true, true, 1000, 1_000,
+                    Cluster.single());
+            TableNormalizer normalizer = new TableNormalizer(new TableKey(flow, table, "p_d_cancelled"), catalog, store,
+                    destination, false, pool, 200, 500, metrics, "cancel-owner", lease, leaseTimer);
+            normalizer.wake();
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (catalog.progress().getTable(flow, table).orElseThrow().lastError() == null && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            String error = catalog.progress().getTable(flow, table).orElseThrow().lastError();
+            assertTrue(error != null, "the truncate's timeout is recorded");
+
+            // held by this loop for more than twice the lease: renewed while the truncate may still run
+            long heldUntil = System.nanoTime() + lease.toNanos() * 2 + 1_000_000_000L;
+            while (System.nanoTime() < heldUntil) {
+                String holder = catalog.sink().normalizeLeaseHolder(flow, table).orElse("nobody");
+                assertTrue(holder.startsWith("cancel-owner until "), "the lease while the truncate may still run is held by "
+                        + holder + "; last error: " + catalog.progress().getTable(flow, table).orElseThrow().lastError());
+                Thread.sleep(50);
+            }
+            error = catalog.progress().getTable(flow, table).orElseThrow().lastError();
+            assertTrue(error.contains("KILL QUERY was not confirmed") && error.contains("normalize lease is kept"), error);
+            assertEquals(0, catalog.progress().getTable(flow, table).orElseThrow().normalizedBatchId());
+
+            List<ClickHouseStandIn.Request> truncates = server.requests("TRUNCATE");
+            List<ClickHouseStandIn.Request> kills = server.requests("KILL");
+            assertEquals(1, truncates.size(), "no truncate is sent again while the first may still run");
+            String truncateId = truncates.get(0).queryId();
+            assertTrue(truncateId != null && truncateId.startsWith("tablecdc-"), "the truncate's query id: " + truncateId);
+            assertTrue(kills.size() >= 2, "the cancel is tried again: " + kills.size());
+            for (ClickHouseStandIn.Request kill : kills) {
+                assertEquals("KILL QUERY WHERE query_id = {id:String} SYNC", kill.sql().strip());
+                assertEquals(truncateId, kill.params().get("param_id"), "the truncate's id, bound as a parameter");
+            }
+
+            server.answerAll();
+            deadline = System.nanoTime() + 20_000_000_000L;
+            while ((catalog.progress().getTable(flow, table).orElseThrow().normalizedBatchId() < 1
+                    || catalog.sink().normalizeLeaseHolder(flow, table).isPresent()) && System.nanoTime() < deadline) {
+                Thread.sleep(50);
+            }
+            assertEquals(1, catalog.progress().getTable(flow, table).orElseThrow().normalizedBatchId(), "loaded once cancelled");
+            assertEquals(java.util.Optional.empty(), catalog.sink().normalizeLeaseHolder(flow, table), "the lease given up");
+            assertNull(catalog.progress().getTable(flow, table).orElseThrow().lastError(), "recovered");
+            assertEquals(2, server.requests("TRUNCATE").size(), "the truncate again, once the first was cancelled");
+            normalizer.stop();
+        } finally {
+            pool.shutdownNow();
+            leaseTimer.shutdownNow();
+        }
+    }
 }

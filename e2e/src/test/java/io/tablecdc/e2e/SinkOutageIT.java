@@ -17,6 +17,7 @@ import org.apache.kafka.connect.data.Decimal;
 import org.apache.kafka.connect.data.Schema;
 import org.apache.kafka.connect.data.SchemaBuilder;
 import org.apache.kafka.connect.data.Struct;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -159,6 +160,104 @@ class SinkOutageIT {
             assertTrue(proxy.accepted() > 0, "the sink reached " + dependency + " through the proxy");
         } finally {
             stack.connect().rest().delete(connector);
+        }
+    }
+
+    /**
+     * ClickHouse stops answering (a black hole) while a batch loads: the sink gives up on its INSERT after
+     * {@code clickhouse.timeout.ms}, and the INSERT may still run on the server. The sink cancels it there by its query
+     * id ({@code KILL QUERY}); the cancel gets no answer either, so the loop keeps the table's normalize lease (renewed,
+     * for more than twice its duration) with the error in the catalog, instead of giving it up to whichever loader comes
+     * next while the INSERT may still write. Once ClickHouse answers again the cancel is confirmed, the batch loads and
+     * the lease is given up. (The test engine runs one statement at a time and never sees the client's query id, so what
+     * it shows is the lease kept while the cancel is unconfirmed; the ids are checked against a stand-in in the sink's
+     * unit tests.)
+     */
+    @Test
+    void aLoadTheSinkGaveUpOnKeepsItsTablesLeaseUntilItsCancelIsConfirmed() throws Exception {
+        String database = "sinkoutage_cancel";
+        String flow = "flow-outage-cancel";
+        String table = "outage.cancel";
+        String topic = "sinkoutage.cancel";
+        String catalogUrl = stack.postgres().createDatabase(database);
+        URI clickhouseUri = URI.create(stack.clickhouse().httpUrl());
+        String connector = "sink-outage-cancel";
+        Map<Long, String> expected = new ConcurrentHashMap<>();
+        try (FaultProxy proxy = FaultProxy.start("cancel", clickhouseUri.getHost(), clickhouseUri.getPort());
+             Client clickhouse = stack.clickhouse().client()) {
+            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "sinkoutage-cancel");
+            config.put("topics", topic);
+            config.put("table.name.format", "${table}");
+            config.put("clickhouse.url", "http://127.0.0.1:" + proxy.port());
+            config.put("clickhouse.timeout.ms", "3000");
+            config.put("normalize.lease.ms", "3000");
+            config.put("normalize.backoff.initial.ms", "500");
+            config.put("normalize.backoff.max.ms", "1000");
+            stack.connect().rest().putConfig(connector, config);
+            stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(90));
+            produce(flow, table, topic, expected, 1, 1);
+            long deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+            while (SinkFaultIT.normalizedBatch(database, flow, table) < 1 && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            assertEquals(1, SinkFaultIT.normalizedBatch(database, flow, table), "the first batch loaded before the outage");
+
+            proxy.blackHole();
+            produce(flow, table, topic, expected, 2, 2);
+            deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            String error = null;
+            while (System.nanoTime() < deadline) {
+                error = SinkFaultIT.lastError(database, flow, table);
+                if (error != null) {
+                    break;
+                }
+                Thread.sleep(200);
+            }
+            assertTrue(error != null, "the load's timeout is recorded");
+            // the load may still run: its lease is not given up, for more than twice its duration
+            long heldUntil = System.nanoTime() + Duration.ofMillis(7_000).toNanos();
+            String holder = null;
+            while (System.nanoTime() < heldUntil) {
+                holder = leaseHolder(database, flow, table);
+                assertTrue(holder != null, "the normalize lease was given up while the load may still run; last error: "
+                        + SinkFaultIT.lastError(database, flow, table));
+                Thread.sleep(100);
+            }
+            error = SinkFaultIT.lastError(database, flow, table);
+            assertTrue(error.contains("KILL QUERY was not confirmed") && error.contains("normalize lease is kept"), error);
+            assertEquals(1, SinkFaultIT.normalizedBatch(database, flow, table), "nothing loaded while the first load may run");
+
+            proxy.pass();
+            deadline = System.nanoTime() + Duration.ofSeconds(90).toNanos();
+            while ((SinkFaultIT.normalizedBatch(database, flow, table) < 2 || leaseHolder(database, flow, table) != null
+                    || SinkFaultIT.lastError(database, flow, table) != null) && System.nanoTime() < deadline) {
+                Thread.sleep(200);
+            }
+            assertEquals(2, SinkFaultIT.normalizedBatch(database, flow, table), "the batch loads once the cancel is confirmed");
+            assertEquals(null, leaseHolder(database, flow, table), "the lease given up after the run");
+            assertEquals(null, SinkFaultIT.lastError(database, flow, table), "recovered");
+            List<GenericRecord> rows = clickhouse.queryAll("SELECT id, customer FROM outage_cancel FINAL ORDER BY id");
+            Map<Long, String> actual = new java.util.HashMap<>();
+            for (GenericRecord row : rows) {
+                actual.put(row.getLong("id"), row.getString("customer"));
+            }
+            assertEquals(expected, actual, "rows (FINAL)");
+            assertTrue(stack.connect().rest().states(connector).stream().allMatch("RUNNING"::equals));
+        } finally {
+            stack.connect().rest().delete(connector);
+        }
+    }
+
+    /** The owner of the table's unexpired normalize lease, or null. */
+    private static String leaseHolder(String database, String flow, String table) throws Exception {
+        try (java.sql.Connection c = stack.postgres().connect(database);
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT normalize_lease_owner FROM cdc_table_replication_state"
+                     + " WHERE flow_name = ? AND source_table_identifier = ? AND normalize_lease_until > now()")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                return rs.next() ? rs.getString(1) : null;
+            }
         }
     }
 
