@@ -122,7 +122,7 @@ public final class SinkLeases {
     }
 
     /**
-     * Records that the table is loaded into {@code destination} (a ClickHouse table, named with its server and
+     * Records that the table is loaded into {@code destination} (a ClickHouse table, named with the identity of its
      * database), unless another table of the catalog is loaded there already (two source tables never share a
      * destination table) or this table already has batches loaded into another destination (a table never moves
      * silently: a reload or a reset, which start its loads over, clear that). May be called again after a crash.
@@ -130,9 +130,23 @@ public final class SinkLeases {
      * @return empty when {@code destination} is this table's now, otherwise why not
      */
     public Optional<DestinationRefusal> claimDestination(String flow, String table, String destination) {
+        return claimDestination(flow, table, destination, null);
+    }
+
+    /**
+     * As {@link #claimDestination(String, String, String)}, where {@code formerName} (null for none) is another name of
+     * the same destination, as an earlier release recorded it: a table recorded under it is taken as loaded into
+     * {@code destination} and its row rewritten to {@code destination}, and another table recorded under it holds
+     * {@code destination}. May be called again after a crash.
+     */
+    public Optional<DestinationRefusal> claimDestination(String flow, String table, String destination, String formerName) {
         requireName("claimDestination", "destination", destination);
+        String former = formerName == null || formerName.equals(destination) ? null : formerName;
         return db.onTable("claimDestination", flow, table, c -> {
             Optional<String> other = destinationHolder(c, flow, table, destination);
+            if (other.isEmpty() && former != null) {
+                other = destinationHolder(c, flow, table, former);
+            }
             if (other.isPresent()) {
                 return other.<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
             }
@@ -140,7 +154,7 @@ public final class SinkLeases {
                     + STATE + " WHERE flow_name = ? AND source_table_identifier = ?", rs -> {
                         String current = rs.getString(1);
                         long normalized = rs.getLong(2);
-                        return current != null && !current.equals(destination) && normalized > 0
+                        return current != null && !current.equals(destination) && !current.equals(former) && normalized > 0
                                 ? new DestinationRefusal.LoadedElsewhere(current, normalized) : null;
                     }, flow, table);
             if (elsewhere.isPresent()) {

@@ -1124,4 +1124,31 @@ class CatalogTest {
         assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
                 catalog.sink().claimDestination(f, "s.b", "ch:8123/db.a2"));
     }
+
+    /**
+     * A destination an earlier release recorded by the server's address ({@code host:port/db.table}) is the same
+     * destination as its name by the database's identity, when the sink gives the old name along: the table goes on and
+     * its row is rewritten; another table recorded under the old name holds it; without the old name it is elsewhere.
+     */
+    @Test
+    void aDestinationRecordedUnderItsFormerNameIsTakenOverAndRewritten() {
+        String f = "flow-destination-former";
+        catalog.progress().initTable(f, "s.a");
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "ch:8123/db.a"));
+        assertTrue(catalog.progress().recordNormalize(f, "s.a", 1, new RowCounts(1, 0, 0), T0));
+        String byUuid = "db.a in ClickHouse database 6d2e1c0a-0000-4000-8000-000000000001";
+        assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere("ch:8123/db.a", 1)),
+                catalog.sink().claimDestination(f, "s.a", byUuid, "alias:8123/db.a"), "reached under another address");
+        catalog.progress().initTable(f, "s.b");
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+                catalog.sink().claimDestination(f, "s.b", byUuid, "ch:8123/db.a"), "held under its former name");
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", byUuid, "ch:8123/db.a"));
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", byUuid, "alias:8123/db.a"),
+                "rewritten: any address of the database from then on");
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+                catalog.sink().claimDestination(f, "s.b", byUuid, null));
+        assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere(byUuid, 1)),
+                catalog.sink().claimDestination(f, "s.a", "db.a in ClickHouse database 6d2e1c0a-0000-4000-8000-000000000002",
+                        "ch:8123/db.a"), "another database of the same name");
+    }
 }
