@@ -63,6 +63,29 @@ public final class ClickHouseDestination implements AutoCloseable {
         }
     }
 
+    /** The UUID ClickHouse reports for a database without one (engines {@code Ordinary}, {@code Memory}). */
+    static final String NO_UUID = "00000000-0000-0000-0000-000000000000";
+
+    /**
+     * The identity of this destination's database: its UUID as {@code system.databases} reports it, the same under
+     * every address of the server (and on every server of a cluster for a database created {@code ON CLUSTER}), and
+     * another for a database dropped and created again under the same name. Empty when the database has none (engine
+     * {@code Ordinary} or {@code Memory}) or does not exist. Read-only.
+     */
+    public java.util.Optional<String> databaseUuid() {
+        Map<String, Object> params = new HashMap<>();
+        params.put("db", database);
+        List<GenericRecord> rows = client.queryAll("SELECT toString(uuid) AS uuid FROM system.databases WHERE name = {db:String}",
+                params);
+        return rows.stream().map(r -> r.getString("uuid")).filter(u -> u != null && !u.isEmpty() && !NO_UUID.equals(u))
+                .findFirst();
+    }
+
+    /** The database this destination loads into. */
+    public String database() {
+        return database;
+    }
+
     /** Column name → ClickHouse type of an existing table, in order; empty when the table does not exist. */
     public Map<String, String> columns(String table) throws Exception {
         Map<String, Object> params = new HashMap<>();
