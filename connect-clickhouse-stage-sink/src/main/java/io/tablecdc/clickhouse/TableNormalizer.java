@@ -64,6 +64,12 @@ import io.tablecdc.common.metrics.TableMetrics;
  * step that writes (truncate, each file, the normalized id) and gives it up when the run ends. A loop whose table
  * left its task ({@link #stopAndWait}) starts no further step; until its step in flight ends it keeps the lease, so
  * the table's next owner waits for it.
+ *
+ * <p>A statement given up on (no answer within {@code clickhouse.timeout.ms}, or the answer lost) is cancelled on the
+ * server by its query id ({@link ClickHouseDestination#cancel}); while ClickHouse does not confirm that cancel
+ * ({@link ClickHouseDestination.StatementMayRun}), the loop keeps the lease between its runs (renewed), and each run
+ * cancels again before anything else, so that nothing else writes the table while the old statement may. A loop stopped
+ * meanwhile stops renewing and leaves the lease to run out rather than give it up.
  */
 final class TableNormalizer {
     private static final Logger log = LoggerFactory.getLogger(TableNormalizer.class);
@@ -87,6 +93,14 @@ final class TableNormalizer {
     private final String owner;
     private final Duration lease;
     private final ScheduledExecutorService leaseTimer;
+    /**
+     * A statement of this loop that ClickHouse may still run (given up on, its cancel not confirmed), or null: while set,
+     * this loop keeps the table's normalize lease between runs (renewed), and each run cancels it again before anything
+     * else and writes only once the cancel is confirmed.
+     */
+    private volatile ClickHouseDestination.StatementMayRun mayRun;
+    /** The lease's renewal, every third of its duration; kept between runs while {@link #mayRun} is set. */
+    private volatile ScheduledFuture<?> heartbeat;
     /** When the lease was last taken or renewed (System.nanoTime), 0 while this loop does not hold it. */
     private volatile long leaseRenewedAt;
     private volatile boolean leaseLost;
@@ -216,7 +230,6 @@ final class TableNormalizer {
 
     private void run() {
         long retryIn = -1;
-        ScheduledFuture<?> heartbeat = null;
         boolean claimed = false;
         try {
             rerun.set(false);
@@ -247,8 +260,18 @@ final class TableNormalizer {
             claimed = true;
             leaseRenewedAt = System.nanoTime();
             leaseLost = false;
-            long every = Math.max(1, lease.toMillis() / 3);
-            heartbeat = leaseTimer.scheduleAtFixedRate(this::renewLease, every, every, TimeUnit.MILLISECONDS);
+            if (heartbeat == null) {
+                long every = Math.max(1, lease.toMillis() / 3);
+                heartbeat = leaseTimer.scheduleAtFixedRate(this::renewLease, every, every, TimeUnit.MILLISECONDS);
+            }
+            ClickHouseDestination.StatementMayRun pending = mayRun;
+            if (pending != null) {
+                // nothing is written while the statement given up on may still write
+                destination.cancelAgain(pending);
+                mayRun = null;
+                log.info("flow {}, table {}: ClickHouse confirmed that statement {} is not running; loading goes on",
+                        key.flow(), key.table(), pending.queryId());
+            }
             normalizeAll();
             if (stopped) {
                 return;
@@ -261,6 +284,10 @@ final class TableNormalizer {
             log.info("flow {}, table {}: batch {} was staged again while this run read it; reading the stage rows again",
                     key.flow(), key.table(), e.batchId);
             rerun.set(true);
+        } catch (ClickHouseDestination.StatementMayRun e) {
+            mayRun = e;
+            inBackoff = true;
+            retryIn = episode.failed(e);
         } catch (BatchRefused e) {
             inBackoff = true;
             retryIn = episode.failed(e, e.batchId);
@@ -268,10 +295,19 @@ final class TableNormalizer {
             inBackoff = true;
             retryIn = episode.failed(e);
         } finally {
-            if (heartbeat != null) {
+            // a statement that may still run keeps the lease to this loop (renewed) until its cancel is confirmed; a loop
+            // stopped meanwhile stops renewing and leaves the lease to run out
+            boolean keep = claimed && mayRun != null && !stopped && !leaseLost;
+            if (heartbeat != null && !keep) {
                 heartbeat.cancel(false);
+                heartbeat = null;
             }
-            if (claimed) {
+            if (claimed && mayRun != null && !keep) {
+                log.warn("flow {}, table {}: statement {} may still run on ClickHouse and this loop stopped or lost its lease;"
+                        + " the normalize lease is left to run out ({} ms) rather than given up", key.flow(), key.table(), mayRun.queryId(),
+                        lease.toMillis());
+                leaseRenewedAt = 0;
+            } else if (claimed && !keep) {
                 leaseRenewedAt = 0;
                 try {
                     catalog.sink().releaseNormalizeLease(key.flow(), key.table(), owner);
@@ -296,6 +332,16 @@ final class TableNormalizer {
     }
 
     private void renewLease() {
+        synchronized (this) {
+            if (stopped && !inRun) {
+                // stopped between the runs of a statement that may still run: the lease is left to run out
+                if (heartbeat != null) {
+                    heartbeat.cancel(false);
+                    heartbeat = null;
+                }
+                return;
+            }
+        }
         try {
             if (catalog.sink().renewNormalizeLease(key.flow(), key.table(), owner, lease)) {
                 leaseRenewedAt = System.nanoTime();

@@ -6,15 +6,20 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 
 import com.clickhouse.client.api.Client;
+import com.clickhouse.client.api.ConnectionInitiationException;
+import com.clickhouse.client.api.ServerException;
+import com.clickhouse.client.api.data_formats.ClickHouseBinaryFormatReader;
 import com.clickhouse.client.api.command.CommandSettings;
 import com.clickhouse.client.api.insert.InsertResponse;
 import com.clickhouse.client.api.insert.InsertSettings;
 import com.clickhouse.client.api.query.QueryResponse;
+import com.clickhouse.client.api.query.QuerySettings;
 import com.clickhouse.client.api.query.GenericRecord;
 import com.clickhouse.data.ClickHouseFormat;
 
@@ -231,8 +236,10 @@ public final class ClickHouseDestination implements AutoCloseable {
         if (legacy) {
             params.put("version_error", LegacyVersions.error(database, table));
         }
-        return await(client.query(ddl.insertSelect(table, columns, source.tableFunction(), legacy), params, settings),
-                "load into " + table);
+        String queryId = newQueryId();
+        settings.setQueryId(queryId);
+        return await(() -> client.query(ddl.insertSelect(table, columns, source.tableFunction(), legacy), params, settings),
+                "the load into " + table, queryId);
     }
 
     /**
@@ -248,8 +255,10 @@ public final class ClickHouseDestination implements AutoCloseable {
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
         cluster.insertSettings().forEach(settings::serverSetting);
         Map<String, Object> params = new HashMap<>(source.parameters());
-        return await(client.query(ddl.insertSelectFilling(sourceTable, table, columns, lookupColumns, source.tableFunction()),
-                params, settings), "load into " + table);
+        String queryId = newQueryId();
+        settings.setQueryId(queryId);
+        return await(() -> client.query(ddl.insertSelectFilling(sourceTable, table, columns, lookupColumns, source.tableFunction()),
+                params, settings), "the load into " + table, queryId);
     }
 
     /** Push mode: streams the stage file as {@code INSERT … FORMAT Avro}; returns the rows ClickHouse reports written. */
@@ -267,13 +276,16 @@ public final class ClickHouseDestination implements AutoCloseable {
         settings.serverSetting("insert_deduplicate", "1");
         settings.serverSetting("insert_deduplication_token", deduplicationToken);
         cluster.insertSettings().forEach(settings::serverSetting);
+        String queryId = newQueryId();
+        settings.setQueryId(queryId);
         if (legacyVersion(table)) {
             // a UInt64 version column takes Avro long: the file is rewritten with its versions as longs
             try (InputStream converted = LegacyVersions.asLongs(avroFile, database, table)) {
-                return await(client.insert(table, names, converted, ClickHouseFormat.Avro, settings), "load into " + table);
+                return await(() -> client.insert(table, names, converted, ClickHouseFormat.Avro, settings), "the load into " + table,
+                        queryId);
             }
         }
-        return await(client.insert(table, names, avroFile, ClickHouseFormat.Avro, settings), "load into " + table);
+        return await(() -> client.insert(table, names, avroFile, ClickHouseFormat.Avro, settings), "the load into " + table, queryId);
     }
 
     /**
@@ -289,29 +301,154 @@ public final class ClickHouseDestination implements AutoCloseable {
         return rows.isEmpty() ? 0 : rows.get(0).getLong("n");
     }
 
+    /** A statement that writes (DDL, a truncate), under a query id of its own. */
     private void execute(String sql, Map<String, Object> params) throws Exception {
-        await(client.query(sql, params), sql);
+        CommandSettings settings = new CommandSettings();
+        String queryId = newQueryId();
+        settings.setQueryId(queryId);
+        await(() -> client.query(sql, params, settings), sql, queryId);
+    }
+
+    /** A query id of a statement of this sink: {@code tablecdc-} and a random UUID. */
+    static String newQueryId() {
+        return "tablecdc-" + UUID.randomUUID();
+    }
+
+    /** How long a cancel ({@link #cancel}) waits for ClickHouse's answer at most. */
+    static final long CANCEL_WAIT_MS = 30_000;
+
+    /**
+     * A statement that writes was given up on (no answer in time, or the answer lost with its connection) and may still
+     * run on the server; cancelling it with {@code KILL QUERY} was not confirmed. Until {@link #cancel} confirms it, the
+     * caller must not let anything else write the table (it keeps the table's normalize lease).
+     */
+    public static final class StatementMayRun extends Exception {
+        private static final long serialVersionUID = 1L;
+        private final String what;
+        private final String queryId;
+        private final String why;
+
+        StatementMayRun(String what, String queryId, String why, Throwable cause) {
+            super("ClickHouse may still run " + what + " (query id " + queryId + "): " + why + "; cancelling it with KILL QUERY"
+                    + " was not confirmed (" + io.tablecdc.common.ErrorEpisode.describe(cause) + "); the table's normalize lease"
+                    + " is kept, and the next attempt cancels it first and writes only once ClickHouse confirms it", cause);
+            this.what = what;
+            this.queryId = queryId;
+            this.why = why;
+        }
+
+        /** The query id of the statement that may still run. */
+        public String queryId() {
+            return queryId;
+        }
+    }
+
+    /**
+     * Cancels the statement of {@code queryId} on the server ({@code KILL QUERY WHERE query_id = … SYNC}, the id bound
+     * as a parameter: a user may cancel its own statements) and waits up to {@value #CANCEL_WAIT_MS} ms (at most
+     * {@code clickhouse.timeout.ms}) for the answer.
+     *
+     * @return null when ClickHouse answered that the statement stopped or that no such statement runs; otherwise why the
+     *         cancel is not confirmed
+     */
+    public Throwable cancel(String queryId) {
+        Map<String, Object> params = new HashMap<>();
+        params.put("id", queryId);
+        long waitMs = Math.min(CANCEL_WAIT_MS, timeoutMs);
+        java.util.concurrent.CompletableFuture<QueryResponse> response = null;
+        // the client may run the call in this thread and throw its failure here rather than through the future
+        try (QueryResponse answer = (response = client.query("KILL QUERY WHERE query_id = {id:String} SYNC", params,
+                new QuerySettings())).get(waitMs, TimeUnit.MILLISECONDS);
+             ClickHouseBinaryFormatReader reader = client.newBinaryFormatReader(answer)) {
+            while (reader.hasNext()) {
+                reader.next();
+                String status = reader.getString("kill_status");
+                if (!"finished".equals(status)) {
+                    return new IllegalStateException("KILL QUERY answered kill_status " + status);
+                }
+            }
+            log.info("ClickHouse confirmed that statement {} is not running (KILL QUERY)", queryId);
+            return null;
+        } catch (TimeoutException e) {
+            if (response != null) {
+                response.cancel(true);
+            }
+            return new TimeoutException("no answer within " + waitMs + " ms");
+        } catch (ExecutionException e) {
+            return e.getCause() != null ? e.getCause() : e;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return e;
+        } catch (Exception e) {
+            return e;
+        }
+    }
+
+    /**
+     * Cancels the statement {@code pending} names again ({@link #cancel}).
+     *
+     * @throws StatementMayRun when the cancel is still not confirmed
+     */
+    public void cancelAgain(StatementMayRun pending) throws StatementMayRun {
+        Throwable notConfirmed = cancel(pending.queryId);
+        if (notConfirmed != null) {
+            throw new StatementMayRun(pending.what, pending.queryId, pending.why, notConfirmed);
+        }
+    }
+
+    /**
+     * Whether a statement whose call failed with {@code failure} may still run on the server: not when ClickHouse
+     * answered (an error of the server ends its statement), nor when no connection was made (the request was not sent).
+     */
+    static boolean mayStillRun(Throwable failure) {
+        for (Throwable t = failure; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof ServerException || t instanceof ConnectionInitiationException
+                    || t instanceof java.net.ConnectException || t instanceof java.net.UnknownHostException
+                    // the HTTP client's connect timeout (org.apache.hc.client5.http.ConnectTimeoutException)
+                    || t.getClass().getSimpleName().equals("ConnectTimeoutException")) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /**
      * Waits for a call's answer. Statements go through {@code Client.query}, not {@code Client.execute}: the latter
      * completes its answer with {@code thenApplyAsync} on the JVM's common fork-join pool (one thread on a worker of two
      * cores), so a load waited for whatever else in the worker ran there (found by {@code SinkOutageIT}: a task on
-     * that pool held every load of the sink for 20 s).
+     * that pool held every load of the sink for 20 s). A statement given up on (no answer within
+     * {@code clickhouse.timeout.ms}, or the answer lost) is cancelled on the server by its query id before the failure
+     * is thrown; {@link StatementMayRun} when that cancel is not confirmed.
      */
-    private long await(java.util.concurrent.CompletableFuture<? extends AutoCloseable> response, String what) throws Exception {
+    private long await(java.util.function.Supplier<java.util.concurrent.CompletableFuture<? extends AutoCloseable>> call,
+                       String what, String queryId) throws Exception {
+        Exception failure;
+        java.util.concurrent.CompletableFuture<? extends AutoCloseable> response = null;
         try {
+            // the client may run the call in this thread and throw its failure here rather than through the future
+            response = call.get();
             try (AutoCloseable answer = response.get(timeoutMs, TimeUnit.MILLISECONDS)) {
                 // the summary header: rows the statement wrote
                 return answer instanceof QueryResponse q ? q.getWrittenRows()
                         : answer instanceof InsertResponse i ? i.getWrittenRows() : 0;
             }
         } catch (ExecutionException e) {
-            throw e.getCause() instanceof Exception cause ? cause : e;
+            failure = e.getCause() instanceof Exception cause ? cause : e;
         } catch (TimeoutException e) {
             response.cancel(true);
-            throw new TimeoutException("ClickHouse did not answer within " + timeoutMs + " ms: " + what);
+            failure = new TimeoutException("ClickHouse did not answer within " + timeoutMs + " ms: " + what);
+        } catch (RuntimeException e) {
+            failure = e;
         }
+        if (!mayStillRun(failure)) {
+            throw failure;
+        }
+        log.warn("gave up waiting for {} (query id {}): {}; cancelling it on the server", what, queryId, failure.toString());
+        Throwable notConfirmed = cancel(queryId);
+        if (notConfirmed != null) {
+            throw new StatementMayRun(what, queryId, io.tablecdc.common.ErrorEpisode.describe(failure), notConfirmed);
+        }
+        throw failure;
     }
 
     @Override
