@@ -152,10 +152,9 @@ public class SourceClient {
     }
 
     /** The smallest watermark in {@code (lower, upper]}, or null when there is none. */
-    public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) throws InterruptedException {
+    public Instant nextWatermark(TableSpec table, CdcSql.Watermark watermark, Instant lower, Instant upper) throws InterruptedException {
         QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table, watermark)));
-        builder.addNamedParameter(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(lower)));
-        builder.addNamedParameter(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(upper)));
+        watermark.parameters(lower, upper).forEach(builder::addNamedParameter);
         FieldValueList row = bigQuery.query(builder.build()).getValues().iterator().next();
         return row.get(CdcSql.NEXT_WATERMARK).isNull() ? null : row.get(CdcSql.NEXT_WATERMARK).getTimestampInstant();
     }

@@ -505,7 +505,7 @@ final class TablePoller {
             if (next.isPresent() && config.mode() == Mode.QUERY) {
                 // one query finds where rows resume instead of one query per empty window
                 Instant limit = Window.limit(sourceNow, lag());
-                Instant resume = client.nextWatermark(table, watermarkSql(), w.upper(), limit);
+                Instant resume = client.nextWatermark(table, schema.watermarkSql(config.watermarkTimeZone()), w.upper(), limit);
                 if (resume == null) {
                     metrics.syncedUpTo(limit);
                 }
@@ -542,8 +542,13 @@ final class TablePoller {
 
     private SourceClient.Pages runWindow(Window window) throws InterruptedException {
         Map<String, QueryParameterValue> parameters = new HashMap<>();
-        parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
-        parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
+        if (config.mode() == Mode.QUERY) {
+            // with a DATETIME or DATE watermark, also the window's bounds in the column's own type (partition pruning)
+            parameters.putAll(schema.watermarkSql(config.watermarkTimeZone()).parameters(window.lower(), window.upper()));
+        } else {
+            parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
+            parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
+        }
         try {
             return client.query(sql(), parameters, destination);
         } catch (BigQueryException e) {
@@ -565,7 +570,7 @@ final class TablePoller {
 
     private String sql() {
         return switch (config.mode()) {
-            case QUERY -> CdcSql.window(table, schema.columns(), watermarkSql());
+            case QUERY -> CdcSql.window(table, schema.columns(), schema.watermarkSql(config.watermarkTimeZone()));
             case APPENDS -> CdcSql.appends(table, schema.columns());
             case CHANGES -> CdcSql.changes(table, schema.columns());
         };
