@@ -198,9 +198,21 @@ public class SourceClient {
     }
 
     private Pages run(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
-        if (destination != null) {
-            createExpiring(destination);
+        if (destination == null) {
+            return runJob(configuration, null);
         }
+        createExpiring(destination);
+        try {
+            return runJob(configuration, destination);
+        } catch (RuntimeException | InterruptedException e) {
+            // the query failed after its destination table was created: drop it now rather than let it wait a day for
+            // its expiration (the next attempt creates it again)
+            dropTable(destination);
+            throw e;
+        }
+    }
+
+    private Pages runJob(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
         JobId jobId = location.isEmpty() ? JobId.of() : JobId.newBuilder().setLocation(location).build();
         Job job = bigQuery.create(JobInfo.newBuilder(configuration).setJobId(jobId).build()).waitFor();
         if (job == null) {

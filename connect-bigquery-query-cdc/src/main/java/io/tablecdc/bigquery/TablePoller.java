@@ -93,11 +93,14 @@ final class TablePoller {
     private final ErrorEpisode episode;
     private final AtomicLong inFlight = new AtomicLong();
     private final TableMetrics.Table metrics;
+    /** {@code query.destination.dataset} as {project, dataset}, or null. */
+    private final String[] destinationDataset;
     /**
      * Where this task's queries write their result ({@code query.destination.dataset}), or null: a name of its own per
-     * task start, so that two tasks of the table (during a rebalance) never write into each other's result.
+     * task start (the table's ownership epoch, taken at start), so that two tasks of the table (during a rebalance)
+     * never write into each other's result; set when the task starts.
      */
-    private final com.google.cloud.bigquery.TableId destination;
+    private com.google.cloud.bigquery.TableId destination;
 
     private Instant cursor;
     private long lastBatchId;
@@ -182,15 +185,51 @@ final class TablePoller {
         this.offsetBatchId = stored.batch();
         this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
         this.metrics = metrics;
-        String[] dataset = config.destinationDataset();
-        this.destination = dataset == null ? null : com.google.cloud.bigquery.TableId.of(dataset[0], dataset[1],
-                destinationTable(flow, table, java.util.UUID.randomUUID()));
+        this.destinationDataset = config.destinationDataset();
     }
 
-    /** The name of the destination table of a task start: {@code tablecdc_<flow>_<dataset>_<table>_<random>}. */
-    static String destinationTable(String flow, TableSpec table, java.util.UUID start) {
-        return "tablecdc_" + part(flow) + "_" + part(table.dataset()) + "_" + part(table.table()) + "_"
-                + Long.toHexString(start.getMostSignificantBits()) + Long.toHexString(start.getLeastSignificantBits());
+    /** How many earlier task starts' destination tables a task start drops (each start drops its predecessors'). */
+    static final int DESTINATION_LEFTOVERS = 3;
+
+    /**
+     * The name of the destination table of a task start:
+     * {@code tablecdc_<flow>_<dataset>_<table>_<hash>_<epoch>}, where the hash (8 hex digits of the SHA-256 of the flow
+     * and the table's full name) keeps apart flows and tables whose names read the same once cleaned, and the epoch is
+     * the task start's ownership of the table in the catalog (one higher at every start): a task start knows the names
+     * its predecessors used, and drops what they left ({@link #dropLeftoverDestinations}).
+     */
+    static String destinationTable(String flow, TableSpec table, long epoch) {
+        String hash;
+        try {
+            byte[] digest = java.security.MessageDigest.getInstance("SHA-256").digest(
+                    (flow + "\n" + table.fullName()).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            hash = java.util.HexFormat.of().formatHex(digest, 0, 4);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        return "tablecdc_" + part(flow) + "_" + part(table.dataset()) + "_" + part(table.table()) + "_" + hash + "_" + epoch;
+    }
+
+    /**
+     * The destination tables of the task starts before this one ({@link #DESTINATION_LEFTOVERS} of them) are dropped:
+     * a task that died while it read a result (killed, crash-looping) left its table, which would otherwise stay until
+     * it expires, one per restart. A task of an earlier start that still runs somewhere has lost the table to this one
+     * (its next catalog write is refused): losing its result only ends it sooner.
+     */
+    private void dropLeftoverDestinations() {
+        for (long earlier = epoch - 1; earlier >= 1 && earlier >= epoch - DESTINATION_LEFTOVERS; earlier--) {
+            com.google.cloud.bigquery.TableId leftover = com.google.cloud.bigquery.TableId.of(destination.getProject(),
+                    destination.getDataset(), destinationTable(flow, table, earlier));
+            try {
+                if (client.dropTable(leftover)) {
+                    log.debug("flow {}, table {}: dropped {} if an earlier task start left it", flow, table.fullName(),
+                            leftover.getTable());
+                }
+            } catch (RuntimeException e) {
+                log.info("flow {}, table {}: dropping the destination table {} of an earlier task start failed ({}); it"
+                        + " expires by itself", flow, table.fullName(), leftover.getTable(), e.getMessage());
+            }
+        }
     }
 
     private static String part(String name) {
@@ -226,12 +265,16 @@ final class TablePoller {
         this.cutShort = action;
     }
 
-    /** Closes the catalog, if it was opened, and drops the destination table of a batch not read to its end. */
+    /**
+     * Closes the catalog, if it was opened, and drops this task's destination table: a batch not read to its end, or a
+     * query that failed after the table was created, leaves it (BigQuery answers a table that is not there with a
+     * not-found, which is no error here).
+     */
     void close() {
         if (catalog != null) {
             catalog.close();
         }
-        if (destination != null && streaming != null) {
+        if (destination != null) {
             client.dropTable(destination);
         }
     }
@@ -287,6 +330,11 @@ final class TablePoller {
         // the newest task on the table owns it: every earlier one's next catalog write is refused (it stops sending)
         epoch = catalog.owners().take(flow, table.fullName(), "task of " + flow + " on "
                 + java.lang.management.ManagementFactory.getRuntimeMXBean().getName() + " started " + clock.instant());
+        if (destinationDataset != null) {
+            destination = com.google.cloud.bigquery.TableId.of(destinationDataset[0], destinationDataset[1],
+                    destinationTable(flow, table, epoch));
+            dropLeftoverDestinations();
+        }
         TableState state = catalog.progress().getTable(flow, table.fullName()).orElseThrow();
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
