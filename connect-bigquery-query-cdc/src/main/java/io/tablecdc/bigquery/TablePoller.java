@@ -131,6 +131,12 @@ final class TablePoller {
     private boolean zoneChecked;
     private Batch streaming;
     private Batch closing;
+    /**
+     * A batch that ended before its window's last page (its time was up under exactly-once, or a page could not be
+     * read): once it is recorded, the window's remaining pages go on as the next batch, from the page after its last
+     * one (or the page that failed), never from the window's first page again.
+     */
+    private Batch resume;
     private volatile boolean stopping;
     private Runnable cutShort = () -> { };
 
@@ -152,6 +158,13 @@ final class TablePoller {
         Instant endCursor;
         /** The largest watermark the batch's query reads (inclusive); a row beyond it never moves the cursor. */
         final Instant upper;
+        /** The batch ended before the window's last page; the window's next pages go on as the next batch. */
+        boolean split;
+        /**
+         * Of a split batch: it ended on a page that could not be read, so what it sent (if anything) has no record
+         * carrying batch.last, and the sink stages it only once the next batch's first record arrives.
+         */
+        boolean pageFailed;
 
         Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant snapshotCursor,
               Instant upper) {
@@ -300,6 +313,9 @@ final class TablePoller {
             if (closing != null && !mirror()) {
                 return List.of();
             }
+            if (resume != null) {
+                return resumeWindow();
+            }
             return startBatch();
         } catch (TableSchema.SchemaException e) {
             // the task fails; the catalog (and so tablecdc-status) says why until a restarted task polls again
@@ -318,6 +334,7 @@ final class TablePoller {
             log.warn("{}", e.getMessage());
             streaming = null;
             closing = null;
+            resume = null;
             throw new ConnectException(e.getMessage(), e);
         } catch (RuntimeException e) {
             failed(e);
@@ -426,8 +443,9 @@ final class TablePoller {
                 hourlyAheadCheck(sourceNow);
             }
             Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
-            succeeded();
             if (batch == null) {
+                // nothing to read: the attempt succeeded (a window with rows succeeds once it is read and recorded)
+                succeeded();
                 return List.of();
             }
             streaming = batch;
@@ -759,9 +777,15 @@ final class TablePoller {
         try {
             page = batch.pages.next();
         } catch (RuntimeException e) {
-            // the rows sent so far stay a batch of their own (the sink stages it without its last record);
-            // the window is read again, under a new batch id, once they are acknowledged
-            cutShort(batch);
+            if (pageCanBeReadAgain(e)) {
+                // the rows sent so far stay a batch of their own (the sink stages it without its last record); after
+                // the backoff the same page is read again, as the first of the next batch: nothing is sent twice
+                pageFailed(batch);
+            } else {
+                // the result is gone: the rows sent so far stay a batch of their own, and the window is read again,
+                // under a new batch id, once they are acknowledged
+                cutShort(batch);
+            }
             throw e;
         }
         // a task whose table another task took over sends no further page of it
@@ -777,6 +801,54 @@ final class TablePoller {
             cutShort(batch);
             throw e;
         }
+    }
+
+    /**
+     * Whether a page that could not be read can be asked for again: a failed read leaves the page token as it was, and
+     * BigQuery keeps a query's result for a day. Not when BigQuery says the result is not there (404: it expired, or
+     * its destination table was dropped) or the request itself is wrong (400): the window is then read again.
+     */
+    static boolean pageCanBeReadAgain(RuntimeException e) {
+        return !(e instanceof BigQueryException bq && (bq.getCode() == 404 || bq.getCode() == 400));
+    }
+
+    /**
+     * A page of the batch could not be read: the batch ends here (what was sent of it stays a batch of its own, without
+     * its last record) and the window's pages go on from the failed one as the next batch, after the backoff.
+     */
+    private void pageFailed(Batch batch) {
+        batch.split = true;
+        batch.pageFailed = true;
+        batch.endCursor = batch.startCursor;
+        streaming = null;
+        closing = batch;
+        resume = batch;
+        if (batch.rows > 0) {
+            cutShort.run();
+        }
+    }
+
+    /**
+     * The next batch of a window whose previous batch ended before the window did ({@link #resume}): the same query
+     * result, read on from where the previous batch stopped, under a new batch id. A batch that ended on a page
+     * failure is followed at once (the sink stages it only once the next batch's first record arrives); one that
+     * ended because its time was up waits for back-pressure like any batch.
+     */
+    private List<SourceRecord> resumeWindow() {
+        Batch previous = resume;
+        long now = clock.millis();
+        if (!previous.pageFailed && backPressured(now)) {
+            retryAtMs = nextDueAtMs;
+            return List.of();
+        }
+        Batch next = new Batch(nextBatchId(), previous.startCursor, previous.op, previous.pages, previous.snapshotCursor,
+                previous.upper);
+        next.maxSeen = previous.maxSeen;
+        resume = null;
+        streaming = next;
+        log.debug("flow {}, table {}: the window from {} goes on as batch {}", flow, table.fullName(),
+                previous.startCursor == null ? "(snapshot)" : Cursor.format(previous.startCursor), next.id);
+        return nextPage();
     }
 
     /** The batch ends here, failed: what was sent of it stays a batch of its own, its window is read again. */
@@ -1006,6 +1078,11 @@ final class TablePoller {
             metrics.syncedUpTo(newCursor);
         }
         closing = null;
+        if (!batch.failed && !batch.split) {
+            // the window is read to its end, sent, acknowledged and recorded: only now does an error episode end (a
+            // query that succeeds and a page of it that fails are one episode, one warning)
+            succeeded();
+        }
         return true;
     }
 
@@ -1020,7 +1097,7 @@ final class TablePoller {
     private void failed(RuntimeException e) {
         long delay = episode.failed(e);
         nextDueAtMs = clock.millis() + delay;
-        if (!started || closing != null) {
+        if (!started || closing != null || resume != null) {
             retryAtMs = nextDueAtMs;
         }
     }
