@@ -137,6 +137,12 @@ final class TablePoller {
      * one (or the page that failed), never from the window's first page again.
      */
     private Batch resume;
+    /**
+     * Under exactly-once delivery ({@code transaction.boundary=connector}) a batch is one Kafka transaction: it ends at
+     * the page being sent once its first record is this old, so that no transaction outlives the producer's
+     * {@code transaction.timeout.ms}. 0: no time bound (without exactly-once a batch is the whole window).
+     */
+    private long batchMaxMs;
     private volatile boolean stopping;
     private Runnable cutShort = () -> { };
 
@@ -158,6 +164,8 @@ final class TablePoller {
         Instant endCursor;
         /** The largest watermark the batch's query reads (inclusive); a row beyond it never moves the cursor. */
         final Instant upper;
+        /** When its first record was handed out (its Kafka transaction began, under exactly-once); -1 before. */
+        long openedAtMs = -1;
         /** The batch ended before the window's last page; the window's next pages go on as the next batch. */
         boolean split;
         /**
@@ -276,6 +284,15 @@ final class TablePoller {
      */
     void onCutShort(Runnable action) {
         this.cutShort = action;
+    }
+
+    /**
+     * Under exactly-once delivery with connector-defined transaction boundaries, a batch ends at the page being sent
+     * once its first record was handed out {@code ms} ago (see {@link #batchMaxMs}); the window goes on as the next
+     * batch. The task calls it with half the producer's {@code transaction.timeout.ms}.
+     */
+    void closeBatchesAfter(long ms) {
+        this.batchMaxMs = Math.max(0, ms);
     }
 
     /**
@@ -892,6 +909,12 @@ final class TablePoller {
         if (batch.firstRowReceivedAt == null && !rows.isEmpty()) {
             batch.firstRowReceivedAt = receivedAt;
         }
+        if (batch.openedAtMs < 0 && !rows.isEmpty()) {
+            batch.openedAtMs = clock.millis();
+        }
+        // under exactly-once, a batch whose first record went out batchMaxMs ago ends with this page (its transaction
+        // commits) and the window goes on as the next batch; the cursor moves only with the window's last page
+        boolean timeUp = !lastPage && !rows.isEmpty() && batchMaxMs > 0 && clock.millis() - batch.openedAtMs >= batchMaxMs;
         // every row read moves the cursor, a dropped one too (else a window of dropped rows would be read forever)
         for (Converted row : read) {
             if (row.watermarkMicros != null) {
@@ -906,13 +929,25 @@ final class TablePoller {
         List<SourceRecord> records = new ArrayList<>(rows.size());
         String startCursor = batch.startCursor == null ? "" : Cursor.format(batch.startCursor);
         for (int i = 0; i < rows.size(); i++) {
-            boolean last = lastPage && i == rows.size() - 1;
+            boolean last = (lastPage || timeUp) && i == rows.size() - 1;
             String offsetCursor = startCursor;
-            if (last) {
+            if (last && lastPage) {
                 batch.endCursor = endCursor(batch);
                 offsetCursor = Cursor.format(batch.endCursor);
             }
             records.add(record(batch, rows.get(i), offsetCursor, last));
+        }
+        if (timeUp) {
+            // the batch's last record carries the cursor the window started from: a task stopped before the window's
+            // end reads the whole window again
+            batch.split = true;
+            batch.endCursor = batch.startCursor;
+            streaming = null;
+            closing = batch;
+            resume = batch;
+            log.debug("flow {}, table {}: batch {} ends after {} ms ({} rows) with the window unfinished (exactly-once:"
+                    + " its transaction must end within transaction.timeout.ms)", flow, table.fullName(), batch.id,
+                    clock.millis() - batch.openedAtMs, batch.rows);
         }
         if (lastPage) {
             streaming = null;
