@@ -241,15 +241,21 @@ final class TablePoller {
         for (long earlier = epoch - 1; earlier >= 1 && earlier >= epoch - DESTINATION_LEFTOVERS; earlier--) {
             com.google.cloud.bigquery.TableId leftover = com.google.cloud.bigquery.TableId.of(destination.getProject(),
                     destination.getDataset(), destinationTable(flow, table, earlier));
+            boolean dropped;
             try {
-                if (client.dropTable(leftover)) {
-                    log.debug("flow {}, table {}: dropped {} if an earlier task start left it", flow, table.fullName(),
-                            leftover.getTable());
-                }
+                dropped = client.dropTable(leftover);
             } catch (RuntimeException e) {
                 log.info("flow {}, table {}: dropping the destination table {} of an earlier task start failed ({}); it"
                         + " expires by itself", flow, table.fullName(), leftover.getTable(), e.getMessage());
+                dropped = false;
             }
+            if (!dropped) {
+                // BigQuery failed (the client logged why): the others are left to expire, rather than hold the start
+                // for one more call each while BigQuery is unreachable
+                return;
+            }
+            log.debug("flow {}, table {}: dropped {} if an earlier task start left it", flow, table.fullName(),
+                    leftover.getTable());
         }
     }
 
