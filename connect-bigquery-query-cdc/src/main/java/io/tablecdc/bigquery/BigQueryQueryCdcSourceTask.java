@@ -46,6 +46,34 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
                 PullLimiter.of(flow, config.pullParallelism()), Clock.systemUTC(), offset, metrics.table(table.fullName()));
         boundaries = new TransactionBoundaries(context.transactionContext());
         poller.onCutShort(boundaries::commitAll);
+        if (boundaries.active()) {
+            // a batch is one Kafka transaction: it must end well within the producer's transaction.timeout.ms, or the
+            // broker aborts it and every restart reads the same window into the same abort
+            poller.closeBatchesAfter(batchMaxMs(props));
+        }
+    }
+
+    /** Kafka's default {@code transaction.timeout.ms} (a producer's, unless the worker or the connector sets one). */
+    static final long DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000L;
+    /** The connector-level override of the producer's transaction timeout. */
+    static final String TRANSACTION_TIMEOUT_OVERRIDE = "producer.override.transaction.timeout.ms";
+
+    /**
+     * How long a batch may stay open under exactly-once: half the producer's {@code transaction.timeout.ms} (the
+     * connector's {@code producer.override.transaction.timeout.ms}, else Kafka's default of 60 s), so that the page
+     * being read when the time is up still fits in the other half.
+     */
+    static long batchMaxMs(Map<String, String> props) {
+        long timeout = DEFAULT_TRANSACTION_TIMEOUT_MS;
+        String override = props.get(TRANSACTION_TIMEOUT_OVERRIDE);
+        if (override != null && !override.isBlank()) {
+            try {
+                timeout = Long.parseLong(override.trim());
+            } catch (NumberFormatException e) {
+                // the worker refuses the producer with that value itself
+            }
+        }
+        return Math.max(1, timeout / 2);
     }
 
     /**

@@ -152,10 +152,9 @@ public class SourceClient {
     }
 
     /** The smallest watermark in {@code (lower, upper]}, or null when there is none. */
-    public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) throws InterruptedException {
+    public Instant nextWatermark(TableSpec table, CdcSql.Watermark watermark, Instant lower, Instant upper) throws InterruptedException {
         QueryJobConfiguration.Builder builder = configure(QueryJobConfiguration.newBuilder(CdcSql.nextWatermark(table, watermark)));
-        builder.addNamedParameter(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(lower)));
-        builder.addNamedParameter(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(upper)));
+        watermark.parameters(lower, upper).forEach(builder::addNamedParameter);
         FieldValueList row = bigQuery.query(builder.build()).getValues().iterator().next();
         return row.get(CdcSql.NEXT_WATERMARK).isNull() ? null : row.get(CdcSql.NEXT_WATERMARK).getTimestampInstant();
     }
@@ -199,9 +198,21 @@ public class SourceClient {
     }
 
     private Pages run(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
-        if (destination != null) {
-            createExpiring(destination);
+        if (destination == null) {
+            return runJob(configuration, null);
         }
+        createExpiring(destination);
+        try {
+            return runJob(configuration, destination);
+        } catch (RuntimeException | InterruptedException e) {
+            // the query failed after its destination table was created: drop it now rather than let it wait a day for
+            // its expiration (the next attempt creates it again)
+            dropTable(destination);
+            throw e;
+        }
+    }
+
+    private Pages runJob(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
         JobId jobId = location.isEmpty() ? JobId.of() : JobId.newBuilder().setLocation(location).build();
         Job job = bigQuery.create(JobInfo.newBuilder(configuration).setJobId(jobId).build()).waitFor();
         if (job == null) {

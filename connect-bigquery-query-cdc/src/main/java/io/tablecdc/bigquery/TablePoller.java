@@ -93,11 +93,14 @@ final class TablePoller {
     private final ErrorEpisode episode;
     private final AtomicLong inFlight = new AtomicLong();
     private final TableMetrics.Table metrics;
+    /** {@code query.destination.dataset} as {project, dataset}, or null. */
+    private final String[] destinationDataset;
     /**
      * Where this task's queries write their result ({@code query.destination.dataset}), or null: a name of its own per
-     * task start, so that two tasks of the table (during a rebalance) never write into each other's result.
+     * task start (the table's ownership epoch, taken at start), so that two tasks of the table (during a rebalance)
+     * never write into each other's result; set when the task starts.
      */
-    private final com.google.cloud.bigquery.TableId destination;
+    private com.google.cloud.bigquery.TableId destination;
 
     private Instant cursor;
     private long lastBatchId;
@@ -128,6 +131,18 @@ final class TablePoller {
     private boolean zoneChecked;
     private Batch streaming;
     private Batch closing;
+    /**
+     * A batch that ended before its window's last page (its time was up under exactly-once, or a page could not be
+     * read): once it is recorded, the window's remaining pages go on as the next batch, from the page after its last
+     * one (or the page that failed), never from the window's first page again.
+     */
+    private Batch resume;
+    /**
+     * Under exactly-once delivery ({@code transaction.boundary=connector}) a batch is one Kafka transaction: it ends at
+     * the page being sent once its first record is this old, so that no transaction outlives the producer's
+     * {@code transaction.timeout.ms}. 0: no time bound (without exactly-once a batch is the whole window).
+     */
+    private long batchMaxMs;
     private volatile boolean stopping;
     private Runnable cutShort = () -> { };
 
@@ -149,6 +164,15 @@ final class TablePoller {
         Instant endCursor;
         /** The largest watermark the batch's query reads (inclusive); a row beyond it never moves the cursor. */
         final Instant upper;
+        /** When its first record was handed out (its Kafka transaction began, under exactly-once); -1 before. */
+        long openedAtMs = -1;
+        /** The batch ended before the window's last page; the window's next pages go on as the next batch. */
+        boolean split;
+        /**
+         * Of a split batch: it ended on a page that could not be read, so what it sent (if anything) has no record
+         * carrying batch.last, and the sink stages it only once the next batch's first record arrives.
+         */
+        boolean pageFailed;
 
         Batch(long id, Instant startCursor, RecordHeaders.Op op, SourceClient.Pages pages, Instant snapshotCursor,
               Instant upper) {
@@ -182,15 +206,57 @@ final class TablePoller {
         this.offsetBatchId = stored.batch();
         this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
         this.metrics = metrics;
-        String[] dataset = config.destinationDataset();
-        this.destination = dataset == null ? null : com.google.cloud.bigquery.TableId.of(dataset[0], dataset[1],
-                destinationTable(flow, table, java.util.UUID.randomUUID()));
+        this.destinationDataset = config.destinationDataset();
     }
 
-    /** The name of the destination table of a task start: {@code tablecdc_<flow>_<dataset>_<table>_<random>}. */
-    static String destinationTable(String flow, TableSpec table, java.util.UUID start) {
-        return "tablecdc_" + part(flow) + "_" + part(table.dataset()) + "_" + part(table.table()) + "_"
-                + Long.toHexString(start.getMostSignificantBits()) + Long.toHexString(start.getLeastSignificantBits());
+    /** How many earlier task starts' destination tables a task start drops (each start drops its predecessors'). */
+    static final int DESTINATION_LEFTOVERS = 3;
+
+    /**
+     * The name of the destination table of a task start:
+     * {@code tablecdc_<flow>_<dataset>_<table>_<hash>_<epoch>}, where the hash (8 hex digits of the SHA-256 of the flow
+     * and the table's full name) keeps apart flows and tables whose names read the same once cleaned, and the epoch is
+     * the task start's ownership of the table in the catalog (one higher at every start): a task start knows the names
+     * its predecessors used, and drops what they left ({@link #dropLeftoverDestinations}).
+     */
+    static String destinationTable(String flow, TableSpec table, long epoch) {
+        String hash;
+        try {
+            byte[] digest = java.security.MessageDigest.getInstance("SHA-256").digest(
+                    (flow + "\n" + table.fullName()).getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            hash = java.util.HexFormat.of().formatHex(digest, 0, 4);
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+        return "tablecdc_" + part(flow) + "_" + part(table.dataset()) + "_" + part(table.table()) + "_" + hash + "_" + epoch;
+    }
+
+    /**
+     * The destination tables of the task starts before this one ({@link #DESTINATION_LEFTOVERS} of them) are dropped:
+     * a task that died while it read a result (killed, crash-looping) left its table, which would otherwise stay until
+     * it expires, one per restart. A task of an earlier start that still runs somewhere has lost the table to this one
+     * (its next catalog write is refused): losing its result only ends it sooner.
+     */
+    private void dropLeftoverDestinations() {
+        for (long earlier = epoch - 1; earlier >= 1 && earlier >= epoch - DESTINATION_LEFTOVERS; earlier--) {
+            com.google.cloud.bigquery.TableId leftover = com.google.cloud.bigquery.TableId.of(destination.getProject(),
+                    destination.getDataset(), destinationTable(flow, table, earlier));
+            boolean dropped;
+            try {
+                dropped = client.dropTable(leftover);
+            } catch (RuntimeException e) {
+                log.info("flow {}, table {}: dropping the destination table {} of an earlier task start failed ({}); it"
+                        + " expires by itself", flow, table.fullName(), leftover.getTable(), e.getMessage());
+                dropped = false;
+            }
+            if (!dropped) {
+                // BigQuery failed (the client logged why): the others are left to expire, rather than hold the start
+                // for one more call each while BigQuery is unreachable
+                return;
+            }
+            log.debug("flow {}, table {}: dropped {} if an earlier task start left it", flow, table.fullName(),
+                    leftover.getTable());
+        }
     }
 
     private static String part(String name) {
@@ -226,12 +292,25 @@ final class TablePoller {
         this.cutShort = action;
     }
 
-    /** Closes the catalog, if it was opened, and drops the destination table of a batch not read to its end. */
+    /**
+     * Under exactly-once delivery with connector-defined transaction boundaries, a batch ends at the page being sent
+     * once its first record was handed out {@code ms} ago (see {@link #batchMaxMs}); the window goes on as the next
+     * batch. The task calls it with half the producer's {@code transaction.timeout.ms}.
+     */
+    void closeBatchesAfter(long ms) {
+        this.batchMaxMs = Math.max(0, ms);
+    }
+
+    /**
+     * Closes the catalog, if it was opened, and drops this task's destination table: a batch not read to its end, or a
+     * query that failed after the table was created, leaves it (BigQuery answers a table that is not there with a
+     * not-found, which is no error here).
+     */
     void close() {
         if (catalog != null) {
             catalog.close();
         }
-        if (destination != null && streaming != null) {
+        if (destination != null) {
             client.dropTable(destination);
         }
     }
@@ -257,6 +336,9 @@ final class TablePoller {
             if (closing != null && !mirror()) {
                 return List.of();
             }
+            if (resume != null) {
+                return resumeWindow();
+            }
             return startBatch();
         } catch (TableSchema.SchemaException e) {
             // the task fails; the catalog (and so tablecdc-status) says why until a restarted task polls again
@@ -275,6 +357,7 @@ final class TablePoller {
             log.warn("{}", e.getMessage());
             streaming = null;
             closing = null;
+            resume = null;
             throw new ConnectException(e.getMessage(), e);
         } catch (RuntimeException e) {
             failed(e);
@@ -287,6 +370,11 @@ final class TablePoller {
         // the newest task on the table owns it: every earlier one's next catalog write is refused (it stops sending)
         epoch = catalog.owners().take(flow, table.fullName(), "task of " + flow + " on "
                 + java.lang.management.ManagementFactory.getRuntimeMXBean().getName() + " started " + clock.instant());
+        if (destinationDataset != null) {
+            destination = com.google.cloud.bigquery.TableId.of(destinationDataset[0], destinationDataset[1],
+                    destinationTable(flow, table, epoch));
+            dropLeftoverDestinations();
+        }
         TableState state = catalog.progress().getTable(flow, table.fullName()).orElseThrow();
         // ids of new batches are reserved in the catalog (nextBatchId); this is only what is known so far
         lastBatchId = Math.max(lastBatchId, state.syncedBatchId());
@@ -378,8 +466,9 @@ final class TablePoller {
                 hourlyAheadCheck(sourceNow);
             }
             Batch batch = cursor == null ? initialLoad(sourceNow) : walk(sourceNow);
-            succeeded();
             if (batch == null) {
+                // nothing to read: the attempt succeeded (a window with rows succeeds once it is read and recorded)
+                succeeded();
                 return List.of();
             }
             streaming = batch;
@@ -505,7 +594,7 @@ final class TablePoller {
             if (next.isPresent() && config.mode() == Mode.QUERY) {
                 // one query finds where rows resume instead of one query per empty window
                 Instant limit = Window.limit(sourceNow, lag());
-                Instant resume = client.nextWatermark(table, watermarkSql(), w.upper(), limit);
+                Instant resume = client.nextWatermark(table, schema.watermarkSql(config.watermarkTimeZone()), w.upper(), limit);
                 if (resume == null) {
                     metrics.syncedUpTo(limit);
                 }
@@ -542,8 +631,13 @@ final class TablePoller {
 
     private SourceClient.Pages runWindow(Window window) throws InterruptedException {
         Map<String, QueryParameterValue> parameters = new HashMap<>();
-        parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
-        parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
+        if (config.mode() == Mode.QUERY) {
+            // with a DATETIME or DATE watermark, also the window's bounds in the column's own type (partition pruning)
+            parameters.putAll(schema.watermarkSql(config.watermarkTimeZone()).parameters(window.lower(), window.upper()));
+        } else {
+            parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
+            parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
+        }
         try {
             return client.query(sql(), parameters, destination);
         } catch (BigQueryException e) {
@@ -565,7 +659,7 @@ final class TablePoller {
 
     private String sql() {
         return switch (config.mode()) {
-            case QUERY -> CdcSql.window(table, schema.columns(), watermarkSql());
+            case QUERY -> CdcSql.window(table, schema.columns(), schema.watermarkSql(config.watermarkTimeZone()));
             case APPENDS -> CdcSql.appends(table, schema.columns());
             case CHANGES -> CdcSql.changes(table, schema.columns());
         };
@@ -706,9 +800,15 @@ final class TablePoller {
         try {
             page = batch.pages.next();
         } catch (RuntimeException e) {
-            // the rows sent so far stay a batch of their own (the sink stages it without its last record);
-            // the window is read again, under a new batch id, once they are acknowledged
-            cutShort(batch);
+            if (pageCanBeReadAgain(e)) {
+                // the rows sent so far stay a batch of their own (the sink stages it without its last record); after
+                // the backoff the same page is read again, as the first of the next batch: nothing is sent twice
+                pageFailed(batch);
+            } else {
+                // the result is gone: the rows sent so far stay a batch of their own, and the window is read again,
+                // under a new batch id, once they are acknowledged
+                cutShort(batch);
+            }
             throw e;
         }
         // a task whose table another task took over sends no further page of it
@@ -724,6 +824,54 @@ final class TablePoller {
             cutShort(batch);
             throw e;
         }
+    }
+
+    /**
+     * Whether a page that could not be read can be asked for again: a failed read leaves the page token as it was, and
+     * BigQuery keeps a query's result for a day. Not when BigQuery says the result is not there (404: it expired, or
+     * its destination table was dropped) or the request itself is wrong (400): the window is then read again.
+     */
+    static boolean pageCanBeReadAgain(RuntimeException e) {
+        return !(e instanceof BigQueryException bq && (bq.getCode() == 404 || bq.getCode() == 400));
+    }
+
+    /**
+     * A page of the batch could not be read: the batch ends here (what was sent of it stays a batch of its own, without
+     * its last record) and the window's pages go on from the failed one as the next batch, after the backoff.
+     */
+    private void pageFailed(Batch batch) {
+        batch.split = true;
+        batch.pageFailed = true;
+        batch.endCursor = batch.startCursor;
+        streaming = null;
+        closing = batch;
+        resume = batch;
+        if (batch.rows > 0) {
+            cutShort.run();
+        }
+    }
+
+    /**
+     * The next batch of a window whose previous batch ended before the window did ({@link #resume}): the same query
+     * result, read on from where the previous batch stopped, under a new batch id. A batch that ended on a page
+     * failure is followed at once (the sink stages it only once the next batch's first record arrives); one that
+     * ended because its time was up waits for back-pressure like any batch.
+     */
+    private List<SourceRecord> resumeWindow() {
+        Batch previous = resume;
+        long now = clock.millis();
+        if (!previous.pageFailed && backPressured(now)) {
+            retryAtMs = nextDueAtMs;
+            return List.of();
+        }
+        Batch next = new Batch(nextBatchId(), previous.startCursor, previous.op, previous.pages, previous.snapshotCursor,
+                previous.upper);
+        next.maxSeen = previous.maxSeen;
+        resume = null;
+        streaming = next;
+        log.debug("flow {}, table {}: the window from {} goes on as batch {}", flow, table.fullName(),
+                previous.startCursor == null ? "(snapshot)" : Cursor.format(previous.startCursor), next.id);
+        return nextPage();
     }
 
     /** The batch ends here, failed: what was sent of it stays a batch of its own, its window is read again. */
@@ -767,6 +915,12 @@ final class TablePoller {
         if (batch.firstRowReceivedAt == null && !rows.isEmpty()) {
             batch.firstRowReceivedAt = receivedAt;
         }
+        if (batch.openedAtMs < 0 && !rows.isEmpty()) {
+            batch.openedAtMs = clock.millis();
+        }
+        // under exactly-once, a batch whose first record went out batchMaxMs ago ends with this page (its transaction
+        // commits) and the window goes on as the next batch; the cursor moves only with the window's last page
+        boolean timeUp = !lastPage && !rows.isEmpty() && batchMaxMs > 0 && clock.millis() - batch.openedAtMs >= batchMaxMs;
         // every row read moves the cursor, a dropped one too (else a window of dropped rows would be read forever)
         for (Converted row : read) {
             if (row.watermarkMicros != null) {
@@ -781,13 +935,25 @@ final class TablePoller {
         List<SourceRecord> records = new ArrayList<>(rows.size());
         String startCursor = batch.startCursor == null ? "" : Cursor.format(batch.startCursor);
         for (int i = 0; i < rows.size(); i++) {
-            boolean last = lastPage && i == rows.size() - 1;
+            boolean last = (lastPage || timeUp) && i == rows.size() - 1;
             String offsetCursor = startCursor;
-            if (last) {
+            if (last && lastPage) {
                 batch.endCursor = endCursor(batch);
                 offsetCursor = Cursor.format(batch.endCursor);
             }
             records.add(record(batch, rows.get(i), offsetCursor, last));
+        }
+        if (timeUp) {
+            // the batch's last record carries the cursor the window started from: a task stopped before the window's
+            // end reads the whole window again
+            batch.split = true;
+            batch.endCursor = batch.startCursor;
+            streaming = null;
+            closing = batch;
+            resume = batch;
+            log.debug("flow {}, table {}: batch {} ends after {} ms ({} rows) with the window unfinished (exactly-once:"
+                    + " its transaction must end within transaction.timeout.ms)", flow, table.fullName(), batch.id,
+                    clock.millis() - batch.openedAtMs, batch.rows);
         }
         if (lastPage) {
             streaming = null;
@@ -953,6 +1119,11 @@ final class TablePoller {
             metrics.syncedUpTo(newCursor);
         }
         closing = null;
+        if (!batch.failed && !batch.split) {
+            // the window is read to its end, sent, acknowledged and recorded: only now does an error episode end (a
+            // query that succeeds and a page of it that fails are one episode, one warning)
+            succeeded();
+        }
         return true;
     }
 
@@ -967,7 +1138,7 @@ final class TablePoller {
     private void failed(RuntimeException e) {
         long delay = episode.failed(e);
         nextDueAtMs = clock.millis() + delay;
-        if (!started || closing != null) {
+        if (!started || closing != null || resume != null) {
             retryAtMs = nextDueAtMs;
         }
     }

@@ -9,7 +9,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashMap;
 import java.util.Map;
-import java.util.UUID;
 
 import org.apache.kafka.common.config.ConfigException;
 import org.junit.jupiter.api.Test;
@@ -66,17 +65,27 @@ class DestinationTableTest {
         assertNull(job.getCreateDisposition());
     }
 
-    /** Two task starts of the same table (a rebalance, a zombie task) never write into the same table. */
+    /**
+     * Two task starts of the same table (a rebalance, a zombie task) never write into the same table: the name carries
+     * the start's ownership epoch, so a start also knows (and drops) the names its predecessors used. Flows and tables
+     * whose names read the same once cleaned get names of their own.
+     */
     @Test
     void everyTaskStartHasADestinationOfItsOwn() {
         TableSpec table = TableSpec.parse("tables", "orders:ts:id", "my-project", "shop", "");
-        String first = TablePoller.destinationTable("bq-shop", table, UUID.randomUUID());
-        String second = TablePoller.destinationTable("bq-shop", table, UUID.randomUUID());
+        String first = TablePoller.destinationTable("bq-shop", table, 1);
+        String second = TablePoller.destinationTable("bq-shop", table, 2);
         assertNotEquals(first, second);
+        assertEquals(first, TablePoller.destinationTable("bq-shop", table, 1), "a start's name is known to the next one");
         assertTrue(first.startsWith("tablecdc_bq_shop_shop_orders_"), first);
+        assertTrue(first.endsWith("_1") && second.endsWith("_2"), first + " " + second);
         assertTrue(first.matches("[A-Za-z0-9_]{1,1024}"), first);
+        assertNotEquals(TablePoller.destinationTable("bq.shop", table, 1), first, "flow names equal once cleaned");
+        assertNotEquals(TablePoller.destinationTable("a_b", TableSpec.parse("tables", "t:ts:id", "p", "c", ""), 1),
+                TablePoller.destinationTable("a", TableSpec.parse("tables", "t:ts:id", "p", "b_c", ""), 1),
+                "flow a_b with dataset c, and flow a with dataset b_c");
         String longest = TablePoller.destinationTable("f".repeat(2_000),
-                TableSpec.parse("tables", "t".repeat(1_024) + ":ts:id", "p", "d".repeat(1_024), ""), UUID.randomUUID());
+                TableSpec.parse("tables", "t".repeat(1_024) + ":ts:id", "p", "d".repeat(1_024), ""), Long.MAX_VALUE);
         assertTrue(longest.length() <= 1_024, "a table name has at most 1024 characters: " + longest.length());
     }
 

@@ -112,7 +112,7 @@ class TablePollerTest {
         }
 
         @Override
-        public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) {
+        public Instant nextWatermark(TableSpec table, CdcSql.Watermark watermark, Instant lower, Instant upper) {
             return null;
         }
 
@@ -164,7 +164,7 @@ class TablePollerTest {
         }
 
         @Override
-        public Instant nextWatermark(TableSpec table, String watermark, Instant lower, Instant upper) {
+        public Instant nextWatermark(TableSpec table, CdcSql.Watermark watermark, Instant lower, Instant upper) {
             return rows.values().stream().filter(t -> t != null && t.isAfter(lower) && !t.isAfter(upper))
                     .min(Instant::compareTo).orElse(null);
         }

@@ -440,6 +440,9 @@ class IsolationIT {
         private final AtomicLong maxInsertMs = new AtomicLong();
         private final Map<String, AtomicLong> lastIds = new java.util.concurrent.ConcurrentHashMap<>();
 
+        /** Each row's last watermark, per table: a new version of a row is stamped after it. */
+        private final Map<String, Map<Long, Instant>> stamps = new java.util.concurrent.ConcurrentHashMap<>();
+
         /** {@code rows} new rows, stamped now (the safety lag holds them back for a second). */
         void insert(TableId table, int rows) {
             AtomicLong lastId = lastIds.computeIfAbsent(table.getTable(), t -> new AtomicLong());
@@ -455,6 +458,8 @@ class IsolationIT {
                 row.put("ts", now.plus(i, ChronoUnit.MICROS).toString());
                 batch.add(row);
                 values.put(id, val);
+                stamps.computeIfAbsent(table.getTable(), t -> new java.util.concurrent.ConcurrentHashMap<>())
+                        .put(id, now.plus(i, ChronoUnit.MICROS));
             }
             long started = System.nanoTime();
             CdcChecks.insert(bigQuery, table, batch);
@@ -469,7 +474,7 @@ class IsolationIT {
         /**
          * A new version of a row written before (a random id of the table): the same id again, with a new value and a
          * later watermark, which query CDC reads as an update. Its watermark is stamped {@code lateMs} before its
-         * insert, as a transaction that commits after its rows were stamped.
+         * insert, as a transaction that commits after its rows were stamped, and after the row's previous version.
          */
         void update(TableId table, long lateMs, java.util.Random random) {
             ConcurrentSkipListMap<Long, String> rows = written.get(table.getTable());
@@ -482,7 +487,16 @@ class IsolationIT {
             Map<String, Object> row = new LinkedHashMap<>();
             row.put("id", id);
             row.put("val", val);
-            row.put("ts", Instant.now().minusMillis(lateMs).truncatedTo(ChronoUnit.MICROS).toString());
+            // a late stamp, though never at or before the row's previous version: an update stamped before the insert
+            // it updates (the id written just now, whose insert took less than lateMs) would be the older version, and
+            // ClickHouse rightly keeps the insert
+            Instant ts = Instant.now().minusMillis(lateMs).truncatedTo(ChronoUnit.MICROS);
+            Instant previous = stamps.get(table.getTable()).get(id);
+            if (previous != null && !ts.isAfter(previous)) {
+                ts = previous.plus(1, ChronoUnit.MICROS);
+            }
+            stamps.get(table.getTable()).put(id, ts);
+            row.put("ts", ts.toString());
             long started = System.nanoTime();
             CdcChecks.insert(bigQuery, table, List.of(row));
             maxInsertMs.accumulateAndGet((System.nanoTime() - started) / 1_000_000, Math::max);

@@ -253,8 +253,11 @@ class PgPipelineCopyIT {
         source.put("copy.connections.per.table", "1");
         // 20 batches a copy attempt: each batch costs the sink one load, so smaller batches only make the test slower
         source.put("batch.rows", "10000");
-        // the killed worker's hold on the table runs out after this long
-        source.put("copy.lease.ms", "5000");
+        // the killed worker's hold on the table runs out after this long. Not 5 s: the surviving copy renews its lease
+        // at a poll once a third of it has passed, and on two saturated cores Connect took up to 3.5 s to convert and
+        // send one poll's 10,000 records, so a third of 5 s plus such a gap outlasted the lease and the copy lost its
+        // own table and started over, up to four times in a row (logged as "spent N ms between two polls")
+        source.put("copy.lease.ms", "15000");
         stack.connect().rest().putConfig("pgkill-sink", sinkConfig("pgkill"));
         String group = "pgkill-" + System.nanoTime();
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group,

@@ -119,7 +119,10 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
 
     public static final String SAFETY_LAG_MS_CONFIG = "safety.lag.ms";
     private static final String SAFETY_LAG_MS_DOC = "A window ends this long before BigQuery's CURRENT_TIMESTAMP(), so that"
-            + " rows stamped before then but committed later are seen.";
+            + " rows stamped before then but committed later are seen. It must be longer than the time from a row's"
+            + " watermark to its commit: a DML statement that stamps rows with CURRENT_TIMESTAMP() takes that value when"
+            + " it starts and commits when it ends, so set it above the longest such statement or transaction (the"
+            + " default covers streamed rows and DML statements of under a minute).";
     private static final long SAFETY_LAG_MS_DEFAULT = 60_000L;
 
     public static final String MAX_QUERY_WINDOW_MS_CONFIG = "max.query.window.ms";

@@ -187,6 +187,11 @@ public final class TableSchema {
         return CdcSql.watermarkExpression(watermark.getName(), BigQueryTypes.standardType(watermark), zone);
     }
 
+    /** The watermark as the window queries use it, with a filter on a DATETIME or DATE column in its own type. */
+    public CdcSql.Watermark watermarkSql(ZoneId zone) {
+        return CdcSql.watermark(watermark.getName(), BigQueryTypes.standardType(watermark), zone);
+    }
+
     /**
      * Why the safety lag is too short for this table's watermark type, or null when it is long enough. A DATE
      * watermark has the same value for every row written that day: the window may only reach a day once the day is

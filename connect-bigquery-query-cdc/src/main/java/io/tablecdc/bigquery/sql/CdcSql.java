@@ -1,7 +1,14 @@
 package io.tablecdc.bigquery.sql;
 
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
+import java.time.format.DateTimeFormatter;
 import java.util.List;
 import java.util.stream.Collectors;
+
+import com.google.cloud.bigquery.QueryParameterValue;
+import com.google.cloud.bigquery.StandardSQLTypeName;
 
 import io.tablecdc.bigquery.config.TableSpec;
 
@@ -15,6 +22,9 @@ public final class CdcSql {
     /** Parameter names. */
     public static final String LOWER = "lower";
     public static final String UPPER = "upper";
+    /** The window's bounds in a DATETIME or DATE watermark's own type, widened by a day ({@link Watermark}). */
+    public static final String LOWER_OWN = "lower_own";
+    public static final String UPPER_OWN = "upper_own";
 
     /** Aliases of BigQuery's reserved change-history columns (names starting with _CHANGE_ are reserved). */
     public static final String CHANGE_TYPE = "tablecdc_change_type";
@@ -71,6 +81,68 @@ public final class CdcSql {
         return "TIMESTAMP(" + quote(column) + ", " + stringLiteral(id) + ")";
     }
 
+    /**
+     * A table's watermark as the window queries use it: its TIMESTAMP {@code expression} ({@link #watermarkExpression}),
+     * and for a DATETIME or DATE column a second filter on the column in its own type, whose bounds are query
+     * parameters: BigQuery prunes the partitions (and clusters) of a table partitioned by that column only on a filter
+     * that compares the column itself with constants; {@code TIMESTAMP(col, 'zone') > @lower} is a function of the
+     * column and reads every partition. The own-type bounds are the window's bounds as UTC wall clocks widened by one
+     * day each way: a zone's offset is less than a day, so every row whose {@code TIMESTAMP(col, 'zone')} is in the
+     * window is inside them, and the exact filter on the expression still decides. A TIMESTAMP column needs none.
+     */
+    public record Watermark(String expression, String column, StandardSQLTypeName type) {
+        /** Whether the window also filters on the column in its own type (DATETIME, DATE). */
+        public boolean ownType() {
+            return column != null && (type == StandardSQLTypeName.DATETIME || type == StandardSQLTypeName.DATE);
+        }
+
+        /** The window's condition {@code (@lower, @upper]}, after the own-type filter when there is one. */
+        public String window() {
+            String exact = expression + " > @" + LOWER + " AND " + expression + " <= @" + UPPER;
+            return ownType() ? quote(column) + " >= @" + LOWER_OWN + " AND " + quote(column) + " <= @" + UPPER_OWN
+                    + " AND " + exact : exact;
+        }
+
+        /** The parameters of {@link #window()} for the window {@code (lower, upper]}. */
+        public java.util.Map<String, QueryParameterValue> parameters(Instant lower, Instant upper) {
+            java.util.Map<String, QueryParameterValue> parameters = new java.util.HashMap<>();
+            parameters.put(LOWER, QueryParameterValue.timestamp(micros(lower)));
+            parameters.put(UPPER, QueryParameterValue.timestamp(micros(upper)));
+            if (ownType()) {
+                LocalDateTime low = wallClock(lower).minusDays(1);
+                LocalDateTime high = wallClock(upper).plusDays(1);
+                low = low.isBefore(FIRST) ? FIRST : low;
+                high = high.isAfter(LAST) ? LAST : high;
+                if (type == StandardSQLTypeName.DATE) {
+                    parameters.put(LOWER_OWN, QueryParameterValue.date(low.toLocalDate().toString()));
+                    parameters.put(UPPER_OWN, QueryParameterValue.date(high.toLocalDate().toString()));
+                } else {
+                    parameters.put(LOWER_OWN, QueryParameterValue.dateTime(OWN_DATETIME.format(low)));
+                    parameters.put(UPPER_OWN, QueryParameterValue.dateTime(OWN_DATETIME.format(high)));
+                }
+            }
+            return parameters;
+        }
+
+        private static LocalDateTime wallClock(Instant instant) {
+            return LocalDateTime.ofEpochSecond(instant.getEpochSecond(), instant.getNano() / 1_000 * 1_000, ZoneOffset.UTC);
+        }
+
+        private static long micros(Instant instant) {
+            return Math.addExact(Math.multiplyExact(instant.getEpochSecond(), 1_000_000L), instant.getNano() / 1_000);
+        }
+    }
+
+    /** BigQuery's first and last DATETIME. */
+    private static final LocalDateTime FIRST = LocalDateTime.of(1, 1, 1, 0, 0);
+    private static final LocalDateTime LAST = LocalDateTime.of(9999, 12, 31, 23, 59, 59, 999_999_000);
+    private static final DateTimeFormatter OWN_DATETIME = DateTimeFormatter.ofPattern("uuuu-MM-dd HH:mm:ss.SSSSSS");
+
+    /** The {@link Watermark} of a column of {@code type} placed in {@code zone}. */
+    public static Watermark watermark(String column, StandardSQLTypeName type, java.time.ZoneId zone) {
+        return new Watermark(watermarkExpression(column, type, zone), column, type);
+    }
+
     /** A string literal: {@code 'text'}, with a quote or backslash escaped. */
     static String stringLiteral(String text) {
         return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'";
@@ -81,8 +153,16 @@ public final class CdcSql {
      * the watermark as {@link #WATERMARK}.
      */
     public static String window(TableSpec table, List<String> columns, String watermark) {
-        return "SELECT " + columns(columns) + ", " + watermark + " AS " + WATERMARK + " FROM " + table(table)
-                + " WHERE " + watermark + " > @" + LOWER + " AND " + watermark + " <= @" + UPPER;
+        return window(table, columns, new Watermark(watermark, null, StandardSQLTypeName.TIMESTAMP));
+    }
+
+    /**
+     * QUERY mode, one window, with the filter on a DATETIME or DATE column in its own type first
+     * ({@link Watermark#window()}), so that BigQuery can prune the partitions of a table partitioned by it.
+     */
+    public static String window(TableSpec table, List<String> columns, Watermark watermark) {
+        return "SELECT " + columns(columns) + ", " + watermark.expression() + " AS " + WATERMARK + " FROM " + table(table)
+                + " WHERE " + watermark.window();
     }
 
     /** The largest watermark of the table (null when it has no rows with one). */
@@ -95,8 +175,13 @@ public final class CdcSql {
      * that value are empty too, so the walk jumps there instead of querying each of them.
      */
     public static String nextWatermark(TableSpec table, String watermark) {
-        return "SELECT MIN(" + watermark + ") AS " + NEXT_WATERMARK + " FROM " + table(table)
-                + " WHERE " + watermark + " > @" + LOWER + " AND " + watermark + " <= @" + UPPER;
+        return nextWatermark(table, new Watermark(watermark, null, StandardSQLTypeName.TIMESTAMP));
+    }
+
+    /** {@link #nextWatermark(TableSpec, String)} with the own-type filter of {@link Watermark#window()}. */
+    public static String nextWatermark(TableSpec table, Watermark watermark) {
+        return "SELECT MIN(" + watermark.expression() + ") AS " + NEXT_WATERMARK + " FROM " + table(table)
+                + " WHERE " + watermark.window();
     }
 
     /** The smallest watermark of the table (null when it has no rows with one). */

@@ -35,6 +35,10 @@ public final class SinkConfigs {
         config.put("catalog.user", stack.postgres().user());
         config.put("catalog.password", stack.postgres().password());
         config.put("consumer.override.auto.offset.reset", "earliest");
+        // a killed worker's sink consumer holds its partitions until its session runs out (45 s by default), and a
+        // test that kills a worker waits for it
+        config.put("consumer.override.session.timeout.ms", "6000");
+        config.put("consumer.override.heartbeat.interval.ms", "1500");
         config.put("table.name.format", "${table}");
         return config;
     }

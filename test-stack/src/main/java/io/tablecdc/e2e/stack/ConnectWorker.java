@@ -60,8 +60,12 @@ public final class ConnectWorker implements AutoCloseable {
         props.put("listeners", "http://127.0.0.1:0");
         props.put("rest.advertised.host.name", "127.0.0.1");
         props.put("offset.flush.interval.ms", "1000");
-        // a killed worker's tasks move to the survivors after this delay (default 5 minutes)
-        props.put("scheduled.rebalance.max.delay.ms", "5000");
+        // a killed worker leaves the group once it missed its heartbeats this long (default 10 s; 6 s is the broker's
+        // least), and its tasks move to the survivors this long after (default 5 minutes): a test that kills a worker
+        // waits for both, and dozens of tests do
+        props.put("session.timeout.ms", "6000");
+        props.put("heartbeat.interval.ms", "1500");
+        props.put("scheduled.rebalance.max.delay.ms", "1000");
         props.put("task.shutdown.graceful.timeout.ms", "10000");
         props.put("connector.client.config.override.policy", "All");
         return props;
