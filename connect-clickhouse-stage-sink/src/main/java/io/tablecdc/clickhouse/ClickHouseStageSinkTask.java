@@ -152,6 +152,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (IOException e) {
             throw new ConnectException("sink " + connectorName + ": cannot create the local stage folder: " + e.getMessage(), e);
         }
+        askDatabaseUuidAtStart();
         try {
             reporter = context.errantRecordReporter();
         } catch (NoSuchMethodError | NoClassDefFoundError e) {
@@ -492,7 +493,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
      */
     private volatile String databaseUuid;
 
-    private String databaseUuid() {
+    private synchronized String databaseUuid() {
         String uuid = databaseUuid;
         if (uuid == null) {
             uuid = destination.databaseUuid().orElse("");
@@ -507,6 +508,30 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
         }
         return uuid;
+    }
+
+    /**
+     * Asks for the database's UUID when the task starts, so that a ClickHouse outage that begins later does not keep the
+     * task from staging (staging needs the UUID, loading needs ClickHouse anyway): waits for the answer up to 5 s (at most
+     * {@code clickhouse.timeout.ms}); an answer that comes later is kept, and a failure leaves the question to the first
+     * record that needs it.
+     */
+    private void askDatabaseUuidAtStart() {
+        Thread asking = new Thread(() -> {
+            try {
+                databaseUuid();
+            } catch (RuntimeException e) {
+                log.info("sink {}: ClickHouse did not tell the UUID of database {} at start ({}); asked again when a table"
+                        + " first needs it", connectorName, config.clickHouseDatabase(), ErrorEpisode.describe(e));
+            }
+        }, "tablecdc-database-uuid-" + connectorName);
+        asking.setDaemon(true);
+        asking.start();
+        try {
+            asking.join(Math.min(config.clickHouseTimeoutMs(), 5_000));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /**
