@@ -368,17 +368,7 @@ final class PgChecks {
                 }
                 if (!expected.equals(actual)) {
                     equal = false;
-                    // sets: List.removeAll(List) is quadratic, minutes for 200,000 rows, and would use up the timeout
-                    // in one comparison that then reports a state long gone
-                    java.util.Set<String> actualSet = new java.util.HashSet<>(actual);
-                    java.util.Set<String> expectedSet = new java.util.HashSet<>(expected);
-                    List<String> missing = new ArrayList<>(expected);
-                    missing.removeIf(actualSet::contains);
-                    List<String> extra = new ArrayList<>(actual);
-                    extra.removeIf(expectedSet::contains);
-                    last.put(table.getKey(), "at " + java.time.LocalTime.now() + ": " + expected.size() + " rows in Postgres, "
-                            + actual.size() + " in ClickHouse;"
-                            + " missing " + head(missing) + ", unexpected " + head(extra));
+                    last.put(table.getKey(), difference(expected, actual));
                 } else {
                     last.remove(table.getKey());
                 }
@@ -403,26 +393,32 @@ final class PgChecks {
         if (last.isEmpty()) {
             // the fingerprints differed to the end and no full comparison ran since: one says what differs
             for (Map.Entry<String, String[]> table : tables.entrySet()) {
-                List<String> expected = postgresRows(table.getKey(), table.getValue()[0]);
-                List<String> actual;
                 try {
-                    actual = clickHouseRows(table.getKey(), table.getValue()[1]);
+                    last.put(table.getKey(), difference(postgresRows(table.getKey(), table.getValue()[0]),
+                            clickHouseRows(table.getKey(), table.getValue()[1])));
                 } catch (RuntimeException e) {
                     last.put(table.getKey(), "ClickHouse: " + e.getMessage());
-                    continue;
                 }
-                java.util.Set<String> actualSet = new java.util.HashSet<>(actual);
-                java.util.Set<String> expectedSet = new java.util.HashSet<>(expected);
-                List<String> missing = new ArrayList<>(expected);
-                missing.removeIf(actualSet::contains);
-                List<String> extra = new ArrayList<>(actual);
-                extra.removeIf(expectedSet::contains);
-                last.put(table.getKey(), expected.size() + " rows in Postgres, " + actual.size() + " in ClickHouse; missing "
-                        + head(missing) + ", unexpected " + head(extra));
             }
         }
         throw new AssertionError("ClickHouse never equalled Postgres within " + (System.nanoTime() - start) / 1_000_000_000
                 + " s: " + last + "; catalog: " + sinkProgress());
+    }
+
+    /**
+     * What differs between a keyed table's rows in Postgres and in ClickHouse, now. Sets: List.removeAll(List) is
+     * quadratic, minutes for 200,000 rows, and would use up the timeout in one comparison that then reports a state
+     * long gone.
+     */
+    private static String difference(List<String> expected, List<String> actual) {
+        java.util.Set<String> actualSet = new java.util.HashSet<>(actual);
+        java.util.Set<String> expectedSet = new java.util.HashSet<>(expected);
+        List<String> missing = new ArrayList<>(expected);
+        missing.removeIf(actualSet::contains);
+        List<String> extra = new ArrayList<>(actual);
+        extra.removeIf(expectedSet::contains);
+        return "at " + java.time.LocalTime.now() + ": " + expected.size() + " rows in Postgres, " + actual.size()
+                + " in ClickHouse; missing " + head(missing) + ", unexpected " + head(extra);
     }
 
     /** How often {@link #awaitEqual} compares rows while the fingerprints still differ (to say what differs). */
