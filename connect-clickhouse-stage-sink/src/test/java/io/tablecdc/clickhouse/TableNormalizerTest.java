@@ -179,20 +179,24 @@ class TableNormalizerTest {
             NormalizeLoops loops = new NormalizeLoops(config, "sink", () -> catalog, store, destination,
                     TableMetrics.forSink(() -> null, "test"));
             TableKey key = new TableKey(flow, table, "p_d_twice");
+            String first;
+            String second;
             try {
-                String first = loops.of(key).owner();
+                first = loops.of(key).owner();
                 loops.remove(key);
-                String second = loops.of(key).owner();
-                assertFalse(first.equals(second), "one owner for both loops: " + first);
-                // the new loop holds the lease; the old loop's step ends late and releases what it believes is its own
-                assertTrue(catalog.sink().claimNormalizeLease(flow, table, second, java.time.Duration.ofSeconds(30)));
-                assertFalse(catalog.sink().releaseNormalizeLease(flow, table, first));
-                assertTrue(catalog.sink().normalizeLeaseHolder(flow, table).orElse("").startsWith(second + " "),
-                        "the lease stays the new loop's: " + catalog.sink().normalizeLeaseHolder(flow, table));
-                assertTrue(catalog.sink().releaseNormalizeLease(flow, table, second));
+                second = loops.of(key).owner();
             } finally {
+                // stopped before the lease calls below: a running loop makes its own (it claims, fails against the
+                // unreachable ClickHouse and releases), which once released the lease the test had just claimed
                 loops.stop();
             }
+            assertFalse(first.equals(second), "one owner for both loops: " + first);
+            // the new loop holds the lease; the old loop's step ends late and releases what it believes is its own
+            assertTrue(catalog.sink().claimNormalizeLease(flow, table, second, java.time.Duration.ofSeconds(30)));
+            assertFalse(catalog.sink().releaseNormalizeLease(flow, table, first));
+            assertTrue(catalog.sink().normalizeLeaseHolder(flow, table).orElse("").startsWith(second + " "),
+                    "the lease stays the new loop's: " + catalog.sink().normalizeLeaseHolder(flow, table));
+            assertTrue(catalog.sink().releaseNormalizeLease(flow, table, second));
         }
     }
 
