@@ -630,14 +630,10 @@ final class TablePoller {
     }
 
     private SourceClient.Pages runWindow(Window window) throws InterruptedException {
-        Map<String, QueryParameterValue> parameters = new HashMap<>();
-        if (config.mode() == Mode.QUERY) {
-            // with a DATETIME or DATE watermark, also the window's bounds in the column's own type (partition pruning)
-            parameters.putAll(schema.watermarkSql(config.watermarkTimeZone()).parameters(window.lower(), window.upper()));
-        } else {
-            parameters.put(CdcSql.LOWER, QueryParameterValue.timestamp(Cursor.micros(window.lower())));
-            parameters.put(CdcSql.UPPER, QueryParameterValue.timestamp(Cursor.micros(window.upper())));
-        }
+        // with a DATETIME or DATE watermark, QUERY also binds the window's bounds in the column's own type (pruning)
+        Map<String, QueryParameterValue> parameters = config.mode() == Mode.QUERY
+                ? schema.watermarkSql(config.watermarkTimeZone()).parameters(window.lower(), window.upper())
+                : CdcSql.bounds(window.lower(), window.upper());
         try {
             return client.query(sql(), parameters, destination);
         } catch (BigQueryException e) {

@@ -492,8 +492,20 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * is first needed; "" when the database has none; null until asked successfully.
      */
     private volatile String databaseUuid;
+    /** Held while ClickHouse is asked for {@link #databaseUuid}: one question at a time, not the task's monitor. */
+    private final Object databaseUuidLock = new Object();
 
-    private synchronized String databaseUuid() {
+    private String databaseUuid() {
+        String known = databaseUuid;
+        if (known != null) {
+            return known;
+        }
+        synchronized (databaseUuidLock) {
+            return askDatabaseUuid();
+        }
+    }
+
+    private String askDatabaseUuid() {
         String uuid = databaseUuid;
         if (uuid == null) {
             uuid = destination.databaseUuid().orElse("");

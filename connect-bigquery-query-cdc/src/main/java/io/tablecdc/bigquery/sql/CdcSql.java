@@ -105,9 +105,7 @@ public final class CdcSql {
 
         /** The parameters of {@link #window()} for the window {@code (lower, upper]}. */
         public java.util.Map<String, QueryParameterValue> parameters(Instant lower, Instant upper) {
-            java.util.Map<String, QueryParameterValue> parameters = new java.util.HashMap<>();
-            parameters.put(LOWER, QueryParameterValue.timestamp(micros(lower)));
-            parameters.put(UPPER, QueryParameterValue.timestamp(micros(upper)));
+            java.util.Map<String, QueryParameterValue> parameters = bounds(lower, upper);
             if (ownType()) {
                 LocalDateTime low = wallClock(lower).minusDays(1);
                 LocalDateTime high = wallClock(upper).plusDays(1);
@@ -127,10 +125,14 @@ public final class CdcSql {
         private static LocalDateTime wallClock(Instant instant) {
             return LocalDateTime.ofEpochSecond(instant.getEpochSecond(), instant.getNano() / 1_000 * 1_000, ZoneOffset.UTC);
         }
+    }
 
-        private static long micros(Instant instant) {
-            return Math.addExact(Math.multiplyExact(instant.getEpochSecond(), 1_000_000L), instant.getNano() / 1_000);
-        }
+    /** {@code @lower} and {@code @upper} of the window {@code (lower, upper]}, as TIMESTAMP parameters. */
+    public static java.util.Map<String, QueryParameterValue> bounds(Instant lower, Instant upper) {
+        java.util.Map<String, QueryParameterValue> parameters = new java.util.HashMap<>();
+        parameters.put(LOWER, QueryParameterValue.timestamp(io.tablecdc.bigquery.Cursor.micros(lower)));
+        parameters.put(UPPER, QueryParameterValue.timestamp(io.tablecdc.bigquery.Cursor.micros(upper)));
+        return parameters;
     }
 
     /** BigQuery's first and last DATETIME. */
@@ -150,15 +152,8 @@ public final class CdcSql {
 
     /**
      * QUERY mode, one window: rows whose watermark ({@link #watermarkExpression}) is in {@code (@lower, @upper]}, with
-     * the watermark as {@link #WATERMARK}.
-     */
-    public static String window(TableSpec table, List<String> columns, String watermark) {
-        return window(table, columns, new Watermark(watermark, null, StandardSQLTypeName.TIMESTAMP));
-    }
-
-    /**
-     * QUERY mode, one window, with the filter on a DATETIME or DATE column in its own type first
-     * ({@link Watermark#window()}), so that BigQuery can prune the partitions of a table partitioned by it.
+     * the watermark as {@link #WATERMARK}; for a DATETIME or DATE column the filter on the column in its own type comes
+     * first ({@link Watermark#window()}), so that BigQuery can prune the partitions of a table partitioned by it.
      */
     public static String window(TableSpec table, List<String> columns, Watermark watermark) {
         return "SELECT " + columns(columns) + ", " + watermark.expression() + " AS " + WATERMARK + " FROM " + table(table)
@@ -171,14 +166,10 @@ public final class CdcSql {
     }
 
     /**
-     * The smallest watermark in {@code (@lower, @upper]} (null when none): after an empty window, the windows up to
-     * that value are empty too, so the walk jumps there instead of querying each of them.
+     * The smallest watermark in {@code (@lower, @upper]} (null when none), with the own-type filter of
+     * {@link Watermark#window()}: after an empty window, the windows up to that value are empty too, so the walk jumps
+     * there instead of querying each of them.
      */
-    public static String nextWatermark(TableSpec table, String watermark) {
-        return nextWatermark(table, new Watermark(watermark, null, StandardSQLTypeName.TIMESTAMP));
-    }
-
-    /** {@link #nextWatermark(TableSpec, String)} with the own-type filter of {@link Watermark#window()}. */
     public static String nextWatermark(TableSpec table, Watermark watermark) {
         return "SELECT MIN(" + watermark.expression() + ") AS " + NEXT_WATERMARK + " FROM " + table(table)
                 + " WHERE " + watermark.window();
