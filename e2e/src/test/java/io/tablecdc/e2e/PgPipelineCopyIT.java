@@ -243,7 +243,7 @@ class PgPipelineCopyIT {
                 "DROP SCHEMA IF EXISTS ck CASCADE",
                 "CREATE SCHEMA ck",
                 "CREATE TABLE ck.large (id int PRIMARY KEY, v int NOT NULL, pad text)",
-                "INSERT INTO ck.large SELECT g, 0, repeat('x', 40) FROM generate_series(1, 200000) g",
+                "INSERT INTO ck.large SELECT g, 0, repeat('x', 40) FROM generate_series(1, 100000) g",
                 "CREATE PUBLICATION pgkill_pub FOR TABLE ck.large");
         Map<String, String[]> tables = Map.of("ck.large", new String[] {"id::text || '|' || v::text || '|' || coalesce(pad, '-')",
                 "concat(toString(id), '|', toString(v), '|', ifNull(pad, '-'))"});
@@ -252,11 +252,12 @@ class PgPipelineCopyIT {
         source.put("tasks.max", "2");
         source.put("copy.connections.per.table", "1");
         // 20 batches a copy attempt: each batch costs the sink one load, so smaller batches only make the test slower
-        source.put("batch.rows", "10000");
+        source.put("batch.rows", "5000");
         // the killed worker's hold on the table runs out after this long. Not 5 s: the surviving copy renews its lease
         // at a poll once a third of it has passed, and on two saturated cores Connect took up to 3.5 s to convert and
-        // send one poll's 10,000 records, so a third of 5 s plus such a gap outlasted the lease and the copy lost its
-        // own table and started over, up to four times in a row (logged as "spent N ms between two polls")
+        // send one poll's 10,000 records (the batch size then), so a third of 5 s plus such a gap outlasted the lease
+        // and the copy lost its own table and started over, up to four times in a row (logged as "spent N ms between
+        // two polls")
         source.put("copy.lease.ms", "15000");
         stack.connect().rest().putConfig("pgkill-sink", sinkConfig("pgkill"));
         String group = "pgkill-" + System.nanoTime();
@@ -264,8 +265,8 @@ class PgPipelineCopyIT {
                 stack.pluginPath());
         try (Writer writer = new Writer("pgkill-writer", n -> List.of(
                 "INSERT INTO ck.large VALUES (" + (1_000_000 + n) + ", 1, 'w')",
-                "UPDATE ck.large SET v = v + 1 WHERE id = " + ((n * 7919) % 200_000 + 1),
-                "DELETE FROM ck.large WHERE id = " + ((n * 104_729) % 200_000 + 1)))) {
+                "UPDATE ck.large SET v = v + 1 WHERE id = " + ((n * 7919) % 100_000 + 1),
+                "DELETE FROM ck.large WHERE id = " + ((n * 104_729) % 100_000 + 1)))) {
             ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgkill-worker-1"),
                     Duration.ofSeconds(120));
             Map<String, String> during;
@@ -273,7 +274,7 @@ class PgPipelineCopyIT {
                 first.rest().putConfig(flow, source);
                 first.rest().awaitRunning(flow, 2, Duration.ofSeconds(90));
                 during = pg.awaitTable(flow, "ck.large", row -> row.get("copy_rows_done") != null
-                        && Long.parseLong(row.get("copy_rows_done")) >= 20_000, Duration.ofSeconds(120));
+                        && Long.parseLong(row.get("copy_rows_done")) >= 10_000, Duration.ofSeconds(120));
             } finally {
                 first.kill();
             }
