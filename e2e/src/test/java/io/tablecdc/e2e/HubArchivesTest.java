@@ -71,9 +71,22 @@ class HubArchivesTest {
 
                 JsonNode manifest = new ObjectMapper().readTree(text(zip, entries.get("manifest.json"), archive, "manifest.json"));
                 assertEquals("Apache License 2.0", manifest.path("license").path(0).path("name").asText(), manifest.toString());
+
+                // the sample configs in etc/ are the plugin's examples, which ExamplesIT validates on a worker
+                String plugin = PLUGIN.matcher(archive.getFileName().toString()).replaceFirst("$1");
+                List<String> samples = entries.keySet().stream().filter(n -> n.startsWith("etc/") && !n.endsWith("/")).sorted().toList();
+                assertEquals(List.of("etc/" + plugin + ".full.json", "etc/" + plugin + ".minimal.json"), samples, archive + ": etc/");
+                for (String sample : samples) {
+                    Path example = io.tablecdc.e2e.stack.StackPaths.projectRoot().resolve("examples").resolve(sample.substring("etc/".length()));
+                    assertEquals(java.nio.file.Files.readString(example), text(zip, entries.get(sample), archive, sample),
+                            archive + ": " + sample + " differs from " + example);
+                }
             }
         }
     }
+
+    /** The plugin's name in its archive's file name: {@code tablecdc-connect-<plugin>-<version>.zip}. */
+    private static final Pattern PLUGIN = Pattern.compile("^tablecdc-connect-(.+)-\\d+\\.\\d+\\.\\d+.*\\.zip$");
 
     private static String text(ZipFile zip, ZipEntry entry, Path archive, String name) throws IOException {
         assertTrue(entry != null, archive + " has no " + name);
