@@ -1,7 +1,5 @@
 package io.tablecdc.e2e;
 
-import static org.junit.jupiter.api.Assertions.assertEquals;
-
 import java.net.URI;
 import java.time.Duration;
 import java.time.Instant;
@@ -17,77 +15,45 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
-import com.clickhouse.client.api.query.GenericRecord;
-import com.google.cloud.bigquery.BigQuery;
-import com.google.cloud.bigquery.DatasetInfo;
-import com.google.cloud.bigquery.Field;
-import com.google.cloud.bigquery.Schema;
-import com.google.cloud.bigquery.StandardSQLTypeName;
-import com.google.cloud.bigquery.StandardTableDefinition;
 import com.google.cloud.bigquery.TableId;
-import com.google.cloud.bigquery.TableInfo;
 
 import io.tablecdc.e2e.faults.FaultProxy;
-import io.tablecdc.e2e.flows.SinkConfigs;
-import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.LocalStack;
-import io.tablecdc.e2e.stack.StackPaths;
 
 /**
  * The BigQuery emulator goes away while a query CDC flow runs, through a {@link FaultProxy} in front of it: refused
  * (down) or hung (no answer) for 6 s, several sync intervals, while rows keep being written (to the emulator directly).
- * The source task stays running, and once BigQuery answers again ClickHouse {@code FINAL} holds every row once with
- * its last value.
+ * The source task stays running, and once BigQuery answers again ClickHouse {@code FINAL} holds exactly the rows
+ * written, each with its last value.
  */
 class BigQueryOutageIT {
     private static final LocalStack stack = LocalStack.get();
     private static final String DATASET = "bqoutage_it";
 
-    private static BigQuery bigQuery;
-    private static String project;
-    private static String catalogUrl;
-    private static CdcChecks checks;
+    private static BigQueryFixture fx;
 
     @BeforeAll
     static void start() throws Exception {
-        bigQuery = stack.bigquery().client();
-        project = stack.bigquery().projectId();
-        if (bigQuery.getDataset(DATASET) == null) {
-            bigQuery.create(DatasetInfo.of(DATASET));
-        }
-        catalogUrl = stack.postgres().createDatabase("bqoutage_catalog");
-        checks = new CdcChecks(stack, "bqoutage_catalog");
+        fx = BigQueryFixture.create(stack, DATASET, "bqoutage_catalog");
     }
 
     @ParameterizedTest(name = "BigQuery {0} for {1} ms")
     @CsvSource({"refuse, 6000", "hang, 6000"})
     void theSourceRidesOutAnOutageOfBigQuery(String how, long outageMs) throws Exception {
         String table = "out_" + how;
-        TableId id = TableId.of(project, DATASET, table);
-        bigQuery.delete(id);
-        bigQuery.create(TableInfo.of(id, StandardTableDefinition.of(Schema.of(
-                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
-                Field.of("val", StandardSQLTypeName.STRING),
-                Field.of("ts", StandardSQLTypeName.TIMESTAMP)))));
+        TableId id = fx.table(table);
         Map<Long, String> expected = new TreeMap<>();
         write(id, expected, 0, 20, "seed");
 
         URI endpoint = URI.create(stack.bigquery().endpoint());
         String connector = "bqoutage-" + how;
-        String clickhouseTable = (project + "." + DATASET + "." + table).replaceAll("[^A-Za-z0-9_]", "_");
         try (FaultProxy proxy = FaultProxy.start("bigquery-" + how, endpoint.getHost(), endpoint.getPort())) {
-            Map<String, String> source = SourceConfigs.queryCdc(stack, catalogUrl, DATASET, table + ":ts:id", 1, connector);
+            Map<String, String> source = fx.source(table + ":ts:id", 1, connector);
             source.put("bigquery.endpoint", endpoint.getScheme() + "://127.0.0.1:" + proxy.port());
-            Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, connector + "-stage");
-            sink.put("topics.regex", connector + "\\..*");
-            sink.put("stage.local.dir", StackPaths.workDir(connector + "-sink-local").toString());
-            sink.put("normalize.backoff.initial.ms", "500");
-            sink.put("normalize.backoff.max.ms", "2000");
-            sink.put("consumer.override.metadata.max.age.ms", "1000");
-            stack.connect().rest().putConfig(connector + "-sink", sink);
+            stack.connect().rest().putConfig(connector + "-sink", fx.sink(connector));
             stack.connect().rest().putConfig(connector, source);
             stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(60));
-            awaitClickHouse(clickhouseTable, expected, Duration.ofSeconds(90));
+            fx.awaitEqual(id, expected, Duration.ofSeconds(90));
 
             Consumer<FaultProxy> outage = "hang".equals(how) ? FaultProxy::hang : FaultProxy::refuse;
             outage.accept(proxy);
@@ -105,7 +71,7 @@ class BigQueryOutageIT {
                 write(id, expected, 20 + (round + i) * 5, 5, "after-" + i);
                 Thread.sleep(500);
             }
-            awaitClickHouse(clickhouseTable, expected, Duration.ofSeconds(120));
+            fx.awaitEqual(id, expected, Duration.ofSeconds(120));
             stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(10));
             System.out.printf("bigquery %s for %d ms: %d connections tried during the outage; %d rows in ClickHouse%n", how,
                     outageMs, proxy.accepted() - accepted, expected.size());
@@ -133,21 +99,9 @@ class BigQueryOutageIT {
             row.put("ts", now.plus(n++, ChronoUnit.MICROS).toString());
             rows.add(row);
         }
-        CdcChecks.insert(bigQuery, id, rows);
+        CdcChecks.insert(fx.bigQuery, id, rows);
         for (Map<String, Object> row : rows) {
             expected.put((Long) row.get("id"), (String) row.get("val"));
         }
-    }
-
-    private static void awaitClickHouse(String table, Map<Long, String> expected, Duration timeout) throws Exception {
-        List<GenericRecord> rows = checks.awaitRows("SELECT id, val, count() OVER (PARTITION BY id) AS copies FROM " + table
-                + " FINAL ORDER BY id", r -> r.size() == expected.size()
-                && r.stream().allMatch(x -> x.getString("val").equals(expected.get(x.getLong("id")))), timeout);
-        Map<Long, String> actual = new TreeMap<>();
-        for (GenericRecord row : rows) {
-            assertEquals(1, row.getLong("copies"), "copies of row " + row.getLong("id"));
-            actual.put(row.getLong("id"), row.getString("val"));
-        }
-        assertEquals(expected, actual, "ClickHouse FINAL of " + table);
     }
 }
