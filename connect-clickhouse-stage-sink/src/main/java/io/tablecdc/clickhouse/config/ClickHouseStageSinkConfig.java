@@ -107,8 +107,8 @@ public final class ClickHouseStageSinkConfig extends AbstractConfig {
     private static final int NORMALIZE_BATCHES_PER_LOAD_DEFAULT = 100;
 
     public static final String NORMALIZE_BACKOFF_INITIAL_MS_CONFIG = "normalize.backoff.initial.ms";
-    private static final String NORMALIZE_BACKOFF_INITIAL_MS_DOC = "First wait after a table's normalize failed; doubles per failure.";
-    private static final long NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT = 60_000L;
+    private static final String NORMALIZE_BACKOFF_INITIAL_MS_DOC = "First wait after a table's normalize failed; doubles per failure up to normalize.backoff.max.ms. A few seconds, so that a short ClickHouse or object store outage costs each table little; a table that keeps failing is soon retried only every few minutes.";
+    private static final long NORMALIZE_BACKOFF_INITIAL_MS_DEFAULT = 5_000L;
 
     public static final String NORMALIZE_LEASE_MS_CONFIG = "normalize.lease.ms";
     private static final String NORMALIZE_LEASE_MS_DOC = "How long a task's hold on loading one table into ClickHouse lasts"
