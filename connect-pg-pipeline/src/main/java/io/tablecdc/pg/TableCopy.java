@@ -69,7 +69,11 @@ import io.tablecdc.pg.wire.PgOutputMessage.Update;
  * While the batches this copy sent and the sink has not normalized yet number {@code max.unnormalized.batches}, the
  * COPY step sends nothing more (its transaction, snapshot and open COPY kept). It pauses only where everything sent is
  * whole batches, records {@code paused_reason = normalize_buffer_full}, keeps renewing its lease, and goes on once
- * the sink's normalized batch id has moved far enough. The catch-up never pauses: it sends one batch per source
+ * the sink's normalized batch id has moved far enough. A pause longer than {@code copy.pause.max.ms} gives the
+ * attempt up without giving up the claim ({@code RELEASED}): the snapshot's transactions end and the temporary slot is
+ * dropped, so nothing holds back the source's VACUUM horizon or WAL for a table whose ClickHouse side stays broken;
+ * {@code paused_reason = copy_snapshot_released} says so, and once the sink has loaded every batch this copy sent it
+ * starts over from a new snapshot (a truncate first, as any copy). The catch-up never pauses: it sends one batch per source
  * transaction, so held to the sink's pace it could fall behind a busy table for good and never hand it over
  * (PgPipelineCopyIT did, under its writer); and once the marker is written the apply task holds the table's later
  * changes in memory until the handover.
@@ -94,7 +98,11 @@ final class TableCopy {
     /** While paused: how often the catalog is read for the normalized batch id. */
     private static final long PAUSE_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(500);
 
-    private enum Step { START, COPY, DRAIN_COPY, CATCHUP, DRAIN_FINAL }
+    /** The catalog's {@code paused_reason} of a copy that gave its snapshot up while waiting for the sink. */
+    static final String RELEASED_REASON = "copy_snapshot_released";
+
+    /** RELEASED: a copy paused past {@code copy.pause.max.ms} holds nothing on the source until the sink loaded it all. */
+    private enum Step { START, COPY, RELEASED, DRAIN_COPY, CATCHUP, DRAIN_FINAL }
 
     private final PgPipelineConfig config;
     private final String flow;
@@ -160,6 +168,10 @@ final class TableCopy {
      */
     private final TablePause pause = new TablePause(log, Duration.ofMinutes(1));
     private long pauseCheckedAt;
+    /** When the current pause began (nanos): past {@code copy.pause.max.ms} the copy releases its snapshot. */
+    private long pauseBeganAt;
+    /** Copy snapshots this claim gave up while waiting for the sink. */
+    private int releases;
 
     TableCopy(PgPipelineConfig config, String flow, String owner, CopyClaim claim, Catalog catalog,
               TableMetrics metrics, boolean besideApply) {
@@ -227,12 +239,13 @@ final class TableCopy {
             if (!renewLease()) {
                 return out;
             }
-            if (step == Step.COPY && backPressured()) {
+            if ((step == Step.COPY || step == Step.RELEASED) && backPressured()) {
                 return out;
             }
             switch (step) {
                 case START -> start(out);
                 case COPY -> copyRows(out);
+                case RELEASED -> startOver();
                 case DRAIN_COPY -> drainCopy();
                 case CATCHUP -> catchUp(out);
                 case DRAIN_FINAL -> handOver();
@@ -282,6 +295,7 @@ final class TableCopy {
     private void start(List<SourceRecord> out) throws SQLException, InterruptedException {
         // a copy that died while paused left its pause behind
         catalog.progress().clearPause(flow, table, PAUSED_REASON);
+        catalog.progress().clearPause(flow, table, RELEASED_REASON);
         String mainSlot = catalog.flows().getFlow(flow).map(f -> f.identity().slot()).orElse(null);
         if (mainSlot == null) {
             // the apply task has not registered the flow's slot yet
@@ -737,7 +751,9 @@ final class TableCopy {
     private boolean backPressured() throws SQLException, InterruptedException {
         // batches Kafka acknowledged meanwhile are recorded while paused too (the catalog's synced id stays true)
         recordSynced();
-        int limit = config.maxUnnormalizedBatches();
+        // released: the copy starts over only once the sink has loaded every batch it sent (a new attempt gets the
+        // whole limit, and the old attempt's batches come before its truncate anyway)
+        int limit = step == Step.RELEASED ? 1 : config.maxUnnormalizedBatches();
         forgetNormalized();
         long now = System.nanoTime();
         if (unnormalized.size() >= limit && (!pause.paused() || now - pauseCheckedAt >= PAUSE_RECHECK_NANOS)) {
@@ -754,8 +770,9 @@ final class TableCopy {
                         Math.max(rowsTotal, rowsSent))) {
                     throw new BatchIds.LeaseLostException("copy progress");
                 }
-                boolean began = catalog.progress().setPause(flow, table, PAUSED_REASON, Instant.now());
+                boolean began = catalog.progress().setPause(flow, table, pausedReason(), Instant.now());
                 if (pause.begin()) {
+                    pauseBeganAt = now;
                     metrics.paused(PAUSED_REASON);
                     pause.log("flow {}, table {}: {} copied batches wait for normalize"
                             + " (max.unnormalized.batches={}); the copy pauses after {} rows read",
@@ -777,10 +794,61 @@ final class TableCopy {
             resume();
             return false;
         }
+        if (step == Step.COPY && now - pauseBeganAt >= config.copyPauseMax().toNanos()) {
+            releaseSnapshot(now);
+        }
         if (!besideApply) {
             Thread.sleep(50);
         }
         return true;
+    }
+
+    /** The pause's reason as the catalog and the metrics show it: the snapshot held, or given up. */
+    private String pausedReason() {
+        return step == Step.RELEASED ? RELEASED_REASON : PAUSED_REASON;
+    }
+
+    /**
+     * The pause outlasted {@code copy.pause.max.ms}: the copy gives its snapshot up (its readers' transactions end, the
+     * temporary slot goes with its replication connection, the control connection closes) and keeps its claim; no
+     * backend of it keeps an xmin while it waits. It starts over once the sink has loaded every batch it sent
+     * ({@link #startOver}); the rows read so far are read again from the new snapshot.
+     */
+    private void releaseSnapshot(long now) {
+        long pausedMs = TimeUnit.NANOSECONDS.toMillis(now - pauseBeganAt);
+        String released = slotName;
+        long rowsRead = rowsSent;
+        closeSources();
+        step = Step.RELEASED;
+        releases++;
+        rowsSent = 0;
+        if (!catalog.copies().recordCopyProgress(flow, table, owner, attempt, 0, rowsTotal)) {
+            throw new BatchIds.LeaseLostException("copy progress");
+        }
+        catalog.progress().setPause(flow, table, RELEASED_REASON, Instant.now());
+        metrics.paused(RELEASED_REASON);
+        log.warn("flow {}, table {}: copy attempt {} released its snapshot after {} s paused for the sink"
+                + " (copy.pause.max.ms={}): its transactions ended and its temporary slot {} was dropped after {} rows"
+                + " read; it starts over from a new snapshot once the sink has loaded the {} batches it sent (release {})",
+                flow, table, attempt, pausedMs / 1000, config.copyPauseMax().toMillis(), released, rowsRead,
+                unnormalized.size(), releases);
+    }
+
+    /**
+     * Released, and the sink has loaded every batch the copy sent: once Kafka's acknowledgements of them are recorded
+     * (they belong to this attempt's batcher), the copy starts over from a new snapshot.
+     */
+    private void startOver() throws InterruptedException {
+        recordSynced();
+        if (batcher != null && batcher.unacknowledged() > 0) {
+            if (!besideApply) {
+                Thread.sleep(20);
+            }
+            return;
+        }
+        log.info("flow {}, table {}: the sink has loaded every batch of the released copy; the copy starts over from a"
+                + " new snapshot", flow, table);
+        step = Step.START;
     }
 
     /** Counts the batches of records about to go to Connect (each batch's records come in one step). */
@@ -802,7 +870,12 @@ final class TableCopy {
     private void resume() {
         long length = pause.end();
         metrics.resumed();
-        catalog.progress().clearPause(flow, table, PAUSED_REASON);
+        catalog.progress().clearPause(flow, table, pausedReason());
+        if (step == Step.RELEASED) {
+            log.info("flow {}, table {}: normalize caught up after {} ms paused (the snapshot released after {} ms)",
+                    flow, table, TimeUnit.NANOSECONDS.toMillis(length), config.copyPauseMax().toMillis());
+            return;
+        }
         pause.log("flow {}, table {}: normalize caught up; the copy goes on after {} ms paused", flow, table,
                 TimeUnit.NANOSECONDS.toMillis(length));
     }
@@ -815,6 +888,7 @@ final class TableCopy {
         metrics.resumed();
         try {
             catalog.progress().clearPause(flow, table, PAUSED_REASON);
+            catalog.progress().clearPause(flow, table, RELEASED_REASON);
         } catch (RuntimeException e) {
             log.debug("flow {}, table {}: clearing the copy's pause failed ({}); the next copy clears it", flow, table,
                     e.toString());
@@ -952,6 +1026,11 @@ final class TableCopy {
     /** Closes every connection of the copy; its temporary slot goes with the replication connection. */
     private void closeConnections() {
         endPause();
+        closeSources();
+    }
+
+    /** Closes every connection to the source (the pause, if any, stays). */
+    private void closeSources() {
         closeReaders();
         Resources.closeQuietly(stream, "the copy's replication stream");
         Resources.closeQuietly(replication, "the copy's replication connection");

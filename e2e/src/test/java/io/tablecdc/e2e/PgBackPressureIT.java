@@ -255,12 +255,117 @@ class PgBackPressureIT {
         rest.delete(flow);
         rest.delete(sink);
     }
+    /**
+     * A copy paused for the sink longer than {@code copy.pause.max.ms} gives its snapshot up: its temporary slot is
+     * dropped and no backend of the copy keeps a {@code backend_xmin} while it waits (the server's VACUUM horizon and
+     * WAL are no longer held for a table whose ClickHouse side stays broken). The catalog says why the table waits;
+     * the copy sends nothing and makes no new snapshot while the sink still has its batches; once ClickHouse takes
+     * rows again the copy starts over, the table is handed over and ClickHouse equals Postgres.
+     */
+    @Test
+    void aCopyPausedLongerThanItsBoundReleasesItsSnapshotAndStartsOverOnceTheSinkLoads() throws Exception {
+        pg.sql("DROP PUBLICATION IF EXISTS bpr_pub",
+                "DROP SCHEMA IF EXISTS bpr CASCADE",
+                "CREATE SCHEMA bpr",
+                "CREATE TABLE bpr.stuck (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO bpr.stuck SELECT g, 's' || g FROM generate_series(1, 20000) g",
+                "CREATE TABLE bpr.other (id int PRIMARY KEY, v text NOT NULL)",
+                "INSERT INTO bpr.other SELECT g, 'o' || g FROM generate_series(1, 500) g",
+                "CREATE PUBLICATION bpr_pub FOR TABLE bpr.stuck, bpr.other");
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        for (String table : List.of("bpr.stuck", "bpr.other")) {
+            tables.put(table, new String[] {"id::text || '|' || v", "concat(toString(id), '|', v)"});
+        }
+        String flow = "bpr-flow";
+        String sink = "bpr-sink";
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = sourceConfig("bpr", "bpr_pub");
+        config.put("batch.rows", "2000");
+        config.put("max.unnormalized.batches", "2");
+        config.put("copy.pause.max.ms", "3000");
+        rest.putConfig(sink, sinkConfig("bpr"));
+        rest.putConfig(flow, config);
+        rest.awaitRunning(flow, 3, Duration.ofSeconds(90));
 
+        awaitTrue(() -> pg.chLong("SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'bpr_stuck'") == 1,
+                Duration.ofSeconds(120), "bpr.stuck never reached ClickHouse");
+        clickhouse.execute("ALTER TABLE bpr_stuck ADD CONSTRAINT bpr_refuse CHECK id < 0").get().close();
+        // a pause no normalize can end: the copy is still copying and its batches wait behind a refused load
+        Map<String, String> paused = pg.awaitTable(flow, "bpr.stuck",
+                row -> "copying".equals(row.get("phase")) && row.get("paused_reason") != null
+                        && row.get("last_error") != null && row.get("last_error").startsWith("normalize:"),
+                Duration.ofSeconds(120));
+        String owner = paused.get("copy_lease_owner");
 
+        // past copy.pause.max.ms the copy holds no snapshot: no temporary slot, no backend of it with an xmin
+        try {
+            awaitTrue(() -> heldByCopies(flow).isEmpty(), Duration.ofSeconds(30), "");
+        } catch (AssertionError e) {
+            throw new AssertionError("the paused copy still holds its snapshot 30 s after its pause began (bound 3 s): "
+                    + heldByCopies(flow) + "; " + pg.table(flow, "bpr.stuck"));
+        }
+        Map<String, String> released = pg.awaitTable(flow, "bpr.stuck",
+                row -> "copy_snapshot_released".equals(row.get("paused_reason")), Duration.ofSeconds(30));
+        assertEquals("copying", released.get("phase"), released.toString());
+        assertEquals(owner, released.get("copy_lease_owner"), "the copy task keeps its table: " + released);
+        String status = StatusScript.run(stack, catalogUrl, "--flow", flow);
+        String stuckLine = status.lines().map(String::trim).filter(l -> l.startsWith("bpr.stuck")).findFirst().orElse("");
+        assertTrue(stuckLine.contains("copy_snapshot_released"), status);
+        // while the sink cannot load, the released copy stays so: no new snapshot, no batch, no new claim (sampled
+        // over more than a bound)
+        pg.sql("UPDATE bpr.other SET v = 'while released' WHERE id <= 50", "UPDATE bpr.stuck SET v = 'while released'"
+                + " WHERE id % 1000 = 0");
+        for (int i = 0; i < 10; i++) {
+            Thread.sleep(500);
+            List<String> held = heldByCopies(flow);
+            Map<String, String> row = pg.table(flow, "bpr.stuck");
+            assertEquals(List.of(), held, "a released copy waiting for the sink holds nothing: " + row);
+            assertEquals("copy_snapshot_released", row.get("paused_reason"), row.toString());
+            assertEquals(released.get("synced_batch_id"), row.get("synced_batch_id"), "a released copy sends nothing");
+            assertEquals(released.get("copy_attempt"), row.get("copy_attempt"), row.toString());
+        }
+        assertEquals(List.of("RUNNING", "RUNNING", "RUNNING", "RUNNING"), rest.states(flow));
 
+        // ClickHouse takes rows again: the sink loads the waiting batches, the copy starts over from a new snapshot
+        clickhouse.execute("ALTER TABLE bpr_stuck DROP CONSTRAINT bpr_refuse").get().close();
+        Map<String, String> ready = pg.awaitTable(flow, "bpr.stuck", row -> "ready".equals(row.get("phase")),
+                Duration.ofSeconds(180));
+        assertNull(ready.get("paused_reason"), ready.toString());
+        assertEquals("20000", ready.get("copy_rows_done"), "the new snapshot copied every row: " + ready);
+        pg.sql("UPDATE bpr.stuck SET v = 'after the handover' WHERE id <= 10", "INSERT INTO bpr.other VALUES (9999, 'end')");
+        pg.awaitEqual(tables, Duration.ofSeconds(180));
+        assertEquals(List.of(), heldByCopies(flow));
+        rest.delete(flow);
+        rest.delete(sink);
+    }
 
-
-
+    /**
+     * What the flow's copies hold on the source: its temporary replication slots, and the backends of its copies whose
+     * {@code backend_xmin} holds back the database's VACUUM horizon.
+     */
+    private static List<String> heldByCopies(String flow) throws SQLException {
+        List<String> held = new ArrayList<>();
+        try (Connection c = pg.source();
+             PreparedStatement slots = c.prepareStatement("SELECT slot_name, catalog_xmin::text FROM pg_replication_slots"
+                     + " WHERE database = current_database() AND temporary");
+             PreparedStatement backends = c.prepareStatement("SELECT pid, application_name, backend_xmin::text, state"
+                     + " FROM pg_stat_activity WHERE datname = current_database() AND backend_xmin IS NOT NULL"
+                     + " AND strpos(application_name, ?) = 1")) {
+            try (ResultSet rs = slots.executeQuery()) {
+                while (rs.next()) {
+                    held.add("slot " + rs.getString(1) + " (catalog_xmin " + rs.getString(2) + ")");
+                }
+            }
+            backends.setString(1, "tablecdc " + flow + " copy");
+            try (ResultSet rs = backends.executeQuery()) {
+                while (rs.next()) {
+                    held.add("backend " + rs.getInt(1) + " '" + rs.getString(2) + "' (backend_xmin " + rs.getString(3)
+                            + ", " + rs.getString(4) + ")");
+                }
+            }
+        }
+        return held;
+    }
 
     private static boolean lsnGreater(String a, String b) {
         return lsn(a) > lsn(b);

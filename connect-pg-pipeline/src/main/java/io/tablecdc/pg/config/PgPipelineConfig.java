@@ -132,12 +132,23 @@ public final class PgPipelineConfig extends AbstractConfig {
     private static final String MAX_UNNORMALIZED_BATCHES_DOC = "How many batches a table may have synced but not yet"
             + " normalized (the same setting as the BigQuery source's): a copy task whose table's batches reach it pauses"
             + " at a batch boundary (paused_reason normalize_buffer_full), keeping its copy transaction and snapshot"
-            + " open and its lease renewed, and goes on once the sink has loaded enough of them into ClickHouse. 1 sends"
+            + " open (for at most copy.pause.max.ms) and its lease renewed, and goes on once the sink has loaded enough"
+            + " of them into ClickHouse. 1 sends"
             + " the next batch only once the previous one is in ClickHouse. A ready (streamed) table that reaches it is"
             + " detached from the flow's shared slot once the sink has loaded none of its batches for detach.after.ms"
             + " (see detach.max.tables), so that it holds back no other table. A copy's catch-up is never paused. Not the sink's normalize.buffer.batches, which counts"
             + " staged batches inside the sink.";
     private static final int MAX_UNNORMALIZED_BATCHES_DEFAULT = 100;
+
+    public static final String COPY_PAUSE_MAX_MS_CONFIG = "copy.pause.max.ms";
+    private static final String COPY_PAUSE_MAX_MS_DOC = "How long a copy may stay paused for the sink"
+            + " (max.unnormalized.batches) while it holds its snapshot. A paused copy keeps its COPY transaction, its"
+            + " snapshot and its temporary replication slot open, which holds back VACUUM for the whole source database"
+            + " and keeps WAL. Past this long it gives the attempt up: it ends its transactions and drops its temporary"
+            + " slot, keeps its claim on the table (paused_reason copy_snapshot_released), and copies the table again"
+            + " from a new snapshot once the sink has loaded every batch it sent; it holds nothing on the source"
+            + " meanwhile. The rows it had read are read again.";
+    private static final long COPY_PAUSE_MAX_MS_DEFAULT = 600_000L;
 
     public static final String DETACH_MAX_TABLES_CONFIG = "detach.max.tables";
     private static final String DETACH_MAX_TABLES_DOC = "How many tables of the flow may be detached from its shared"
@@ -264,6 +275,9 @@ public final class PgPipelineConfig extends AbstractConfig {
                 .define(MAX_UNNORMALIZED_BATCHES_CONFIG, Type.INT, MAX_UNNORMALIZED_BATCHES_DEFAULT,
                         ConfigDef.Range.between(1, 1_000_000), Importance.MEDIUM, MAX_UNNORMALIZED_BATCHES_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Max unnormalized batches")
+                .define(COPY_PAUSE_MAX_MS_CONFIG, Type.LONG, COPY_PAUSE_MAX_MS_DEFAULT,
+                        ConfigDef.Range.between(1_000L, 604_800_000L), Importance.LOW, COPY_PAUSE_MAX_MS_DOC,
+                        REPLICATION_GROUP, ++order, Width.SHORT, "Copy pause bound (ms)")
                 .define(DETACH_MAX_TABLES_CONFIG, Type.INT, DETACH_MAX_TABLES_DEFAULT,
                         ConfigDef.Range.between(0, 10_000), Importance.MEDIUM, DETACH_MAX_TABLES_DOC,
                         REPLICATION_GROUP, ++order, Width.SHORT, "Max detached tables")
@@ -403,6 +417,11 @@ public final class PgPipelineConfig extends AbstractConfig {
     }
 
     /** {@code max.unnormalized.batches}: a copying table's synced-but-not-normalized batches that pause its copy. */
+    /** How long a copy may stay paused for the sink holding its snapshot before it gives the attempt up. */
+    public java.time.Duration copyPauseMax() {
+        return java.time.Duration.ofMillis(getLong(COPY_PAUSE_MAX_MS_CONFIG));
+    }
+
     public int maxUnnormalizedBatches() {
         return getInt(MAX_UNNORMALIZED_BATCHES_CONFIG);
     }

@@ -35,4 +35,18 @@ class PgPipelineConfigTest {
             assertTrue(e.getMessage().contains("max.unnormalized.batches"), e.getMessage());
         }
     }
+
+    @Test
+    void copyPauseMaxDefaultsToTenMinutesAndRefusesValuesBelowASecond() {
+        assertEquals(java.time.Duration.ofMinutes(10), new PgPipelineConfig(props()).copyPauseMax());
+        Map<String, String> short_ = props();
+        short_.put("copy.pause.max.ms", "3000");
+        assertEquals(java.time.Duration.ofSeconds(3), new PgPipelineConfig(short_).copyPauseMax());
+        for (String bad : new String[] {"0", "999", "-1", "604800001", "long"}) {
+            Map<String, String> props = props();
+            props.put("copy.pause.max.ms", bad);
+            ConfigException e = assertThrows(ConfigException.class, () -> new PgPipelineConfig(props), bad);
+            assertTrue(e.getMessage().contains("copy.pause.max.ms"), e.getMessage());
+        }
+    }
 }
