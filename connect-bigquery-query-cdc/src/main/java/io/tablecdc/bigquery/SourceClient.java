@@ -224,7 +224,18 @@ public class SourceClient {
         }
         TableResult first = job.getQueryResults(BigQuery.QueryResultsOption.pageSize(pageSize));
         TableId results = ((QueryJobConfiguration) job.getConfiguration()).getDestinationTable();
-        return new Pages(first, results, destination);
+        Pages pages = new Pages(first, results, destination);
+        pages.bytesProcessed = bytesProcessed(job.getStatistics());
+        return pages;
+    }
+
+    /** The bytes a finished query job processed, as BigQuery reports them (0 when it reports none). */
+    static long bytesProcessed(com.google.cloud.bigquery.JobStatistics statistics) {
+        if (statistics instanceof com.google.cloud.bigquery.JobStatistics.QueryStatistics query
+                && query.getTotalBytesProcessed() != null) {
+            return Math.max(0, query.getTotalBytesProcessed());
+        }
+        return 0;
     }
 
     /**
@@ -327,6 +338,8 @@ public class SourceClient {
         private final long totalRows;
         /** The destination table of the query, dropped once the last page is read; null for an anonymous result. */
         private TableId owned;
+        /** What BigQuery reported the query job processed (its on-demand price is by these bytes). */
+        private long bytesProcessed;
 
         /** One page of rows and nothing after it (for a fake client in tests). */
         Pages(Schema schema, List<FieldValueList> rows) {
@@ -349,6 +362,11 @@ public class SourceClient {
 
         public long totalRows() {
             return totalRows;
+        }
+
+        /** The bytes BigQuery reported the query processed; 0 when it reported none. */
+        public long bytesProcessed() {
+            return bytesProcessed;
         }
 
         /** The current page's rows. */

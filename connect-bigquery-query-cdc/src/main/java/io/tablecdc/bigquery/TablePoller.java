@@ -635,7 +635,7 @@ final class TablePoller {
                 ? schema.watermarkSql(config.watermarkTimeZone()).parameters(window.lower(), window.upper())
                 : CdcSql.bounds(window.lower(), window.upper());
         try {
-            return client.query(sql(), parameters, destination);
+            return scanned(client.query(sql(), parameters, destination));
         } catch (BigQueryException e) {
             if (e.getMessage() == null || !e.getMessage().contains("Unrecognized name")) {
                 throw e;
@@ -644,8 +644,14 @@ final class TablePoller {
             log.info("flow {}, table {}: {}; reading the table's columns again", flow, table.fullName(), e.getMessage());
             schema = null;
             refreshSchema();
-            return client.query(sql(), parameters, destination);
+            return scanned(client.query(sql(), parameters, destination));
         }
+    }
+
+    /** Counts the bytes BigQuery reported {@code pages}'s query processed in the table's metrics. */
+    private SourceClient.Pages scanned(SourceClient.Pages pages) {
+        metrics.bytesProcessed(pages.bytesProcessed());
+        return pages;
     }
 
     /** The table's watermark as a TIMESTAMP in the SQL, DATETIME and DATE placed in {@code watermark.time.zone}. */
@@ -676,7 +682,7 @@ final class TablePoller {
                 truncateSent = true;
                 return truncateBatch();
             }
-            SourceClient.Pages pages = client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of(), destination);
+            SourceClient.Pages pages = scanned(client.query(CdcSql.snapshotAll(table, schema.columns()), Map.of(), destination));
             return new Batch(nextBatchId(), null, RecordHeaders.Op.SNAPSHOT, pages, sourceNow, null);
         }
         Instant max = client.maxWatermark(table, watermarkSql());
@@ -704,7 +710,7 @@ final class TablePoller {
         snapshotUntil = upper;
         log.info("flow {}, table {}: initial snapshot up to {} in chunks of max.query.window.ms from {}", flow,
                 table.fullName(), Cursor.format(upper), Cursor.format(min));
-        SourceClient.Pages pages = client.query(CdcSql.snapshotWithoutWatermark(table, schema.columns()), Map.of(), destination);
+        SourceClient.Pages pages = scanned(client.query(CdcSql.snapshotWithoutWatermark(table, schema.columns()), Map.of(), destination));
         if (pages.page().isEmpty() && !pages.hasNext()) {
             // no row without a watermark: the chunks of the walk come next, in this same poll
             cursor = min.minusNanos(1_000);

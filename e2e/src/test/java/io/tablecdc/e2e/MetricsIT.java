@@ -34,6 +34,7 @@ import com.google.cloud.bigquery.TableInfo;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
+import io.tablecdc.e2e.faults.HttpFaultProxy;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
@@ -47,6 +48,9 @@ import io.tablecdc.e2e.stack.StackPaths;
 class MetricsIT {
     private static final LocalStack stack = LocalStack.get();
     private static final MBeanServer jmx = ManagementFactory.getPlatformMBeanServer();
+    private static final long MIB = 1L << 20;
+    /** The emulator's {@code "totalBytesProcessed": "0"} in a job's statistics. */
+    private static final java.util.regex.Pattern BYTES_PROCESSED = java.util.regex.Pattern.compile("\"totalBytesProcessed\"\\s*:\\s*\"0\"");
     private static final String DATASET = "metrics_it";
     private static final Duration WAIT = Duration.ofSeconds(120);
     /** Rows are stamped in the past, so that the safety lag never holds them back. */
@@ -87,6 +91,15 @@ class MetricsIT {
                 2, "metricsa");
         // ids are reserved in the catalog from 1: the third unnormalized batch pauses the table
         source.put("normalize.buffer.batches", "3");
+        // the emulator reports 0 bytes processed for every query job: a proxy in front of it (a hand-written rewrite of
+        // that one field of its answers, nothing else) says each job processed one MiB, so that the bytes a table's
+        // queries processed can be seen to add up
+        HttpFaultProxy bigQueryProxy = HttpFaultProxy.start("metrics-bigquery", stack.bigquery().endpoint());
+        bigQueryProxy.answers((request, body) -> request.contains("/jobs")
+                ? BYTES_PROCESSED.matcher(new String(body, java.nio.charset.StandardCharsets.UTF_8))
+                        .replaceAll("\"totalBytesProcessed\": \"" + MIB + "\"").getBytes(java.nio.charset.StandardCharsets.UTF_8)
+                : body);
+        source.put("bigquery.endpoint", bigQueryProxy.url());
         rest.putConfig(flow, source);
         rest.awaitRunning(flow, 2, Duration.ofSeconds(90));
         rest.awaitRunning(sink, 1, Duration.ofSeconds(90));
@@ -111,12 +124,16 @@ class MetricsIT {
         assertEquals("", src.get("paused-reason"), src.toString());
         assertEquals(0.0, num(src, "in-error"), src.toString());
         assertEquals(0.0, num(src, "error-episodes-total"), src.toString());
+        // every window and snapshot query of the table counts what BigQuery said it processed, one MiB each here
+        double bytes = num(src, "bytes-processed-total");
+        assertTrue(bytes >= MIB && bytes % MIB == 0, "bytes processed: " + src);
         assertEquals(12, checks.awaitRows("SELECT count() AS n FROM " + clickHouseTable("m_orders") + "_current",
                 r -> !r.isEmpty() && r.get(0).getLong("n") == 12, WAIT).get(0).getLong("n"));
 
         // three more rows: both sides count them, and the normalized id catches the synced id again
         insertRows(orders, 13, 15);
         src = await(flow, flow, ordersName, m -> num(m, "rows-synced-total") == 15, "15 rows synced");
+        assertTrue(num(src, "bytes-processed-total") > bytes, "the new window's query counted: " + src);
         long nextId = (long) num(src, "synced-batch-id");
         assertTrue(nextId > syncedId, src.toString());
         snk = await(sink, flow, ordersName, m -> num(m, "normalized-batch-id") == nextId, "the new batch normalized");
@@ -137,6 +154,7 @@ class MetricsIT {
         // the connectors go, and their tables' MBeans with them
         rest.delete(flow);
         rest.delete(sink);
+        bigQueryProxy.close();
         awaitGone(flow);
         awaitGone(sink);
     }

@@ -153,6 +153,8 @@ public final class TableMetrics implements AutoCloseable {
         private volatile String pausedReason;
         /** Postgres source: WAL bytes the private slot of this detached table keeps; -1 when not detached. */
         private final AtomicLong detachedWalBytes = new AtomicLong(-1);
+        /** BigQuery source: bytes BigQuery reported the table's window and snapshot queries processed. */
+        private final AtomicLong bytesProcessed = new AtomicLong();
         private List<Object> handles;
 
         Table(Role role, String flow, String table) {
@@ -239,6 +241,17 @@ public final class TableMetrics implements AutoCloseable {
 
         public long detachedWalBytes() {
             return detachedWalBytes.get();
+        }
+
+        /** BigQuery source: a window or snapshot query of the table processed {@code bytes} (as BigQuery reports). */
+        public void bytesProcessed(long bytes) {
+            if (bytes > 0) {
+                bytesProcessed.addAndGet(bytes);
+            }
+        }
+
+        public long bytesProcessed() {
+            return bytesProcessed.get();
         }
 
         // ---------------------------------------------------------------------------------------- both
@@ -352,6 +365,9 @@ public final class TableMetrics implements AutoCloseable {
                 gauges.add(new Gauge("detached-wal-bytes", "Postgres: bytes of WAL the private slot of this table keeps while"
                         + " it is detached from the flow's shared slot (checked every 10 s); -1 when it is not detached",
                         now -> (double) detachedWalBytes()));
+                gauges.add(new Gauge("bytes-processed-total", "BigQuery: bytes BigQuery reported the window and snapshot queries"
+                        + " of this table processed since the task started (what on-demand pricing bills, before its minimum"
+                        + " per query); 0 for Postgres", now -> (double) bytesProcessed()));
             } else {
                 gauges.add(new Gauge("rows-staged-total", "rows of this table staged since the task started", now -> (double) rows()));
                 gauges.add(new Gauge("batches-staged-total", "batches of this table staged since the task started",

@@ -68,6 +68,7 @@ public final class HttpFaultProxy implements AutoCloseable {
         return t;
     });
     private volatile Rule rule = (method, path) -> Action.PASS;
+    private volatile java.util.function.BiFunction<String, byte[], byte[]> answers = (request, body) -> body;
     private final AtomicLong forwarded = new AtomicLong();
     private final AtomicLong failed = new AtomicLong();
 
@@ -97,6 +98,15 @@ public final class HttpFaultProxy implements AutoCloseable {
     /** From now on, every request is decided by {@code next}. */
     public void rule(Rule next) {
         rule = next;
+    }
+
+    /**
+     * From now on, the body of every answer the server gives is passed through {@code rewrite} ({@code "METHOD path"}
+     * and the body in, the body to send out): a field the server cannot fill in made up by the test. A test that
+     * rewrites answers says so, and what it changes.
+     */
+    public void answers(java.util.function.BiFunction<String, byte[], byte[]> rewrite) {
+        answers = rewrite;
     }
 
     /** Requests forwarded to the server so far. */
@@ -152,7 +162,7 @@ public final class HttpFaultProxy implements AutoCloseable {
                     exchange.getResponseHeaders().put(key, values);
                 }
             });
-            byte[] answer = response.body();
+            byte[] answer = answers.apply(method + " " + path, response.body());
             exchange.sendResponseHeaders(response.statusCode(), answer.length == 0 ? -1 : answer.length);
             if (answer.length > 0) {
                 try (OutputStream out = exchange.getResponseBody()) {
