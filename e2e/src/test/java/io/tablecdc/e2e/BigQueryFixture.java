@@ -14,7 +14,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentSkipListMap;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -290,28 +289,12 @@ final class BigQueryFixture {
 
     /** A background writer of {@link Rows#step()}; {@link #close()} stops it and reports its failure. */
     static final class Writer implements AutoCloseable {
-        private final AtomicBoolean running = new AtomicBoolean(true);
-        private final Thread thread;
         private final Rows rows;
-        private volatile Throwable failure;
+        private final Background loop;
 
         Writer(Rows rows, long periodMs) {
             this.rows = rows;
-            thread = new Thread(() -> {
-                while (running.get()) {
-                    try {
-                        rows.step();
-                        Thread.sleep(periodMs);
-                    } catch (InterruptedException e) {
-                        return;
-                    } catch (Throwable t) {
-                        failure = t;
-                        return;
-                    }
-                }
-            }, "bq-fixture-writer");
-            thread.setDaemon(true);
-            thread.start();
+            this.loop = new Background("bq-fixture-writer", rows::step, periodMs);
         }
 
         /** Waits until {@code more} further rows or versions were written. */
@@ -319,8 +302,8 @@ final class BigQueryFixture {
             long target = rows.written() + more;
             long deadline = System.nanoTime() + timeout.toNanos();
             while (rows.written() < target) {
-                if (failure != null) {
-                    throw new AssertionError("the writer failed", failure);
+                if (loop.failure() != null) {
+                    throw new AssertionError("the writer failed", loop.failure());
                 }
                 if (System.nanoTime() > deadline) {
                     throw new AssertionError("the writer wrote fewer than " + more + " rows in " + timeout);
@@ -331,11 +314,7 @@ final class BigQueryFixture {
 
         @Override
         public void close() throws InterruptedException {
-            running.set(false);
-            thread.join(30_000);
-            if (failure != null) {
-                throw new AssertionError("the writer failed", failure);
-            }
+            loop.stop();
         }
     }
 }

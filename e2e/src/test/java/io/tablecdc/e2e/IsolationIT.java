@@ -16,7 +16,6 @@ import java.util.Map;
 import java.util.Random;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentSkipListMap;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.junit.jupiter.api.BeforeAll;
@@ -505,7 +504,7 @@ class IsolationIT {
 
         /** Inserts one row into each table every {@code periodMs} until stopped. */
         Background background(List<TableId> tables, long periodMs) {
-            return new Background(() -> {
+            return new Background("iso-writer", () -> {
                 for (TableId t : tables) {
                     insert(t, 1);
                 }
@@ -519,51 +518,12 @@ class IsolationIT {
          */
         Background backgroundWithUpdates(List<TableId> tables, long periodMs, long lateMs) {
             java.util.Random random = new java.util.Random(7);
-            return new Background(() -> {
+            return new Background("iso-writer", () -> {
                 for (TableId t : tables) {
                     insert(t, 1);
                     update(t, lateMs, random);
                 }
             }, periodMs);
-        }
-    }
-
-    /** A loop on its own thread; {@link #stop()} waits for its current step. */
-    private static final class Background implements AutoCloseable {
-        private final AtomicBoolean running = new AtomicBoolean(true);
-        private final Thread thread;
-        private volatile Throwable failure;
-
-        Background(Runnable step, long periodMs) {
-            thread = new Thread(() -> {
-                while (running.get()) {
-                    try {
-                        step.run();
-                        Thread.sleep(periodMs);
-                    } catch (InterruptedException e) {
-                        return;
-                    } catch (Throwable t) {
-                        failure = t;
-                        return;
-                    }
-                }
-            }, "iso-writer");
-            thread.setDaemon(true);
-            thread.start();
-        }
-
-        void stop() throws InterruptedException {
-            running.set(false);
-            thread.join(30_000);
-            if (failure != null) {
-                throw new AssertionError("the writer failed", failure);
-            }
-        }
-
-        @Override
-        public void close() throws InterruptedException {
-            running.set(false);
-            thread.join(30_000);
         }
     }
 

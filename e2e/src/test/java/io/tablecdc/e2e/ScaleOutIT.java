@@ -13,7 +13,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.junit.jupiter.api.Test;
@@ -274,9 +273,7 @@ class ScaleOutIT {
         private final AtomicLong inserts = new AtomicLong();
         private final AtomicLong updates = new AtomicLong();
         private final AtomicLong maxWriteMs = new AtomicLong();
-        private final AtomicBoolean running = new AtomicBoolean();
-        private volatile Thread thread;
-        private volatile Throwable failure;
+        private volatile Background loop;
 
         Writer(List<TableId> tables) {
             this.tables = tables;
@@ -310,39 +307,21 @@ class ScaleOutIT {
         }
 
         void start(long periodMs) {
-            running.set(true);
-            thread = new Thread(() -> {
-                int round = 0;
-                while (running.get()) {
-                    try {
-                        for (TableId t : tables) {
-                            insert(t);
-                        }
-                        update(tables.get(round++ % tables.size()));
-                        Thread.sleep(periodMs);
-                    } catch (InterruptedException e) {
-                        return;
-                    } catch (Throwable t) {
-                        failure = t;
-                        return;
-                    }
+            int[] round = {0};
+            loop = new Background("scale-writer", () -> {
+                for (TableId t : tables) {
+                    insert(t);
                 }
-            }, "scale-writer");
-            thread.setDaemon(true);
-            thread.start();
+                update(tables.get(round[0]++ % tables.size()));
+            }, periodMs);
         }
 
+        /** Stops the writer (if it runs) and reports its failure. */
         void stop() throws InterruptedException {
-            running.set(false);
-            Thread t = thread;
-            if (t != null) {
-                t.join(30_000);
-                thread = null;
-            }
-            if (failure != null) {
-                Throwable f = failure;
-                failure = null;
-                throw new AssertionError("the writer failed", f);
+            Background running = loop;
+            loop = null;
+            if (running != null) {
+                running.stop();
             }
         }
     }
