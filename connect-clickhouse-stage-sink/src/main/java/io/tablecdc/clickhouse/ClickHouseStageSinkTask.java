@@ -72,6 +72,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private long catalogRetryAtMs;
     private StageStore store;
     private ClickHouseDestination destination;
+    private DestinationNames names;
     /** The normalize loop of each table of this task, and each table's hold while its buffer is full. */
     private NormalizeLoops loops;
     private ErrantRecordReporter reporter;
@@ -152,7 +153,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (IOException e) {
             throw new ConnectException("sink " + connectorName + ": cannot create the local stage folder: " + e.getMessage(), e);
         }
-        askDatabaseUuidAtStart();
+        names = new DestinationNames(config, connectorName, destination);
+        names.askAtStart();
         try {
             reporter = context.errantRecordReporter();
         } catch (NoSuchMethodError | NoClassDefFoundError e) {
@@ -391,7 +393,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             String destinationName;
             try {
-                destinationName = destinationOf(key);
+                destinationName = names.destinationOf(key);
             } catch (RuntimeException e) {
                 // nothing of the table is staged before its destination is claimed: the same records come again
                 context.timeout(SCAN_RETRY_MS);
@@ -403,7 +405,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             try {
                 catalog.progress().initTable(key.flow(), key.table());
                 catalog.sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
-                refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationName, addressNameOf(key));
+                refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationName, names.addressNameOf(key));
             } catch (RuntimeException e) {
                 throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                         + " in the catalog failed: " + e.getMessage(), e);
@@ -484,143 +486,13 @@ public class ClickHouseStageSinkTask extends SinkTask {
         return true;
     }
 
-    /** Between a destination's database identity and its table name in {@link #destinationOf}. */
-    static final String IN_DATABASE = " in ClickHouse database ";
-
-    /**
-     * The UUID of {@code clickhouse.database} ({@link ClickHouseDestination#databaseUuid}), asked once per task, when it
-     * is first needed; "" when the database has none; null until asked successfully.
-     */
-    private volatile String databaseUuid;
-    /** Held while ClickHouse is asked for {@link #databaseUuid}: one question at a time, not the task's monitor. */
-    private final Object databaseUuidLock = new Object();
-
-    private String databaseUuid() {
-        String known = databaseUuid;
-        if (known != null) {
-            return known;
-        }
-        synchronized (databaseUuidLock) {
-            return askDatabaseUuid();
-        }
-    }
-
-    private String askDatabaseUuid() {
-        String uuid = databaseUuid;
-        if (uuid == null) {
-            uuid = destination.databaseUuid().orElse("");
-            databaseUuid = uuid;
-            if (uuid.isEmpty()) {
-                log.info("sink {}: ClickHouse database {} has no UUID (engine Ordinary or Memory) or does not exist; its"
-                        + " tables are recorded in the catalog by the address of clickhouse.url", connectorName,
-                        config.clickHouseDatabase());
-            } else {
-                log.info("sink {}: ClickHouse database {} has UUID {}; its tables are recorded in the catalog by it",
-                        connectorName, config.clickHouseDatabase(), uuid);
-            }
-        }
-        return uuid;
-    }
-
-    /**
-     * Asks for the database's UUID when the task starts, so that a ClickHouse outage that begins later does not keep the
-     * task from staging (staging needs the UUID, loading needs ClickHouse anyway): waits for the answer up to 5 s (at most
-     * {@code clickhouse.timeout.ms}); an answer that comes later is kept, and a failure leaves the question to the first
-     * record that needs it.
-     */
-    private void askDatabaseUuidAtStart() {
-        Thread asking = new Thread(() -> {
-            try {
-                databaseUuid();
-            } catch (RuntimeException e) {
-                log.info("sink {}: ClickHouse did not tell the UUID of database {} at start ({}); asked again when a table"
-                        + " first needs it", connectorName, config.clickHouseDatabase(), ErrorEpisode.describe(e));
-            }
-        }, "tablecdc-database-uuid-" + connectorName);
-        asking.setDaemon(true);
-        asking.start();
-        try {
-            asking.join(Math.min(config.clickHouseTimeoutMs(), 5_000));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    /**
-     * The ClickHouse table a table is loaded into, as the catalog records it: {@code <db>.<table> in ClickHouse database
-     * <uuid>}, named by the database's UUID, so the same under every address of the server and another when the database
-     * was dropped and created again; {@link #addressNameOf} for a database without a UUID. Asks ClickHouse the first time
-     * (fails when it does not answer).
-     */
-    private String destinationOf(TableKey key) {
-        String uuid = databaseUuid();
-        return uuid.isEmpty() ? addressNameOf(key)
-                : config.clickHouseDatabase() + "." + key.clickHouseTable() + IN_DATABASE + uuid;
-    }
-
-    /**
-     * The ClickHouse table named by the server's address and the database, {@code <host>:<port>/<db>.<table>}: how
-     * earlier releases recorded every destination (a row recorded so is taken over under the same address, see
-     * {@link io.tablecdc.catalog.SinkLeases#claimDestination(String, String, String, String)}).
-     */
-    private String addressNameOf(TableKey key) {
-        String server;
-        try {
-            java.net.URI uri = java.net.URI.create(config.clickHouseUrl());
-            server = uri.getHost() + ":" + uri.getPort();
-        } catch (RuntimeException e) {
-            server = config.clickHouseUrl();
-        }
-        return server + "/" + config.clickHouseDatabase() + "." + key.clickHouseTable();
-    }
-
     /**
      * Two source tables map to one ClickHouse table, or a table with batches loaded would now be loaded into another
      * one: the table is stopped (its partition paused, nothing of it staged or loaded), with the error in the log and
      * in its catalog row, until the settings name its table again.
      */
     private void refuseDestination(TableKey key, DestinationRefusal refusal, TopicPartition tp) {
-        String here = config.clickHouseDatabase() + "." + key.clickHouseTable();
-        String message;
-        if (refusal instanceof DestinationRefusal.HeldBy held) {
-            message = "ClickHouse table " + here + " is already loaded from " + held.otherTable() + "; flow " + key.flow()
-                    + ", table " + key.table() + " (topic " + tp.topic() + ") would be mixed into it and is stopped. Set "
-                    + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get different ClickHouse"
-                    + " tables (for example ${topic}), or stop one of them";
-        } else {
-            DestinationRefusal.LoadedElsewhere elsewhere = (DestinationRefusal.LoadedElsewhere) refusal;
-            String current = elsewhere.current();
-            String now = destinationOf(key);
-            String loaded = "flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") has batches up to "
-                    + elsewhere.normalizedBatchId() + " loaded into ";
-            String reload = "or load the table into it from the start with tablecdc-reload-table (see docs/operations.md)";
-            if (current.startsWith(here + IN_DATABASE)) {
-                String uuidBefore = current.substring((here + IN_DATABASE).length());
-                message = loaded + here + " of the ClickHouse database with UUID " + uuidBefore + ", and clickhouse.url ("
-                        + config.clickHouseUrlForLogs() + ") now reaches "
-                        + (now.startsWith(here + IN_DATABASE)
-                                ? "a database " + config.clickHouseDatabase() + " with UUID "
-                                        + now.substring((here + IN_DATABASE).length())
-                                : "no database " + config.clickHouseDatabase() + " with a UUID (it does not exist, or its engine"
-                                        + " is Ordinary or Memory)")
-                        + " (another server, or the database dropped and created again): the rows loaded before are not"
-                        + " there, so it is stopped and nothing more of it is loaded. Point clickhouse.url back at the server"
-                        + " that holds the table, " + reload;
-            } else if (current.endsWith("/" + here) && now.startsWith(here + IN_DATABASE)) {
-                message = loaded + current + " (recorded by the server's address, as earlier releases did), and clickhouse.url ("
-                        + config.clickHouseUrlForLogs() + ") now names another address: nothing tells that it reaches the same"
-                        + " database, so it is stopped. Start the sink once with clickhouse.url at the address recorded (the"
-                        + " table is then recorded by its database's UUID, and any address of the database works), "
-                        + reload;
-            } else {
-                message = loaded + current + ", and this sink would now load it into " + now + ": both tables would be"
-                        + " incomplete, so it is stopped. Set " + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG
-                        + " (now " + config.tableNameFormat() + ") and the ClickHouse settings back so that it keeps its table"
-                        + " (a sink upgraded from a release whose default was ${table} needs table.name.format=${table}), or"
-                        + " reload the table into the new one from the start (tablecdc-reload-table, see docs/operations.md)";
-            }
-        }
-        message = "sink " + connectorName + ": " + message;
+        String message = names.refusalMessage(key, refusal, tp.topic());
         collisions.put(key, message);
         log.error("{}", message);
         try {
@@ -974,7 +846,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             try {
                 // the staged batches are loaded into the table this task's settings name now: the same claim as for
                 // new records (a changed table.name.format must not load a backlog into another ClickHouse table)
-                Optional<DestinationRefusal> refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key), addressNameOf(key));
+                Optional<DestinationRefusal> refusal = catalog.sink().claimDestination(key.flow(), key.table(), names.destinationOf(key), names.addressNameOf(key));
                 if (refusal.isPresent()) {
                     refuseDestination(key, refusal.get(), new TopicPartition(row[2], 0));
                     continue;
