@@ -62,7 +62,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private long catalogRetryAtMs;
     private StageStore store;
     private ClickHouseDestination destination;
-    /** The normalize loop of each table of this task, and each table's hold while its buffer is full. */
+    /** The normalize loop of each table of this task. */
     private NormalizeLoops loops;
     private ErrantRecordReporter reporter;
     private TableMetrics metrics;
@@ -246,10 +246,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 throw new ConnectException("sink " + connectorName + ": closing a stage file of " + table.key + " failed: " + e.getMessage(), e);
             }
         }
-        loops.releaseDrained(key -> {
-            TableSink table = tables.get(key);
-            return table != null && table.uploadPending();
-        }, this::resume);
+        for (TableSink table : tables.values()) {
+            table.releaseIfDrained();
+        }
     }
 
     /**

@@ -5,6 +5,7 @@ import java.math.BigInteger;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -31,6 +32,7 @@ import io.tablecdc.clickhouse.stage.StageStore;
 import io.tablecdc.common.Backoff;
 import io.tablecdc.common.ErrorEpisode;
 import io.tablecdc.common.RecordHeaders;
+import io.tablecdc.common.TablePause;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -51,6 +53,8 @@ final class TableSink {
     static final String STAGE_EPISODE = "stage";
     /** Marks the upload's errors in the table's shared error (the source and the normalize loop mark their own). */
     static final String STAGE_ERROR_PREFIX = "stage: ";
+    /** The pause reason of a table whose staged batches fill its normalize buffer. */
+    static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
     /** How many failed rows a block's report names. */
     private static final int ROWS_NAMED = 10;
 
@@ -110,6 +114,12 @@ final class TableSink {
     private PendingUpload pending;
     /** The table's normalize loop on this task, once started. */
     private TableNormalizer loop;
+    /**
+     * The table's back-pressure hold: its partitions paused while its staged batches fill its normalize buffer
+     * ({@code normalize.buffer.batches}), until its loop drains below it. Kept after the table leaves: pauses and
+     * resumes within a minute of its last resume log at debug.
+     */
+    private final TablePause bufferHold = new TablePause(log, Duration.ofMinutes(1));
 
     TableSink(TableKey key, Shared shared) {
         this.key = key;
@@ -368,7 +378,7 @@ final class TableSink {
             boolean full = pendingBatches >= config.normalizeBufferBatches();
             if (full || pending != null) {
                 if (full) {
-                    shared.loops().holdForBuffer(key, pendingBatches);
+                    holdForBuffer(pendingBatches);
                 }
                 shared.task().pause(key);
                 return Staged.HELD;
@@ -425,11 +435,6 @@ final class TableSink {
         return first;
     }
 
-    /** Whether a complete batch of the table waits for its upload. */
-    boolean uploadPending() {
-        return pending != null;
-    }
-
     private void closeBatch() throws IOException {
         TableStager.ClosedBatch batch = stager.close();
         PendingUpload upload = new PendingUpload(batch, uploadEpisode());
@@ -453,7 +458,7 @@ final class TableSink {
     void retryUpload(long now) {
         if (pending != null && now >= pending.retryAtMs && tryUpload(pending, now)) {
             pending = null;
-            if (!shared.loops().heldForBuffer(key)) {
+            if (!bufferHold.paused()) {
                 shared.task().resume(key);
             }
         }
@@ -522,6 +527,45 @@ final class TableSink {
     }
 
     /**
+     * Holds the table, whose staged batches ({@code pendingBatches}, as the caller read them) fill its buffer; the caller
+     * pauses its partitions, and {@link #releaseIfDrained} resumes them. The hold begins whatever the count is by now:
+     * its loop may have drained meanwhile, and a pause without a hold would never end.
+     */
+    private void holdForBuffer(long pendingBatches) {
+        if (bufferHold.begin()) {
+            shared.metrics().table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
+            bufferHold.log("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
+                    + " pausing its partitions" + (bufferHold.quiet() ? "" : " (pauses within a minute of the last are logged at debug)"),
+                    key.flow(), key.table(), pendingBatches, config.normalizeBufferBatches());
+            try {
+                catalog().progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
+            } catch (RuntimeException e) {
+                log.debug("recording the pause of {} failed: {}", key, e.toString());
+            }
+        }
+    }
+
+    /**
+     * Ends the table's hold once its normalize loop drained below its buffer, and resumes its partitions unless a batch
+     * waits for its upload.
+     */
+    void releaseIfDrained() {
+        if (bufferHold.paused() && loop != null && loop.pendingBatches() < config.normalizeBufferBatches()) {
+            bufferHold.end();
+            shared.metrics().table(key.flow(), key.table()).resumed();
+            bufferHold.log("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
+            try {
+                catalog().progress().clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
+            } catch (RuntimeException e) {
+                log.debug("clearing the pause of {} failed: {}", key, e.toString());
+            }
+            if (pending == null) {
+                shared.task().resume(key);
+            }
+        }
+    }
+
+    /**
      * Deletes the files a failed attempt uploaded, unless the batch's stage row names them: a stage row write whose
      * answer was lost (the catalog committed it, the connection broke before it said so) made them the batch's, and
      * the next attempt keeps that row. When the catalog cannot tell, the files stay: an orphan only costs storage, a
@@ -551,8 +595,8 @@ final class TableSink {
     }
 
     /**
-     * The table left this task (its partition revoked) or the task stops: its open batch is dropped, and so is the batch
-     * waiting for its upload, with its local files (their records come again to the table's next owner); its normalize
+     * The table left this task (its partition revoked): its open batch is dropped, and so is the batch waiting for its
+     * upload, with its local files (their records come again to the table's next owner); its hold ends, and its normalize
      * loop is told to stop and returned (null when it had none), to be waited for. What the task learned of the table
      * (a refusal, a topic binding, a self-cut table) stays.
      */
@@ -565,6 +609,7 @@ final class TableSink {
             log.warn("dropping the open batch of {} left local files behind: {}", key, e.toString());
         }
         dropBatches();
+        bufferHold.abandon();
         TableNormalizer stopping = shared.loops().remove(key);
         loop = null;
         // its gauges go (its next owner publishes its own), and so do the pause and the upload retry just dropped,
