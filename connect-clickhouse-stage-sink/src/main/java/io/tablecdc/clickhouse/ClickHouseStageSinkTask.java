@@ -3,7 +3,6 @@ package io.tablecdc.clickhouse;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -30,8 +29,6 @@ import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.clickhouse.stage.StageStore;
 import io.tablecdc.clickhouse.stage.StageStores;
 import io.tablecdc.common.Backoff;
-import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.RowBlock;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.catalog.Catalog;
@@ -73,17 +70,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TableKey, TableSink> tables = new HashMap<>();
     /** Each table by (flow, table, topic): built once rather than per record. */
     private final Map<List<String>, TableSink> routes = new HashMap<>();
-    /** Reads block records; keeps their schemas so that a table's blocks share one schema object. */
-    private final RowBlock.Reader blockReader = new RowBlock.Reader();
+    private final RecordRows recordRows = new RecordRows();
     private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
-    /** Topics of assigned partitions whose staged batches were not looked up yet ({@link #scanStaged}). */
-    private final Set<String> unscannedTopics = new HashSet<>();
-    private long scanRetryAtMs;
-    private long rescanAtMs;
-    private int scanFailures;
-    static final long SCAN_RETRY_MS = 2_000;
-    static final long RESCAN_MS = 30_000;
+    /** Starts the normalize loops of assigned tables with batches staged before. */
+    private StagedScan stagedScan;
 
     @Override
     public String version() {
@@ -148,6 +139,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                         context.timeout(ms);
                     }
                 }, this::report, ConcurrentHashMap.newKeySet());
+        stagedScan = new StagedScan(connectorName, () -> catalog, () -> context.assignment(), this::table, loops);
         log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
                 config.clickHouseUrlForLogs(), config.clickHouseDatabase(),
                 config.cluster().enabled() ? " on cluster " + config.cluster().name() : "", config.stageUri(),
@@ -203,7 +195,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         for (TableSink table : tables.values()) {
             table.retryUpload(now);
         }
-        scanStaged(now);
+        stagedScan.scan(now);
         Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
             TopicPartition tp = OriginalPartition.of(record);
@@ -219,7 +211,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             SinkHeaders headers = SinkHeaders.of(record.headers());
             try {
                 boolean block = headers.block() != null;
-                List<TableSink.Row> rows = block ? blockRows(record, headers) : rowOf(record, headers);
+                List<TableSink.Row> rows = block ? recordRows.blockRows(record, headers) : RecordRows.rowOf(record, headers);
                 if (!tableOf(record, headers).take(record, rows, block, tp, now)) {
                     // the table is held at a batch boundary: read this record again once it resumes
                     context.offset(tp, record.kafkaOffset());
@@ -251,68 +243,6 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
     }
 
-    /**
-     * A row record as its one row; its headers are read first, so that a record whose headers cannot be read is errant
-     * before anything of its table is registered.
-     */
-    private static List<TableSink.Row> rowOf(SinkRecord record, SinkHeaders headers) {
-        headers.requireText();
-        if (headers.present()) {
-            headers.batchId();
-            headers.operation();
-        }
-        return List.of(new TableSink.Row(record, headers, "the record"));
-    }
-
-    /**
-     * The rows of a block record ({@link RowBlock}, {@code record.format=blocks} at the source), each as the row record
-     * it stands for. A block that cannot be read goes to the errant record reporter whole.
-     */
-    private List<TableSink.Row> blockRows(SinkRecord record, SinkHeaders headers) {
-        headers.requireText();
-        if (!RowBlock.FORMAT.equals(headers.block())) {
-            throw new IllegalArgumentException("header " + RowBlock.HEADER + " is '" + headers.block() + "': this sink reads"
-                    + " blocks of format " + RowBlock.FORMAT + " (the source is of a newer tablecdc release?)");
-        }
-        if (!headers.present()) {
-            throw new IllegalArgumentException("a block record without " + RecordHeaders.TABLE + " and " + RecordHeaders.BATCH
-                    + " headers");
-        }
-        headers.batchId();
-        byte[] bytes;
-        if (record.value() instanceof byte[] b) {
-            bytes = b;
-        } else if (record.value() instanceof java.nio.ByteBuffer buffer) {
-            bytes = new byte[buffer.remaining()];
-            buffer.duplicate().get(bytes);
-        } else {
-            throw new IllegalArgumentException("flow " + headers.flow() + ", table " + headers.table() + ": a block record's value"
-                    + " arrived as " + (record.value() == null ? "null" : record.value().getClass().getSimpleName())
-                    + ", not as bytes; read the topic with the converter the source wrote it with (value.converter="
-                    + "org.apache.kafka.connect.converters.ByteArrayConverter)");
-        }
-        RowBlock.Decoded block = blockReader.read(bytes);
-        List<RowBlock.Row> rows = block.rows();
-        List<TableSink.Row> out = new ArrayList<>(rows.size());
-        for (int i = 0; i < rows.size(); i++) {
-            RowBlock.Row row = rows.get(i);
-            out.add(new TableSink.Row(blockRow(record, block, row), headers.ofBlockRow(row, i == rows.size() - 1),
-                    "row " + i + " (" + row.op() + ", version " + row.version() + ")"));
-        }
-        return out;
-    }
-
-    /** Row {@code row} of a block record as the row record it stands for (same topic, partition and offsets). */
-    private static SinkRecord blockRow(SinkRecord record, RowBlock.Decoded block, RowBlock.Row row) {
-        try {
-            return new SinkRecord(record.topic(), record.kafkaPartition(), block.keySchema(), row.key(), block.valueSchema(),
-                    row.value(), record.kafkaOffset(), record.timestamp(), record.timestampType(), null,
-                    record.originalTopic(), record.originalKafkaPartition(), record.originalKafkaOffset());
-        } catch (NoSuchMethodError olderWorker) {
-            return new SinkRecord(record.topic(), record.kafkaPartition(), block.keySchema(), row.key(), block.valueSchema(),
-                    row.value(), record.kafkaOffset(), record.timestamp(), record.timestampType());
-        }
-    }
 
     /** The table of a record (records of other producers: the table named by their topic). */
     private TableSink tableOf(SinkRecord record, SinkHeaders headers) {
@@ -425,89 +355,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.warn("sink {}: resuming reassigned partitions {} failed: {}", connectorName, partitions, e.toString());
             }
         }
-        partitions.forEach(tp -> unscannedTopics.add(tp.topic()));
-        scanStaged(System.currentTimeMillis());
+        stagedScan.assigned(partitions);
+        stagedScan.scan(System.currentTimeMillis());
     }
 
-    /**
-     * Starts (or wakes) the normalize loops of the assigned tables that have staged batches: those of newly assigned
-     * partitions until one lookup of them succeeded (retried from {@link #put} every {@value #SCAN_RETRY_MS} ms while
-     * the catalog does not answer), and every {@value #RESCAN_MS} ms those of every assigned partition. A table whose
-     * source sends nothing more (a detached Postgres table, a quiet one, a BigQuery table at its
-     * {@code max.unnormalized.batches}) has no record to start its loop: without this, its batches staged before a
-     * restart or rebalance during a catalog outage were never loaded, and its source waited for them for ever.
-     */
-    private void scanStaged(long now) {
-        if (catalog == null) {
-            return;
-        }
-        Set<String> topics;
-        if (!unscannedTopics.isEmpty()) {
-            if (now < scanRetryAtMs) {
-                return;
-            }
-            topics = new HashSet<>(unscannedTopics);
-        } else if (now >= rescanAtMs) {
-            topics = new HashSet<>();
-            try {
-                context.assignment().forEach(tp -> topics.add(tp.topic()));
-            } catch (RuntimeException e) {
-                return;
-            }
-        } else {
-            return;
-        }
-        if (topics.isEmpty()) {
-            rescanAtMs = now + RESCAN_MS;
-            return;
-        }
-        List<String[]> rows;
-        try {
-            rows = catalog.stages().tablesWithStages(connectorName, topics);
-        } catch (RuntimeException e) {
-            scanRetryAtMs = now + SCAN_RETRY_MS;
-            if (unscannedTopics.isEmpty()) {
-                rescanAtMs = now + SCAN_RETRY_MS;
-            }
-            if (scanFailures++ == 0) {
-                log.warn("sink {}: looking up the staged batches of topics {} failed ({}); tried again every {} ms until"
-                        + " it succeeds", connectorName, topics, e.getMessage(), SCAN_RETRY_MS);
-            } else {
-                log.debug("sink {}: looking up staged batches failed again: {}", connectorName, e.getMessage());
-            }
-            return;
-        }
-        if (scanFailures > 0) {
-            log.info("sink {}: the staged batches of topics {} were looked up after {} failed attempt(s)", connectorName,
-                    topics, scanFailures);
-            scanFailures = 0;
-        }
-        unscannedTopics.removeAll(topics);
-        rescanAtMs = now + RESCAN_MS;
-        for (String[] row : rows) {
-            TableSink table = table(row[0], row[1], row[2]);
-            TableKey key = table.key;
-            try {
-                // the staged batches are loaded into the table this task's settings name now
-                if (!table.claimBacklog(row[2])) {
-                    continue;
-                }
-            } catch (RuntimeException e) {
-                // the loop is not started without the claim: looked up again at the next scan
-                unscannedTopics.add(row[2]);
-                scanRetryAtMs = now + SCAN_RETRY_MS;
-                log.debug("sink {}: claiming the destination of {} failed: {}", connectorName, key, e.toString());
-                continue;
-            }
-            if (!loops.has(key)) {
-                log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName,
-                        key.flow(), key.table());
-            }
-            // a loop started now runs at once; a running one is asked for another run (a loop in its error backoff
-            // keeps to its backoff)
-            table.loop().wake();
-        }
-    }
 
     @Override
     public void close(Collection<TopicPartition> partitions) {
@@ -520,7 +371,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 affected.add(key);
             }
             nextOffsets.remove(tp);
-            unscannedTopics.remove(tp.topic());
+            stagedScan.revoked(tp);
         }
         for (TableKey key : affected) {
             TableSink table = tables.get(key);

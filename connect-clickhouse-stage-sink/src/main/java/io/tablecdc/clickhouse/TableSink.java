@@ -268,10 +268,10 @@ final class TableSink {
             destinationName = shared.names().destinationOf(key);
         } catch (RuntimeException e) {
             // nothing of the table is staged before its destination is claimed: the same records come again
-            shared.task().timeout(ClickHouseStageSinkTask.SCAN_RETRY_MS);
+            shared.task().timeout(StagedScan.SCAN_RETRY_MS);
             throw new RetriableException("sink " + connectorName + ": asking ClickHouse for the UUID of database "
                     + config.clickHouseDatabase() + " (which the catalog records table " + key.table() + " under) failed;"
-                    + " retried in " + ClickHouseStageSinkTask.SCAN_RETRY_MS + " ms: " + ErrorEpisode.describe(e), e);
+                    + " retried in " + StagedScan.SCAN_RETRY_MS + " ms: " + ErrorEpisode.describe(e), e);
         }
         Optional<DestinationRefusal> refusal;
         try {
