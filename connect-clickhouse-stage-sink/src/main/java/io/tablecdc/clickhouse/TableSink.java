@@ -45,6 +45,9 @@ import io.tablecdc.common.metrics.TableMetrics;
  * <p>The object lives as long as the task: the claim's refusal, a {@code table.per.topic} binding refused and whether
  * this sink cuts the table's batches are kept when the table's partition is revoked ({@link #leave}); its open batch,
  * pending upload and normalize loop are not.
+ *
+ * <p>Why it is long: it is one table's state machine (docs/design.md, "A table inside a sink task"); its claim, open
+ * batch, upload, hold and errant rows share that state, and each change of it is made here.
  */
 final class TableSink {
     /** Its lines are the sink task's, under the sink task's name. */
