@@ -3,15 +3,11 @@ package io.tablecdc.clickhouse;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Clock;
-import java.time.Instant;
-import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -30,20 +26,13 @@ import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.clickhouse.destination.ClickHouseClients;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
-import io.tablecdc.clickhouse.stage.StagePart;
 import io.tablecdc.clickhouse.stage.StageStore;
 import io.tablecdc.clickhouse.stage.StageStores;
 import io.tablecdc.common.Backoff;
-import io.tablecdc.common.ErrorEpisode;
-import io.tablecdc.common.RecordHeaders;
-import io.tablecdc.common.RowBlock;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.CatalogUnavailableException;
-import io.tablecdc.catalog.DestinationRefusal;
-import io.tablecdc.catalog.Stage;
-import io.tablecdc.catalog.StageFile;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -55,79 +44,37 @@ import io.tablecdc.common.metrics.TableMetrics;
  * upload fails, or whose staged batches reach {@code normalize.buffer.batches}, has its partitions paused;
  * every other table keeps flowing.
  *
- * <p>Why it is long: Connect's calls ({@code put}, {@code preCommit}, {@code open}, {@code close}) share the
- * partitions' offsets, the open batches and the uploads to retry, which only this task's thread touches; the normalize
- * loops and the buffer holds are {@link NormalizeLoops}', a table's open batch is {@link TableStager}'s.
+ * <p>The task routes: each record to its table's {@link TableSink} (which owns everything about one table: its
+ * destination claim, open batch, upload, hold, errant rows and normalize loop), and each partition's offsets. Only this
+ * task's thread calls them; the normalize loops run on {@link NormalizeLoops}' threads.
  */
 public class ClickHouseStageSinkTask extends SinkTask {
     private static final Logger log = LoggerFactory.getLogger(ClickHouseStageSinkTask.class);
 
     private ClickHouseStageSinkConfig config;
     private String connectorName;
-    /** flow, table and column of every column this task logged a clamped value of: logged once per task. */
-    private final Set<List<String>> clampsLogged = ConcurrentHashMap.newKeySet();
     private Catalog catalog;
     /** While the catalog could not be reached (at start, or since): when to try again. */
     private final Backoff catalogBackoff = new Backoff(1_000, 60_000);
     private long catalogRetryAtMs;
     private StageStore store;
     private ClickHouseDestination destination;
-    /** The normalize loop of each table of this task, and each table's hold while its buffer is full. */
+    /** The normalize loop of each table of this task. */
     private NormalizeLoops loops;
     private ErrantRecordReporter reporter;
-    private Path localDir;
     private TableMetrics metrics;
+    /** What every table of this task shares. */
+    private TableSink.Shared shared;
 
-    private final Map<TableKey, TableStager> stagers = new HashMap<>();
-    /** Reads block records; keeps their schemas so that a table's blocks share one schema object. */
-    private final RowBlock.Reader blockReader = new RowBlock.Reader();
-    /** Complete batches whose upload or catalog write failed; retried with backoff, their table paused. */
-    private final Map<TableKey, PendingUpload> pendingUploads = new HashMap<>();
+    /** Every table this task met, for the task's life ({@link TableSink#leave} drops what a revoked table had staged). */
+    private final Map<TableKey, TableSink> tables = new HashMap<>();
+    /** Each table by (flow, table, topic): built once rather than per record. */
+    private final Map<List<String>, TableSink> routes = new HashMap<>();
+    private final RecordRows recordRows = new RecordRows();
     private final Map<TopicPartition, Long> nextOffsets = new HashMap<>();
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
-    /** With table.per.topic: tables whose records arrived on a topic bound to another table, and why. */
-    private final Map<TableKey, String> unboundTables = new HashMap<>();
-    /** Tables stopped because another source table is loaded into their ClickHouse table already. */
-    private final Map<TableKey, String> collisions = new HashMap<>();
-    /** Tables whose batches this sink cuts (records of other producers): closed by size or age. */
-    private final Set<TableKey> selfCutTables = new HashSet<>();
-    private final Map<List<String>, TableKey> tableKeys = new HashMap<>();
-    /**
-     * While the rows of a block are staged: the batch its last row completed. It is closed (uploaded, recorded) only
-     * after every row of the block was staged or reported: with errors.tolerance=none the report fails the task, and
-     * a batch closed before it would be loaded without the bad row and its replay dropped as loaded already.
-     */
-    private boolean inBlock;
-    private TableStager closeAfterBlock;
-    /** Topics of assigned partitions whose staged batches were not looked up yet ({@link #scanStaged}). */
-    private final Set<String> unscannedTopics = new HashSet<>();
-    private long scanRetryAtMs;
-    private long rescanAtMs;
-    private int scanFailures;
-    static final long SCAN_RETRY_MS = 2_000;
-    static final long RESCAN_MS = 30_000;
-    /** The kind of error episode an upload reports in the table's metrics. */
-    static final String STAGE_EPISODE = "stage";
-    /** Marks the upload's errors in the table's shared error (the source and the normalize loop mark their own). */
-    static final String STAGE_ERROR_PREFIX = "stage: ";
-
-    private static final class PendingUpload {
-        final TableStager.ClosedBatch batch;
-        final ErrorEpisode episode;
-        long retryAtMs;
-
-        PendingUpload(TableStager.ClosedBatch batch, ErrorEpisode episode) {
-            this.batch = batch;
-            this.episode = episode;
-        }
-    }
-
-    /** The error episode of the upload of one batch of {@code key}: 1 s doubling to 60 s between attempts. */
-    private ErrorEpisode uploadEpisode(TableKey key) {
-        return new ErrorEpisode(log, "staging of flow " + key.flow() + ", table " + key.table(), new Backoff(1_000, 60_000),
-                Clock.systemUTC(), ErrorEpisode.inCatalog(() -> catalog, key.flow(), key.table(), STAGE_ERROR_PREFIX),
-                ErrorEpisode.metric(() -> metrics.table(key.flow(), key.table()), STAGE_EPISODE));
-    }
+    /** Starts the normalize loops of assigned tables with batches staged before. */
+    private StagedScan stagedScan;
 
     @Override
     public String version() {
@@ -145,6 +92,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         destination = new ClickHouseDestination(ClickHouseClients.client(config), config.clickHouseDatabase(), config.tableAutoCreate(),
                 config.addColumns(), config.deduplicationWindow(), config.clickHouseTimeoutMs(), config.cluster());
         loops = new NormalizeLoops(config, connectorName, () -> catalog, store, destination, metrics);
+        Path localDir;
         try {
             localDir = config.stageLocalDir().isBlank()
                     ? Files.createTempDirectory("tablecdc-stage-")
@@ -152,12 +100,46 @@ public class ClickHouseStageSinkTask extends SinkTask {
         } catch (IOException e) {
             throw new ConnectException("sink " + connectorName + ": cannot create the local stage folder: " + e.getMessage(), e);
         }
-        askDatabaseUuidAtStart();
+        DestinationNames names = new DestinationNames(config, connectorName, destination);
+        names.askAtStart();
         try {
             reporter = context.errantRecordReporter();
         } catch (NoSuchMethodError | NoClassDefFoundError e) {
             reporter = null;
         }
+        shared = new TableSink.Shared(config, connectorName, () -> catalog, store, loops, metrics, localDir, names,
+                new TableSink.Task() {
+                    @Override
+                    public void bind(TopicPartition tp, TableKey key) {
+                        tableOfPartition.put(tp, key);
+                    }
+
+                    @Override
+                    public void pause(TableKey key) {
+                        ClickHouseStageSinkTask.this.pause(key);
+                    }
+
+                    @Override
+                    public void resume(TableKey key) {
+                        ClickHouseStageSinkTask.this.resume(key);
+                    }
+
+                    @Override
+                    public void pause(TopicPartition tp) {
+                        try {
+                            context.pause(tp);
+                        } catch (IllegalStateException notAssigned) {
+                            // open(): the table's records come through another topic (a router); its next record is held instead
+                            log.debug("pausing {} failed: {}", tp, notAssigned.toString());
+                        }
+                    }
+
+                    @Override
+                    public void timeout(long ms) {
+                        context.timeout(ms);
+                    }
+                }, this::report, ConcurrentHashMap.newKeySet());
+        stagedScan = new StagedScan(connectorName, () -> catalog, () -> context.assignment(), this::table, loops);
         log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
                 config.clickHouseUrlForLogs(), config.clickHouseDatabase(),
                 config.cluster().enabled() ? " on cluster " + config.cluster().name() : "", config.stageUri(),
@@ -210,8 +192,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
             context.timeout(Math.max(100, catalogRetryAtMs - now));
             throw new RetriableException("sink " + connectorName + ": the catalog cannot be reached yet");
         }
-        retryPendingUploads(now);
-        scanStaged(now);
+        for (TableSink table : tables.values()) {
+            table.retryUpload(now);
+        }
+        stagedScan.scan(now);
         Set<TopicPartition> held = new HashSet<>();
         for (SinkRecord record : records) {
             TopicPartition tp = OriginalPartition.of(record);
@@ -226,13 +210,16 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             SinkHeaders headers = SinkHeaders.of(record.headers());
             try {
-                if (!(headers.block() != null ? stageBlock(record, headers, tp, now) : stageRecord(record, headers, tp, now))) {
+                boolean block = headers.block() != null;
+                List<TableSink.Row> rows = block ? recordRows.blockRows(record, headers) : RecordRows.rowOf(record, headers);
+                if (!tableOf(record, headers).take(record, rows, block, tp, now)) {
                     // the table is held at a batch boundary: read this record again once it resumes
                     context.offset(tp, record.kafkaOffset());
                     held.add(tp);
                     continue;
                 }
             } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
+                // the record cannot be taken at all (its headers, its block, its table's topic binding)
                 report(record, e);
                 try {
                     closeBatchOfErrantLast(record, headers);
@@ -244,575 +231,42 @@ public class ClickHouseStageSinkTask extends SinkTask {
             }
             nextOffsets.put(tp, record.kafkaOffset() + 1);
         }
-        closeDueSelfCutBatches(now);
-        loops.releaseDrained(pendingUploads::containsKey, this::resume);
-    }
-
-    /**
-     * Stages the rows of a block record ({@link RowBlock}, {@code record.format=blocks} at the source) one by one as the
-     * row records they stand for; returns false (nothing staged) when the table is held before the block's first row.
-     * A block that cannot be read goes to the errant record reporter whole; rows that cannot be staged are named in one
-     * report of their block, and the block's other rows are staged.
-     */
-    private boolean stageBlock(SinkRecord record, SinkHeaders headers, TopicPartition tp, long now) throws IOException {
-        headers.requireText();
-        if (!RowBlock.FORMAT.equals(headers.block())) {
-            throw new IllegalArgumentException("header " + RowBlock.HEADER + " is '" + headers.block() + "': this sink reads"
-                    + " blocks of format " + RowBlock.FORMAT + " (the source is of a newer tablecdc release?)");
-        }
-        if (!headers.present()) {
-            throw new IllegalArgumentException("a block record without " + RecordHeaders.TABLE + " and " + RecordHeaders.BATCH
-                    + " headers");
-        }
-        headers.batchId();
-        byte[] bytes;
-        if (record.value() instanceof byte[] b) {
-            bytes = b;
-        } else if (record.value() instanceof java.nio.ByteBuffer buffer) {
-            bytes = new byte[buffer.remaining()];
-            buffer.duplicate().get(bytes);
-        } else {
-            throw new IllegalArgumentException("flow " + headers.flow() + ", table " + headers.table() + ": a block record's value"
-                    + " arrived as " + (record.value() == null ? "null" : record.value().getClass().getSimpleName())
-                    + ", not as bytes; read the topic with the converter the source wrote it with (value.converter="
-                    + "org.apache.kafka.connect.converters.ByteArrayConverter)");
-        }
-        RowBlock.Decoded block = blockReader.read(bytes);
-        List<RowBlock.Row> rows = block.rows();
-        List<String> failed = null;
-        int failures = 0;
-        int staged = 0;
-        inBlock = true;
-        closeAfterBlock = null;
-        try {
-            for (int i = 0; i < rows.size(); i++) {
-                RowBlock.Row row = rows.get(i);
-                SinkHeaders rowHeaders = headers.ofBlockRow(row, i == rows.size() - 1);
-                SinkRecord rowRecord = blockRow(record, block, row);
-                try {
-                    if (!stageRecord(rowRecord, rowHeaders, tp, now)) {
-                        if (staged == 0) {
-                            // held before the block's first row that can be staged (the rows before it cannot, and are
-                            // not reported yet): nothing of the block is taken, it is read again once the table resumes
-                            return false;
-                        }
-                        // a staged row leaves its batch open, and every row of a block is of that batch
-                        throw new IllegalStateException("sink " + connectorName + ", flow " + headers.flow() + ", table "
-                                + headers.table() + ": held at row " + i + " of a block of batch " + headers.batch()
-                                + " after " + staged + " of its rows were staged");
-                    }
-                    staged++;
-                } catch (TypeMappingException | IllegalArgumentException | ClassCastException e) {
-                    failures++;
-                    if (failed == null) {
-                        failed = new ArrayList<>();
-                    }
-                    if (failed.size() < 10) {
-                        failed.add("row " + i + " (" + row.op() + ", version " + row.version() + "): " + e.getMessage());
-                    }
-                    closeBatchOfErrantLast(rowRecord, rowHeaders);
-                }
+        for (TableSink table : tables.values()) {
+            try {
+                table.closeIfDue(now);
+            } catch (IOException e) {
+                throw new ConnectException("sink " + connectorName + ": closing a stage file of " + table.key + " failed: " + e.getMessage(), e);
             }
-        } finally {
-            inBlock = false;
         }
-        if (failed != null) {
-            // before the batch is closed: without a reporter (errors.tolerance=none) this fails the task, and nothing
-            // of the block's batch is staged
-            report(record, new IllegalArgumentException("flow " + headers.flow() + ", table " + headers.table() + ", batch "
-                    + headers.batch() + ": " + failures + " of the block's " + rows.size() + " rows cannot be staged (the"
-                    + " others are): " + String.join("; ", failed) + (failures > failed.size() ? "; …" : "")));
-        }
-        TableStager complete = closeAfterBlock;
-        closeAfterBlock = null;
-        if (complete != null && complete.open()) {
-            closeBatch(complete);
-        }
-        return true;
-    }
-
-    /** Closes a batch whose last record arrived: at once, or (inside a block) once the whole block is staged or reported. */
-    private void closeCompleteBatch(TableStager stager) throws IOException {
-        if (inBlock) {
-            closeAfterBlock = stager;
-        } else {
-            closeBatch(stager);
+        for (TableSink table : tables.values()) {
+            table.releaseIfDrained();
         }
     }
 
-    /** Row {@code row} of a block record as the row record it stands for (same topic, partition and offsets). */
-    private static SinkRecord blockRow(SinkRecord record, RowBlock.Decoded block, RowBlock.Row row) {
-        try {
-            return new SinkRecord(record.topic(), record.kafkaPartition(), block.keySchema(), row.key(), block.valueSchema(),
-                    row.value(), record.kafkaOffset(), record.timestamp(), record.timestampType(), null,
-                    record.originalTopic(), record.originalKafkaPartition(), record.originalKafkaOffset());
-        } catch (NoSuchMethodError olderWorker) {
-            return new SinkRecord(record.topic(), record.kafkaPartition(), block.keySchema(), row.key(), block.valueSchema(),
-                    row.value(), record.kafkaOffset(), record.timestamp(), record.timestampType());
-        }
-    }
 
-    /**
-     * Stages one record (a truncate record marks its batch to empty the table first); returns false (nothing
-     * staged) when the record would start a new batch of a table that must wait: its previous batch is not
-     * uploaded yet, or its staged batches fill its normalize buffer.
-     */
-    private boolean stageRecord(SinkRecord record, SinkHeaders headers, TopicPartition tp, long now) throws IOException {
-        headers.requireText();
+    /** The table of a record (records of other producers: the table named by their topic). */
+    private TableSink tableOf(SinkRecord record, SinkHeaders headers) {
         boolean tablecdc = headers.present();
-        String table = tablecdc ? headers.table() : record.topic();
-        String flowHeader = tablecdc ? headers.flow() : null;
-        long headerBatch = tablecdc ? headers.batchId() : -1;
-        RecordHeaders.Op headerOp = tablecdc ? headers.operation() : null;
-        TableKey key = tableKey(flowHeader != null ? flowHeader : connectorName, table, record.topic());
-        TableStager stager = stagers.get(key);
-        if (stager == null) {
-            if (collisions.containsKey(key)) {
-                context.pause(tp);
-                return false;
-            }
-            String unbound = unboundTables.get(key);
-            if (unbound == null && tablecdc && config.tablePerTopic()) {
-                List<String> bound;
-                try {
-                    bound = catalog.sink().otherTablesOfSinkTopic(connectorName, OriginalPartition.topic(record), key.flow(), key.table());
-                } catch (RuntimeException e) {
-                    throw new RetriableException("sink " + connectorName + ": looking up the table of topic " + OriginalPartition.topic(record)
-                            + " in the catalog failed: " + e.getMessage(), e);
-                }
-                if (!bound.isEmpty()) {
-                    unbound = "topic " + OriginalPartition.topic(record) + " is bound to " + bound.get(0) + " (table.per.topic=true); a record for"
-                            + " flow " + key.flow() + ", table " + key.table() + " is not taken from it";
-                    unboundTables.put(key, unbound);
-                }
-            }
-            if (unbound != null) {
-                throw new IllegalArgumentException(unbound);
-            }
-            String destinationName;
-            try {
-                destinationName = destinationOf(key);
-            } catch (RuntimeException e) {
-                // nothing of the table is staged before its destination is claimed: the same records come again
-                context.timeout(SCAN_RETRY_MS);
-                throw new RetriableException("sink " + connectorName + ": asking ClickHouse for the UUID of database "
-                        + config.clickHouseDatabase() + " (which the catalog records table " + key.table() + " under) failed;"
-                        + " retried in " + SCAN_RETRY_MS + " ms: " + ErrorEpisode.describe(e), e);
-            }
-            Optional<DestinationRefusal> refusal;
-            try {
-                catalog.progress().initTable(key.flow(), key.table());
-                catalog.sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
-                refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationName, addressNameOf(key));
-            } catch (RuntimeException e) {
-                throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
-                        + " in the catalog failed: " + e.getMessage(), e);
-            }
-            if (refusal.isPresent()) {
-                refuseDestination(key, refusal.get(), tp);
-                return false;
-            }
-            TableKey k = key;
-            stager = new TableStager(key, localDir, config.avroCodec(), config.stageMaxFileBytes(),
-                    column -> config.integerTemporal(k.table(), column),
-                    column -> config.decimalText(k.table(), column),
-                    clamp -> {
-                        if (clampsLogged.add(List.of(k.flow(), k.table(), clamp.column()))) {
-                            log.warn("sink {}, flow {}, table {}, column {}: {} is outside the range of the column's ClickHouse type"
-                                + " and is stored as {}; such values are counted (clamped_values in tablecdc-status, the"
-                                + " values-clamped-total metric) and not logged again for this column until the task restarts; list"
-                                + " the column in {} to keep them exact", connectorName, k.flow(), k.table(), clamp.column(),
-                                clamp.value(), clamp.storedAs(), clamp.exactUnder());
-                        }
-                    });
-            stagers.put(key, stager);
-            metrics.table(key.flow(), key.table());
-        }
-        tableOfPartition.put(tp, key);
-        TableNormalizer normalizer = loops.of(key);
-        long batch;
-        java.math.BigInteger version;
-        RecordHeaders.Op op;
-        if (tablecdc) {
-            batch = headerBatch;
-            version = headers.versionValue();
-            op = headerOp;
-            if (op == RecordHeaders.Op.TRUNCATE && stager.hasRows() && stager.batchId() == batch) {
-                // its rows share a file and are loaded together: nothing could empty the table between them
-                if (headers.lastOfBatch()) {
-                    closeCompleteBatch(stager);
-                }
-                throw new IllegalArgumentException("table " + table + ", batch " + batch + ": a truncate record after rows of"
-                        + " the same batch cannot be ordered against them (a truncate must be the first record of its batch)");
-            }
-            if (stager.open() && stager.batchId() != batch) {
-                // the previous batch lost its last record (its source restarted): stage what arrived
-                closeBatch(stager);
-            }
-        } else {
-            // records of other producers: upserts, batches cut by size and time, versions from offsets
-            batch = stager.open() ? stager.batchId() : -1;
-            version = java.math.BigInteger.valueOf(record.kafkaOffset());
-            op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
-        }
-        if (!stager.open()) {
-            // one reading of the count decides: the normalize loop lowers it meanwhile, and partitions paused on a
-            // reading that the hold did not share would never be resumed (randomized run seed 8752)
-            long pending = normalizer.pendingBatches();
-            boolean full = pending >= config.normalizeBufferBatches();
-            if (full || pendingUploads.containsKey(key)) {
-                if (full) {
-                    loops.holdForBuffer(key, pending);
-                }
-                pause(key);
-                return false;
-            }
-        }
-        if (batch < 0) {
-            batch = nextSelfCutBatchId(key);
-        }
-        if (op == RecordHeaders.Op.TRUNCATE) {
-            stager.truncate(record, batch, now);
-        } else {
-            stager.append(record, batch, version, op, headers.unchanged(), headers.keyChanged(), headers.nonFinite(), now);
-        }
-        if (tablecdc && headers.lastOfBatch()) {
-            closeCompleteBatch(stager);
-        } else if (!tablecdc && stager.rows() >= config.batchMaxRows()) {
-            closeBatch(stager);
-        }
-        return true;
+        String flow = tablecdc ? headers.flow() : null;
+        return table(flow != null ? flow : connectorName, tablecdc ? headers.table() : record.topic(), record.topic());
     }
 
-    /** Between a destination's database identity and its table name in {@link #destinationOf}. */
-    static final String IN_DATABASE = " in ClickHouse database ";
-
-    /**
-     * The UUID of {@code clickhouse.database} ({@link ClickHouseDestination#databaseUuid}), asked once per task, when it
-     * is first needed; "" when the database has none; null until asked successfully.
-     */
-    private volatile String databaseUuid;
-    /** Held while ClickHouse is asked for {@link #databaseUuid}: one question at a time, not the task's monitor. */
-    private final Object databaseUuidLock = new Object();
-
-    private String databaseUuid() {
-        String known = databaseUuid;
-        if (known != null) {
-            return known;
-        }
-        synchronized (databaseUuidLock) {
-            return askDatabaseUuid();
-        }
-    }
-
-    private String askDatabaseUuid() {
-        String uuid = databaseUuid;
-        if (uuid == null) {
-            uuid = destination.databaseUuid().orElse("");
-            databaseUuid = uuid;
-            if (uuid.isEmpty()) {
-                log.info("sink {}: ClickHouse database {} has no UUID (engine Ordinary or Memory) or does not exist; its"
-                        + " tables are recorded in the catalog by the address of clickhouse.url", connectorName,
-                        config.clickHouseDatabase());
-            } else {
-                log.info("sink {}: ClickHouse database {} has UUID {}; its tables are recorded in the catalog by it",
-                        connectorName, config.clickHouseDatabase(), uuid);
-            }
-        }
-        return uuid;
+    private TableSink table(String flow, String table, String topic) {
+        return routes.computeIfAbsent(List.of(flow, table, topic), k -> tables.computeIfAbsent(
+                new TableKey(flow, table, config.clickHouseTable(table, topic)), key -> new TableSink(key, shared)));
     }
 
     /**
-     * Asks for the database's UUID when the task starts, so that a ClickHouse outage that begins later does not keep the
-     * task from staging (staging needs the UUID, loading needs ClickHouse anyway): waits for the answer up to 5 s (at most
-     * {@code clickhouse.timeout.ms}); an answer that comes later is kept, and a failure leaves the question to the first
-     * record that needs it.
-     */
-    private void askDatabaseUuidAtStart() {
-        Thread asking = new Thread(() -> {
-            try {
-                databaseUuid();
-            } catch (RuntimeException e) {
-                log.info("sink {}: ClickHouse did not tell the UUID of database {} at start ({}); asked again when a table"
-                        + " first needs it", connectorName, config.clickHouseDatabase(), ErrorEpisode.describe(e));
-            }
-        }, "tablecdc-database-uuid-" + connectorName);
-        asking.setDaemon(true);
-        asking.start();
-        try {
-            asking.join(Math.min(config.clickHouseTimeoutMs(), 5_000));
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-    }
-
-    /**
-     * The ClickHouse table a table is loaded into, as the catalog records it: {@code <db>.<table> in ClickHouse database
-     * <uuid>}, named by the database's UUID, so the same under every address of the server and another when the database
-     * was dropped and created again; {@link #addressNameOf} for a database without a UUID. Asks ClickHouse the first time
-     * (fails when it does not answer).
-     */
-    private String destinationOf(TableKey key) {
-        String uuid = databaseUuid();
-        return uuid.isEmpty() ? addressNameOf(key)
-                : config.clickHouseDatabase() + "." + key.clickHouseTable() + IN_DATABASE + uuid;
-    }
-
-    /**
-     * The ClickHouse table named by the server's address and the database, {@code <host>:<port>/<db>.<table>}: how
-     * earlier releases recorded every destination (a row recorded so is taken over under the same address, see
-     * {@link io.tablecdc.catalog.SinkLeases#claimDestination(String, String, String, String)}).
-     */
-    private String addressNameOf(TableKey key) {
-        String server;
-        try {
-            java.net.URI uri = java.net.URI.create(config.clickHouseUrl());
-            server = uri.getHost() + ":" + uri.getPort();
-        } catch (RuntimeException e) {
-            server = config.clickHouseUrl();
-        }
-        return server + "/" + config.clickHouseDatabase() + "." + key.clickHouseTable();
-    }
-
-    /**
-     * Two source tables map to one ClickHouse table, or a table with batches loaded would now be loaded into another
-     * one: the table is stopped (its partition paused, nothing of it staged or loaded), with the error in the log and
-     * in its catalog row, until the settings name its table again.
-     */
-    private void refuseDestination(TableKey key, DestinationRefusal refusal, TopicPartition tp) {
-        String here = config.clickHouseDatabase() + "." + key.clickHouseTable();
-        String message;
-        if (refusal instanceof DestinationRefusal.HeldBy held) {
-            message = "ClickHouse table " + here + " is already loaded from " + held.otherTable() + "; flow " + key.flow()
-                    + ", table " + key.table() + " (topic " + tp.topic() + ") would be mixed into it and is stopped. Set "
-                    + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get different ClickHouse"
-                    + " tables (for example ${topic}), or stop one of them";
-        } else {
-            DestinationRefusal.LoadedElsewhere elsewhere = (DestinationRefusal.LoadedElsewhere) refusal;
-            String current = elsewhere.current();
-            String now = destinationOf(key);
-            String loaded = "flow " + key.flow() + ", table " + key.table() + " (topic " + tp.topic() + ") has batches up to "
-                    + elsewhere.normalizedBatchId() + " loaded into ";
-            String reload = "or load the table into it from the start with tablecdc-reload-table (see docs/operations.md)";
-            if (current.startsWith(here + IN_DATABASE)) {
-                String uuidBefore = current.substring((here + IN_DATABASE).length());
-                message = loaded + here + " of the ClickHouse database with UUID " + uuidBefore + ", and clickhouse.url ("
-                        + config.clickHouseUrlForLogs() + ") now reaches "
-                        + (now.startsWith(here + IN_DATABASE)
-                                ? "a database " + config.clickHouseDatabase() + " with UUID "
-                                        + now.substring((here + IN_DATABASE).length())
-                                : "no database " + config.clickHouseDatabase() + " with a UUID (it does not exist, or its engine"
-                                        + " is Ordinary or Memory)")
-                        + " (another server, or the database dropped and created again): the rows loaded before are not"
-                        + " there, so it is stopped and nothing more of it is loaded. Point clickhouse.url back at the server"
-                        + " that holds the table, " + reload;
-            } else if (current.endsWith("/" + here) && now.startsWith(here + IN_DATABASE)) {
-                message = loaded + current + " (recorded by the server's address, as earlier releases did), and clickhouse.url ("
-                        + config.clickHouseUrlForLogs() + ") now names another address: nothing tells that it reaches the same"
-                        + " database, so it is stopped. Start the sink once with clickhouse.url at the address recorded (the"
-                        + " table is then recorded by its database's UUID, and any address of the database works), "
-                        + reload;
-            } else {
-                message = loaded + current + ", and this sink would now load it into " + now + ": both tables would be"
-                        + " incomplete, so it is stopped. Set " + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG
-                        + " (now " + config.tableNameFormat() + ") and the ClickHouse settings back so that it keeps its table"
-                        + " (a sink upgraded from a release whose default was ${table} needs table.name.format=${table}), or"
-                        + " reload the table into the new one from the start (tablecdc-reload-table, see docs/operations.md)";
-            }
-        }
-        message = "sink " + connectorName + ": " + message;
-        collisions.put(key, message);
-        log.error("{}", message);
-        try {
-            catalog.progress().recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
-        } catch (RuntimeException e) {
-            log.debug("recording the refusal of {} failed: {}", key, e.toString());
-        }
-        try {
-            context.pause(tp);
-        } catch (IllegalStateException notAssigned) {
-            // open(): the table's records come through another topic (a router); its next record is held instead
-            log.debug("pausing {} for {} failed: {}", tp, key, notAssigned.toString());
-        }
-    }
-
-    /**
-     * A record that carried {@code tablecdc.batch.last=true} went to the errant record reporter: its batch is complete
-     * all the same (without it), so it is closed and staged rather than left open until another batch arrives.
+     * A record that went to the errant record reporter whole: when it carried {@code tablecdc.batch.last=true}, its
+     * table's open batch of that id is complete all the same (without it), and is closed and staged.
      */
     private void closeBatchOfErrantLast(SinkRecord record, SinkHeaders headers) throws IOException {
-        if (!headers.present() || !headers.lastOfBatch() || headers.notText() != null) {
+        if (!headers.present() || headers.notText() != null) {
             return;
         }
-        long batch;
-        try {
-            batch = headers.batchId();
-        } catch (IllegalArgumentException e) {
-            return;
-        }
-        TableKey key = tableKeys.get(List.of(headers.flow() != null ? headers.flow() : connectorName, headers.table(), record.topic()));
-        TableStager stager = key == null ? null : stagers.get(key);
-        if (stager != null && stager.open() && stager.batchId() == batch) {
-            closeCompleteBatch(stager);
-        }
-    }
-
-    /** The table's key, built once per (flow, table, topic) rather than per record. */
-    private TableKey tableKey(String flow, String table, String topic) {
-        return tableKeys.computeIfAbsent(List.of(flow, table, topic),
-                k -> new TableKey(flow, table, config.clickHouseTable(table, topic)));
-    }
-
-    /**
-     * A new batch id for a table whose batches this sink cuts: reserved in the catalog, above every id reserved,
-     * synced, normalized or staged for the table before, so that a batch still staged from before a restart is
-     * never replaced by new records under its id.
-     */
-    private long nextSelfCutBatchId(TableKey key) {
-        long next;
-        try {
-            next = catalog.batchIds().reserveBatchIds(key.flow(), key.table(), 1);
-        } catch (RuntimeException e) {
-            throw new RetriableException("sink " + connectorName + ": reserving a batch id for table " + key.table()
-                    + " in the catalog failed: " + e.getMessage(), e);
-        }
-        selfCutTables.add(key);
-        return next;
-    }
-
-    private void closeDueSelfCutBatches(long now) {
-        for (TableStager stager : stagers.values()) {
-            if (stager.open() && selfCutTables.contains(stager.key) && now - stager.openedAtMs() >= config.batchMaxMs()) {
-                try {
-                    closeBatch(stager);
-                } catch (IOException e) {
-                    throw new ConnectException("sink " + connectorName + ": closing a stage file of " + stager.key + " failed: " + e.getMessage(), e);
-                }
-            }
-        }
-    }
-
-    private void closeBatch(TableStager stager) throws IOException {
-        TableStager.ClosedBatch batch = stager.close();
-        PendingUpload pending = new PendingUpload(batch, uploadEpisode(batch.key()));
-        if (!tryUpload(pending, System.currentTimeMillis())) {
-            pendingUploads.put(batch.key(), pending);
-            pause(batch.key());
-        }
-    }
-
-    private void retryPendingUploads(long now) {
-        for (var it = pendingUploads.entrySet().iterator(); it.hasNext(); ) {
-            var entry = it.next();
-            if (now >= entry.getValue().retryAtMs && tryUpload(entry.getValue(), now)) {
-                it.remove();
-                if (!loops.heldForBuffer(entry.getKey())) {
-                    resume(entry.getKey());
-                }
-            }
-        }
-    }
-
-    /** Uploads a complete batch and records its stage row; false (and a retry time) when that failed. */
-    private boolean tryUpload(PendingUpload pending, long now) {
-        TableStager.ClosedBatch batch = pending.batch;
-        TableKey key = batch.key();
-        List<StageFile> files = new ArrayList<>();
-        boolean recorded = false;
-        try {
-            Stage existing = catalog.stages().getStage(key.flow(), key.table(), batch.batchId()).orElse(null);
-            if (existing != null && existing.rows() >= batch.rows()) {
-                // a staged batch is never replaced by a part of it, nor by a copy of itself (records delivered again
-                // after a restart): keep the staged one, whose files a normalize run may be loading right now
-                if (existing.rows() > batch.rows()) {
-                    log.warn("sink {}: flow {}, table {}: batch {} is staged already with {} rows; a later copy with {} rows"
-                            + " is dropped instead of replacing it", connectorName, key.flow(), key.table(), batch.batchId(),
-                            existing.rows(), batch.rows());
-                } else {
-                    log.info("sink {}: flow {}, table {}: batch {} is staged already ({} rows); the copy delivered again is"
-                            + " dropped", connectorName, key.flow(), key.table(), batch.batchId(), batch.rows());
-                }
-                for (StagePart part : batch.parts()) {
-                    Files.deleteIfExists(part.file());
-                }
-                loops.of(key).wake();
-                return true;
-            }
-            String attempt = Long.toHexString(System.nanoTime());
-            for (int i = 0; i < batch.parts().size(); i++) {
-                StagePart part = batch.parts().get(i);
-                String objectKey = batch.objectName(key.fileName() + "/" + batch.batchId() + "/" + attempt, i);
-                files.add(new StageFile(store.upload(part.file(), objectKey), part.rows(), part.bytes()));
-            }
-            List<StageFile> previous = existing == null ? List.of() : existing.files();
-            boolean stored = catalog.stages().upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
-                    batch.truncateBefore()));
-            recorded = true;
-            // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
-            for (StageFile file : stored ? previous : files) {
-                if (!files.contains(file) || !stored) {
-                    store.delete(file.uri());
-                }
-            }
-            for (StagePart part : batch.parts()) {
-                Files.deleteIfExists(part.file());
-            }
-            TableMetrics.Table tableMetrics = metrics.table(key.flow(), key.table());
-            pending.episode.succeeded();
-            if (stored) {
-                tableMetrics.batchStaged(batch.batchId(), batch.rows(), Instant.now());
-                tableMetrics.valuesClamped(batch.counts().clampedValues());
-                TableNormalizer normalizer = loops.of(key);
-                normalizer.staged();
-                normalizer.wake();
-            }
-            return true;
-        } catch (Exception e) {
-            if (!recorded && !files.isEmpty()) {
-                deleteUnreferenced(key, batch.batchId(), files);
-            }
-            pending.retryAtMs = now + pending.episode.failed(e);
-            return false;
-        }
-    }
-
-    /**
-     * Deletes the files a failed attempt uploaded, unless the batch's stage row names them: a stage row write whose
-     * answer was lost (the catalog committed it, the connection broke before it said so) made them the batch's, and
-     * the next attempt keeps that row. When the catalog cannot tell, the files stay: an orphan only costs storage, a
-     * deleted file that the stage row names would stop the table.
-     */
-    private void deleteUnreferenced(TableKey key, long batchId, List<StageFile> files) {
-        Set<String> referenced = new HashSet<>();
-        try {
-            catalog.stages().getStage(key.flow(), key.table(), batchId)
-                    .ifPresent(stage -> stage.files().forEach(file -> referenced.add(file.uri())));
-        } catch (RuntimeException catalogDown) {
-            log.debug("sink {}: flow {}, table {}: the files of batch {}'s failed upload are kept: the catalog cannot say"
-                    + " whether its stage row names them ({})", connectorName, key.flow(), key.table(), batchId,
-                    catalogDown.toString());
-            return;
-        }
-        for (StageFile file : files) {
-            if (referenced.contains(file.uri())) {
-                continue;
-            }
-            try {
-                store.delete(file.uri());
-            } catch (Exception cleanup) {
-                log.debug("removing the stage file {} of a failed upload failed: {}", file.uri(), cleanup.toString());
-            }
-        }
-    }
-
-    /** Removes the local files of a complete batch that is dropped before its upload succeeded. */
-    private void deleteLocalParts(PendingUpload pending) {
-        for (StagePart part : pending.batch.parts()) {
-            try {
-                Files.deleteIfExists(part.file());
-            } catch (IOException e) {
-                log.debug("removing the local stage file {} of a dropped batch failed: {}", part.file(), e.toString());
-            }
+        TableSink table = routes.get(List.of(headers.flow() != null ? headers.flow() : connectorName, headers.table(), record.topic()));
+        if (table != null) {
+            table.closeBatchOfErrantLast(headers);
         }
     }
 
@@ -864,14 +318,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 continue;
             }
             long committable = next;
-            for (TableStager stager : stagers.values()) {
-                Long first = stager.open() ? stager.firstOffset(tp) : null;
-                if (first != null) {
-                    committable = Math.min(committable, first);
-                }
-            }
-            for (PendingUpload pending : pendingUploads.values()) {
-                Long first = pending.batch.firstOffsets().get(tp);
+            for (TableSink table : tables.values()) {
+                Long first = table.firstUnstagedOffset(tp);
                 if (first != null) {
                     committable = Math.min(committable, first);
                 }
@@ -907,94 +355,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 log.warn("sink {}: resuming reassigned partitions {} failed: {}", connectorName, partitions, e.toString());
             }
         }
-        partitions.forEach(tp -> unscannedTopics.add(tp.topic()));
-        scanStaged(System.currentTimeMillis());
+        stagedScan.assigned(partitions);
+        stagedScan.scan(System.currentTimeMillis());
     }
 
-    /**
-     * Starts (or wakes) the normalize loops of the assigned tables that have staged batches: those of newly assigned
-     * partitions until one lookup of them succeeded (retried from {@link #put} every {@value #SCAN_RETRY_MS} ms while
-     * the catalog does not answer), and every {@value #RESCAN_MS} ms those of every assigned partition. A table whose
-     * source sends nothing more (a detached Postgres table, a quiet one, a BigQuery table at its
-     * {@code max.unnormalized.batches}) has no record to start its loop: without this, its batches staged before a
-     * restart or rebalance during a catalog outage were never loaded, and its source waited for them for ever.
-     */
-    private void scanStaged(long now) {
-        if (catalog == null) {
-            return;
-        }
-        Set<String> topics;
-        if (!unscannedTopics.isEmpty()) {
-            if (now < scanRetryAtMs) {
-                return;
-            }
-            topics = new HashSet<>(unscannedTopics);
-        } else if (now >= rescanAtMs) {
-            topics = new HashSet<>();
-            try {
-                context.assignment().forEach(tp -> topics.add(tp.topic()));
-            } catch (RuntimeException e) {
-                return;
-            }
-        } else {
-            return;
-        }
-        if (topics.isEmpty()) {
-            rescanAtMs = now + RESCAN_MS;
-            return;
-        }
-        List<String[]> rows;
-        try {
-            rows = catalog.stages().tablesWithStages(connectorName, topics);
-        } catch (RuntimeException e) {
-            scanRetryAtMs = now + SCAN_RETRY_MS;
-            if (unscannedTopics.isEmpty()) {
-                rescanAtMs = now + SCAN_RETRY_MS;
-            }
-            if (scanFailures++ == 0) {
-                log.warn("sink {}: looking up the staged batches of topics {} failed ({}); tried again every {} ms until"
-                        + " it succeeds", connectorName, topics, e.getMessage(), SCAN_RETRY_MS);
-            } else {
-                log.debug("sink {}: looking up staged batches failed again: {}", connectorName, e.getMessage());
-            }
-            return;
-        }
-        if (scanFailures > 0) {
-            log.info("sink {}: the staged batches of topics {} were looked up after {} failed attempt(s)", connectorName,
-                    topics, scanFailures);
-            scanFailures = 0;
-        }
-        unscannedTopics.removeAll(topics);
-        rescanAtMs = now + RESCAN_MS;
-        for (String[] row : rows) {
-            TableKey key = tableKey(row[0], row[1], row[2]);
-            if (collisions.containsKey(key)) {
-                continue;
-            }
-            try {
-                // the staged batches are loaded into the table this task's settings name now: the same claim as for
-                // new records (a changed table.name.format must not load a backlog into another ClickHouse table)
-                Optional<DestinationRefusal> refusal = catalog.sink().claimDestination(key.flow(), key.table(), destinationOf(key), addressNameOf(key));
-                if (refusal.isPresent()) {
-                    refuseDestination(key, refusal.get(), new TopicPartition(row[2], 0));
-                    continue;
-                }
-            } catch (RuntimeException e) {
-                // the loop is not started without the claim: looked up again at the next scan
-                unscannedTopics.add(row[2]);
-                scanRetryAtMs = now + SCAN_RETRY_MS;
-                log.debug("sink {}: claiming the destination of {} failed: {}", connectorName, key, e.toString());
-                continue;
-            }
-            if (!loops.has(key)) {
-                log.info("sink {}: flow {}, table {} has staged batches from before; normalizing them", connectorName,
-                        key.flow(), key.table());
-            }
-            // a loop started now runs at once; a running one is asked for another run (a loop in its error backoff
-            // keeps to its backoff)
-            loops.of(key).wake();
-        }
-    }
 
     @Override
     public void close(Collection<TopicPartition> partitions) {
@@ -1007,32 +371,14 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 affected.add(key);
             }
             nextOffsets.remove(tp);
-            unscannedTopics.remove(tp.topic());
+            stagedScan.revoked(tp);
         }
         for (TableKey key : affected) {
-            TableStager stager = stagers.remove(key);
-            try {
-                if (stager != null) {
-                    stager.abandon();
-                }
-            } catch (IOException e) {
-                log.warn("dropping the open batch of {} left local files behind: {}", key, e.toString());
-            }
-            PendingUpload dropped = pendingUploads.remove(key);
-            if (dropped != null) {
-                deleteLocalParts(dropped);
-            }
+            TableSink table = tables.get(key);
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
-            TableNormalizer normalizer = loops.remove(key);
+            TableNormalizer normalizer = table == null ? null : table.leave();
             if (normalizer != null) {
                 stopping.put(key, normalizer);
-            }
-            // the table left this task: its gauges go (its next owner publishes its own), and so do the pause and
-            // the upload retry just dropped, should it come back
-            TableMetrics.Table removed = metrics.remove(key.flow(), key.table());
-            if (removed != null) {
-                removed.resumed();
-                removed.errorEpisodeEnded(STAGE_EPISODE);
             }
         }
         // every loop was told to stop above; wait for their steps in flight together, not one after another
@@ -1047,16 +393,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (loops != null) {
             loops.stop();
         }
-        for (TableStager stager : stagers.values()) {
-            try {
-                stager.abandon();
-            } catch (IOException e) {
-                log.debug("dropping an open batch on stop: {}", e.toString());
-            }
-        }
-        // batches waiting for their upload are dropped too (their records come again): their local files go with them
-        pendingUploads.values().forEach(this::deleteLocalParts);
-        pendingUploads.clear();
+        // open batches and batches waiting for their upload are dropped (their records come again), with their local files
+        tables.values().forEach(TableSink::stop);
         Resources.closeQuietly(destination, "the ClickHouse client");
         Resources.closeQuietly(store, "the stage store");
         Resources.closeQuietly(catalog, "the catalog");

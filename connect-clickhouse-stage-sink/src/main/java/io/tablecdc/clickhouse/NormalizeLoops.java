@@ -1,16 +1,11 @@
 package io.tablecdc.clickhouse;
 
-import java.time.Duration;
-import java.time.Instant;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
-import java.util.function.Predicate;
 import java.util.function.Supplier;
 
 import org.slf4j.Logger;
@@ -20,18 +15,15 @@ import io.tablecdc.catalog.Catalog;
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.clickhouse.destination.ClickHouseDestination;
 import io.tablecdc.clickhouse.stage.StageStore;
-import io.tablecdc.common.TablePause;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
  * A sink task's normalize loops, one per table whose partition it owns ({@link TableNormalizer}), their threads and
- * lease timer, and each table's back-pressure hold: a table whose staged batches reach {@code normalize.buffer.batches}
- * has its partitions paused until its loop drains below that. The task stages; these load.
+ * lease timer. The task stages; these load.
  */
 final class NormalizeLoops {
     /** Its lines are the sink task's, under the sink task's name. */
     private static final Logger log = LoggerFactory.getLogger(ClickHouseStageSinkTask.class);
-    static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
     /** How long close() waits for a revoked table's normalize step in flight. */
     static final long CLOSE_WAIT_MS = 10_000;
 
@@ -53,11 +45,6 @@ final class NormalizeLoops {
     private final String leaseOwner;
     private final java.util.concurrent.atomic.AtomicLong loopsMade = new java.util.concurrent.atomic.AtomicLong();
     private final Map<TableKey, TableNormalizer> normalizers = new ConcurrentHashMap<>();
-    /**
-     * Each table's back-pressure pause (its staged batches reached the buffer), kept after the table leaves: pauses
-     * and resumes within a minute of its last resume log at debug.
-     */
-    private final Map<TableKey, TablePause> bufferPauses = new HashMap<>();
 
     NormalizeLoops(ClickHouseStageSinkConfig config, String connectorName, Supplier<Catalog> catalog, StageStore store,
                    ClickHouseDestination destination, TableMetrics metrics) {
@@ -99,65 +86,10 @@ final class NormalizeLoops {
     }
 
     /**
-     * Holds the table, whose staged batches ({@code pending}, as the caller read them) fill its buffer; the caller
-     * pauses its partitions, and {@link #releaseDrained} resumes them. The hold begins whatever the count is by now:
-     * its loop may have drained meanwhile, and a pause without a hold would never end.
-     */
-    void holdForBuffer(TableKey key, long pending) {
-        TablePause pause = bufferPauses.computeIfAbsent(key, k -> new TablePause(log, Duration.ofMinutes(1)));
-        if (pause.begin()) {
-            metrics.table(key.flow(), key.table()).paused(SINK_BUFFER_FULL);
-            pause.log("flow {}, table {}: {} staged batches wait for normalize (normalize.buffer.batches={});"
-                    + " pausing its partitions" + (pause.quiet() ? "" : " (pauses within a minute of the last are logged at debug)"),
-                    key.flow(), key.table(), pending, config.normalizeBufferBatches());
-            try {
-                catalog.get().progress().setPause(key.flow(), key.table(), SINK_BUFFER_FULL, Instant.now());
-            } catch (RuntimeException e) {
-                log.debug("recording the pause of {} failed: {}", key, e.toString());
-            }
-        }
-    }
-
-    /**
-     * Ends the holds of the tables whose normalize drained below their buffer, and resumes the partitions of those
-     * whose uploads are done ({@code uploadPending} false).
-     */
-    void releaseDrained(Predicate<TableKey> uploadPending, Consumer<TableKey> resume) {
-        for (var entry : bufferPauses.entrySet()) {
-            TableKey key = entry.getKey();
-            TablePause pause = entry.getValue();
-            TableNormalizer normalizer = normalizers.get(key);
-            if (pause.paused() && normalizer != null && normalizer.pendingBatches() < config.normalizeBufferBatches()) {
-                pause.end();
-                metrics.table(key.flow(), key.table()).resumed();
-                pause.log("flow {}, table {}: normalize caught up; resuming its partitions", key.flow(), key.table());
-                try {
-                    catalog.get().progress().clearPause(key.flow(), key.table(), SINK_BUFFER_FULL);
-                } catch (RuntimeException e) {
-                    log.debug("clearing the pause of {} failed: {}", key, e.toString());
-                }
-                if (!uploadPending.test(key)) {
-                    resume.accept(key);
-                }
-            }
-        }
-    }
-
-    /** Whether the table is held for its buffer. */
-    boolean heldForBuffer(TableKey key) {
-        TablePause pause = bufferPauses.get(key);
-        return pause != null && pause.paused();
-    }
-
-    /**
-     * The table left this task: its hold goes, and its normalize loop is told to stop and returned (null when it had
-     * none), to be waited for ({@link #awaitStopped}); the table's next owner starts its own once its lease is free.
+     * The table left this task: its normalize loop is told to stop and returned (null when it had none), to be waited
+     * for ({@link #awaitStopped}); the table's next owner starts its own once its lease is free.
      */
     TableNormalizer remove(TableKey key) {
-        TablePause pause = bufferPauses.get(key);
-        if (pause != null) {
-            pause.abandon();
-        }
         TableNormalizer normalizer = normalizers.remove(key);
         if (normalizer != null) {
             normalizer.stop();

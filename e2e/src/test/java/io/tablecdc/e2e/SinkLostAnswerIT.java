@@ -70,7 +70,7 @@ class SinkLostAnswerIT {
      */
     @Test
     void aTableHeldAtItsBufferWhileItsNormalizeDrainsResumes() throws Exception {
-        Fault hold = Fault.at("sink-held-at-buffer", "io.tablecdc.clickhouse.NormalizeLoops", "holdForBuffer", "AT ENTRY")
+        Fault hold = Fault.at("sink-held-at-buffer", "io.tablecdc.clickhouse.TableSink", "holdForBuffer", "AT ENTRY")
                 .hang(8_000);
         Fault slowLoad = Fault.at("sink-first-load-slow", "io.tablecdc.clickhouse.TableNormalizer", "load", "AT ENTRY")
                 .hang(3_000);

@@ -186,6 +186,50 @@ class StageSinkBadInputIT {
     }
 
     /**
+     * A truncate record after rows of its own batch cannot be ordered against them. When it is the batch's last record,
+     * the default {@code errors.tolerance=none} fails the task before the batch is staged, as a bad row of a block does:
+     * a batch staged without the truncate first would be loaded, and its replay dropped as already loaded.
+     */
+    @Test
+    void aTruncateAfterRowsOfItsBatchWithoutErrorToleranceFailsTheTaskBeforeItsBatchIsStaged() throws Exception {
+        String flow = "flow-truncnone";
+        String topic = "sinkbad.truncnone";
+        String table = "truncnone.t";
+        Map<String, String> truncate = Headers.of(flow, table, "t", 3, 1, true);
+        truncate.put("tablecdc.replay.id", "replay-1");
+        try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers()).topic(topic)) {
+            producer.send(topic, key(1), row(1), Headers.of(flow, table, "c", 1, 1, false));
+            producer.send(topic, key(2), row(2), Headers.of(flow, table, "c", 2, 1, false));
+            producer.send(topic, null, null, truncate);
+        }
+        ConnectRestClient rest = stack.connect().rest();
+        Map<String, String> config = config("truncnone", topic, "sinkbad.truncnone.dlq");
+        config.keySet().removeIf(k -> k.startsWith("errors."));
+        rest.putConfig("sink-truncnone", config);
+        var status = rest.awaitStatus("sink-truncnone", s -> "FAILED".equals(s.path("tasks").path(0).path("state").asText()),
+                Duration.ofSeconds(60));
+        String trace = status.path("tasks").path(0).path("trace").asText();
+        assertTrue(trace.contains("a truncate record after rows of the same batch cannot be ordered against them"), trace);
+        // the task failed in put(): whatever it staged of the batch before failing is in the catalog now
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT (SELECT count(*) FROM cdc_table_avro_stage"
+                     + "   WHERE flow_name = ? AND source_table_identifier = ?),"
+                     + " (SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
+                     + "   WHERE flow_name = ? AND source_table_identifier = ?)")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            ps.setString(3, flow);
+            ps.setString(4, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                assertEquals(List.of(0L, 0L), List.of(rs.getLong(1), rs.getLong(2)),
+                        "[stage rows, normalized batch id] of the batch whose last record is a truncate after its rows");
+            }
+        }
+        rest.delete("sink-truncnone");
+    }
+
+    /**
      * A block whose first row is refused before the sink looks at the table's buffer, read while that buffer is full:
      * the hold is decided at the block's second row. Nothing of the block is taken; it is read again once the buffer drains, its bad row
      * reported once and its good rows loaded, and the task keeps running.

@@ -8,6 +8,8 @@ package io.tablecdc.e2e.faults;
 public final class NamedFaults {
     private static final String SINK_NORMALIZER = "io.tablecdc.clickhouse.TableNormalizer";
     private static final String SINK_TASK = "io.tablecdc.clickhouse.ClickHouseStageSinkTask";
+    /** A table inside a sink task: its upload and hold (issue 36 moved them out of the task). */
+    private static final String SINK_TABLE = "io.tablecdc.clickhouse.TableSink";
     private static final String PG_APPLY = "io.tablecdc.pg.ApplyTask";
     private static final String PG_COPY = "io.tablecdc.pg.TableCopy";
     private static final String BQ_POLLER = "io.tablecdc.bigquery.TablePoller";
@@ -56,12 +58,12 @@ public final class NamedFaults {
 
     /** Sink: a batch's files are in the object store, its stage row is not in the catalog. */
     public static Fault.Step sinkUploadedNotStaged() {
-        return Fault.at("sink-uploaded-not-staged", SINK_TASK, "tryUpload", "AFTER INVOKE upload");
+        return Fault.at("sink-uploaded-not-staged", SINK_TABLE, "tryUpload", "AFTER INVOKE upload");
     }
 
     /** Sink: the stage row is written, the consumer offsets past the batch are not committed yet. */
     public static Fault.Step sinkStagedNotCommitted() {
-        return Fault.at("sink-staged-not-committed", SINK_TASK, "tryUpload", "AFTER INVOKE upsertStage");
+        return Fault.at("sink-staged-not-committed", SINK_TABLE, "tryUpload", "AFTER INVOKE upsertStage");
     }
 
     /** Postgres pipeline: Kafka acknowledged a batch of the apply task, the catalog has not recorded it. */
