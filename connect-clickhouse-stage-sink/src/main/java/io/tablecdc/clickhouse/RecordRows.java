@@ -13,8 +13,13 @@ import io.tablecdc.common.RowBlock;
  * cannot be read fails with {@link IllegalArgumentException}: the record goes to the errant record reporter whole.
  */
 final class RecordRows {
-    /** Reads block records; keeps their schemas so that a table's blocks share one schema object. */
-    private final RowBlock.Reader blockReader = new RowBlock.Reader();
+    /**
+     * Reads block records, one reader per table (flow and table headers): a reader keeps the schemas of its last schema
+     * sections so that a table's blocks share one schema object, and one stage file. A reader shared by the task kept
+     * 64 sections, so past 64 tables with blocks every block came with new schema objects and opened a stage file of
+     * its own.
+     */
+    private final java.util.Map<java.util.List<String>, RowBlock.Reader> blockReaders = new java.util.HashMap<>();
 
     /**
      * A row record as its one row; its headers are read first, so that a record whose headers cannot be read is errant
@@ -34,6 +39,11 @@ final class RecordRows {
      * it stands for. A block that cannot be read goes to the errant record reporter whole.
      */
     List<TableSink.Row> blockRows(SinkRecord record, SinkHeaders headers) {
+        return blockRows(record, headers, null);
+    }
+
+    /** {@link #blockRows(SinkRecord, SinkHeaders)}; also gives the block as read to {@code decoded}, if not null. */
+    List<TableSink.Row> blockRows(SinkRecord record, SinkHeaders headers, java.util.function.Consumer<RowBlock.Decoded> decoded) {
         headers.requireText();
         if (!RowBlock.FORMAT.equals(headers.block())) {
             throw new IllegalArgumentException("header " + RowBlock.HEADER + " is '" + headers.block() + "': this sink reads"
@@ -56,7 +66,11 @@ final class RecordRows {
                     + ", not as bytes; read the topic with the converter the source wrote it with (value.converter="
                     + "org.apache.kafka.connect.converters.ByteArrayConverter)");
         }
-        RowBlock.Decoded block = blockReader.read(bytes);
+        RowBlock.Decoded block = blockReaders.computeIfAbsent(java.util.Arrays.asList(headers.flow(), headers.table()),
+                t -> new RowBlock.Reader()).read(bytes);
+        if (decoded != null) {
+            decoded.accept(block);
+        }
         List<RowBlock.Row> rows = block.rows();
         List<TableSink.Row> out = new ArrayList<>(rows.size());
         for (int i = 0; i < rows.size(); i++) {
