@@ -74,7 +74,11 @@ final class BigQueryFixture {
 
     /** A new, empty table {@code (id, val, ts)} (dropped first if it exists). */
     TableId table(String name) {
-        TableId id = TableId.of(project, dataset, name);
+        return idValTsTable(bigQuery, TableId.of(project, dataset, name));
+    }
+
+    /** Creates {@code id} as a new, empty table {@code (id INT64 REQUIRED, val STRING, ts TIMESTAMP)}, dropped first. */
+    static TableId idValTsTable(BigQuery bigQuery, TableId id) {
         bigQuery.delete(id);
         bigQuery.create(TableInfo.of(id, StandardTableDefinition.of(Schema.of(
                 Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),

@@ -18,12 +18,7 @@ import org.junit.jupiter.api.Test;
 
 import com.google.cloud.bigquery.BigQuery;
 import com.google.cloud.bigquery.DatasetInfo;
-import com.google.cloud.bigquery.Field;
-import com.google.cloud.bigquery.Schema;
-import com.google.cloud.bigquery.StandardSQLTypeName;
-import com.google.cloud.bigquery.StandardTableDefinition;
 import com.google.cloud.bigquery.TableId;
-import com.google.cloud.bigquery.TableInfo;
 
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
@@ -249,13 +244,7 @@ class BigQueryQueryCdcRestartIT {
     }
 
     private static TableId createTable(String table) {
-        TableId id = TableId.of(project, DATASET, table);
-        bigQuery.delete(id);
-        bigQuery.create(TableInfo.of(id, StandardTableDefinition.of(Schema.of(
-                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
-                Field.of("val", StandardSQLTypeName.STRING),
-                Field.of("ts", StandardSQLTypeName.TIMESTAMP)))));
-        return id;
+        return BigQueryFixture.idValTsTable(bigQuery, TableId.of(project, DATASET, table));
     }
 
     /** Rows {@code first .. first + count - 1}, each stamped {@code BASE + id} seconds. */
