@@ -158,21 +158,8 @@ class StageSinkBadInputIT {
         assertTrue(trace.contains("table blocknone.t, batch 1: 1 of the block's 3 rows cannot be staged")
                 && trace.contains("row 1 (CREATE, version 2)"), trace);
         // the task failed in put(): whatever it staged of the batch before failing is in the catalog now
-        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
-             java.sql.PreparedStatement ps = c.prepareStatement("SELECT (SELECT count(*) FROM cdc_table_avro_stage"
-                     + "   WHERE flow_name = ? AND source_table_identifier = ?),"
-                     + " (SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
-                     + "   WHERE flow_name = ? AND source_table_identifier = ?)")) {
-            ps.setString(1, flow);
-            ps.setString(2, "blocknone.t");
-            ps.setString(3, flow);
-            ps.setString(4, "blocknone.t");
-            try (java.sql.ResultSet rs = ps.executeQuery()) {
-                rs.next();
-                assertEquals(List.of(0L, 0L), List.of(rs.getLong(1), rs.getLong(2)),
-                        "[stage rows, normalized batch id] of the batch whose block has a bad row");
-            }
-        }
+        assertEquals(List.of(0L, 0L), stageRowsAndNormalizedId(flow, "blocknone.t"),
+                "[stage rows, normalized batch id] of the batch whose block has a bad row");
         // the operator sends bad records to a dead letter queue: the replayed block loads without its bad row
         Map<String, String> tolerant = config("blocknone", topic, "sinkbad.blocknone.dlq");
         tolerant.put("value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter");
@@ -211,21 +198,8 @@ class StageSinkBadInputIT {
         String trace = status.path("tasks").path(0).path("trace").asText();
         assertTrue(trace.contains("a truncate record after rows of the same batch cannot be ordered against them"), trace);
         // the task failed in put(): whatever it staged of the batch before failing is in the catalog now
-        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
-             java.sql.PreparedStatement ps = c.prepareStatement("SELECT (SELECT count(*) FROM cdc_table_avro_stage"
-                     + "   WHERE flow_name = ? AND source_table_identifier = ?),"
-                     + " (SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
-                     + "   WHERE flow_name = ? AND source_table_identifier = ?)")) {
-            ps.setString(1, flow);
-            ps.setString(2, table);
-            ps.setString(3, flow);
-            ps.setString(4, table);
-            try (java.sql.ResultSet rs = ps.executeQuery()) {
-                rs.next();
-                assertEquals(List.of(0L, 0L), List.of(rs.getLong(1), rs.getLong(2)),
-                        "[stage rows, normalized batch id] of the batch whose last record is a truncate after its rows");
-            }
-        }
+        assertEquals(List.of(0L, 0L), stageRowsAndNormalizedId(flow, table),
+                "[stage rows, normalized batch id] of the batch whose last record is a truncate after its rows");
         rest.delete("sink-truncnone");
     }
 
@@ -842,5 +816,23 @@ class StageSinkBadInputIT {
             }
         }
         return errors;
+    }
+
+    /** The table's stage rows in the catalog and its normalized batch id (0 when none). */
+    private static List<Long> stageRowsAndNormalizedId(String flow, String table) throws Exception {
+        try (java.sql.Connection c = stack.postgres().connect("sink_bad_input_catalog");
+             java.sql.PreparedStatement ps = c.prepareStatement("SELECT (SELECT count(*) FROM cdc_table_avro_stage"
+                     + "   WHERE flow_name = ? AND source_table_identifier = ?),"
+                     + " (SELECT coalesce(max(normalized_batch_id), 0) FROM cdc_table_replication_state"
+                     + "   WHERE flow_name = ? AND source_table_identifier = ?)")) {
+            ps.setString(1, flow);
+            ps.setString(2, table);
+            ps.setString(3, flow);
+            ps.setString(4, table);
+            try (java.sql.ResultSet rs = ps.executeQuery()) {
+                rs.next();
+                return List.of(rs.getLong(1), rs.getLong(2));
+            }
+        }
     }
 }
