@@ -180,7 +180,8 @@ final class CdcChecks {
 
     /**
      * Collects the log events of the {@code io.tablecdc} loggers written in this JVM (the in-process Connect worker's
-     * connectors log through it) until closed.
+     * connectors log through it) until closed. Create it after every part of the stack the test uses has started: the
+     * object store (S3Mock, a Spring Boot application) configures logging anew as it starts, which drops this appender.
      */
     static final class LogCapture extends AppenderBase<ILoggingEvent> implements AutoCloseable {
         private final List<ILoggingEvent> events = new CopyOnWriteArrayList<>();
@@ -210,6 +211,21 @@ final class CdcChecks {
                 }
                 return true;
             }).count();
+        }
+
+        /**
+         * Waits up to {@code timeout} until at least {@code lines} events at {@code level} contain every one of
+         * {@code parts}.
+         */
+        void await(int lines, String level, Duration timeout, String... parts) throws InterruptedException {
+            long deadline = System.nanoTime() + timeout.toNanos();
+            while (count(level, parts) < lines) {
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("fewer than " + lines + " " + level + " log lines with " + List.of(parts)
+                            + " in " + timeout + ": " + count(level, parts) + " (of " + events.size() + " events captured)");
+                }
+                Thread.sleep(100);
+            }
         }
 
         @Override

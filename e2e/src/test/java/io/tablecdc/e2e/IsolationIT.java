@@ -139,7 +139,7 @@ class IsolationIT {
             checks.execute("ALTER TABLE " + chTable(dst) + " DROP CONSTRAINT iso_refuses");
             awaitExactly(dst, w);
             checks.awaitState(flow, name(dst), s -> s.lastError() == null, WAIT);
-            awaitLog(logs, "INFO", episode, "recovered");
+            logs.await(1, "INFO", WAIT, episode, "recovered");
             assertEquals(1, logs.count("WARN", episode, "failed"), "warnings of the dst episode");
             assertEquals(1, logs.count("INFO", episode, "recovered"), "recoveries of the dst episode");
 
@@ -589,16 +589,6 @@ class IsolationIT {
                 throw new AssertionError("stage rows left: " + checks.stages(flow, table));
             }
             Thread.sleep(200);
-        }
-    }
-
-    private static void awaitLog(CdcChecks.LogCapture logs, String level, String... parts) throws InterruptedException {
-        long deadline = System.nanoTime() + WAIT.toNanos();
-        while (logs.count(level, parts) == 0) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("no " + level + " line with " + List.of(parts));
-            }
-            Thread.sleep(100);
         }
     }
 

@@ -96,7 +96,7 @@ class StageSinkRebalanceIT {
             rest.awaitRunning("sink-rebal-z", 1, Duration.ofSeconds(60));
             for (String name : names) {
                 awaitStaged(flow, "rebal." + name, 3, Duration.ofSeconds(60));
-                awaitLog(logs, "WARN", "normalize of flow " + flow + ", table rebal." + name, "failed");
+                logs.await(1, "WARN", Duration.ofSeconds(60), "normalize of flow " + flow + ", table rebal." + name, "failed");
             }
 
             // the second connector's task joins the group and takes one partition or both (which depends on the
@@ -113,7 +113,7 @@ class StageSinkRebalanceIT {
                 // the new owner's loop fails at least once before the table is dropped (one WARN per loop's episode,
                 // the first owner's was the first): otherwise it may load at its first try and never log "recovered"
                 // (a run under load did: recovered 0 times)
-                awaitLog(logs, 2, "WARN", "normalize of flow " + flow + ", table " + table, "failed");
+                logs.await(2, "WARN", Duration.ofSeconds(60), "normalize of flow " + flow + ", table " + table, "failed");
             }
 
             for (String name : names) {
@@ -166,21 +166,6 @@ class StageSinkRebalanceIT {
             }
         }
         throw new AssertionError(clientId + " never owned a partition in group " + group + "; last " + last);
-    }
-
-    private static void awaitLog(CdcChecks.LogCapture logs, String level, String... parts) throws InterruptedException {
-        awaitLog(logs, 1, level, parts);
-    }
-
-    private static void awaitLog(CdcChecks.LogCapture logs, int lines, String level, String... parts) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        while (logs.count(level, parts) < lines) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("fewer than " + lines + " " + level + " log lines with " + List.of(parts) + ": "
-                        + logs.count(level, parts));
-            }
-            Thread.sleep(200);
-        }
     }
 
     private static void awaitStaged(String flow, String table, long batches, Duration timeout) throws Exception {
