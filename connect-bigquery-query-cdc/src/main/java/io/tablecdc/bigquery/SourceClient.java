@@ -25,6 +25,7 @@ import com.google.cloud.bigquery.FieldValueList;
 import com.google.cloud.bigquery.Job;
 import com.google.cloud.bigquery.JobId;
 import com.google.cloud.bigquery.JobInfo;
+import com.google.cloud.bigquery.JobStatus;
 import com.google.cloud.bigquery.QueryJobConfiguration;
 import com.google.cloud.bigquery.QueryParameterValue;
 import com.google.cloud.bigquery.Schema;
@@ -214,7 +215,12 @@ public class SourceClient {
 
     private Pages runJob(QueryJobConfiguration configuration, TableId destination) throws InterruptedException {
         JobId jobId = location.isEmpty() ? JobId.of() : JobId.newBuilder().setLocation(location).build();
-        Job job = bigQuery.create(JobInfo.newBuilder(configuration).setJobId(jobId).build()).waitFor();
+        Job job = bigQuery.create(JobInfo.newBuilder(configuration).setJobId(jobId).build());
+        if (job != null && !done(job)) {
+            // waits for the job, then reads its final state and statistics; a job BigQuery finished within the insert
+            // call (a small query often is) came back with both, and is not asked for them twice
+            job = job.waitFor();
+        }
         if (job == null) {
             throw new BigQueryException(404, "the query job vanished before it finished");
         }
@@ -227,6 +233,10 @@ public class SourceClient {
         Pages pages = new Pages(first, results, destination);
         pages.bytesProcessed = bytesProcessed(job.getStatistics());
         return pages;
+    }
+
+    private static boolean done(Job job) {
+        return job.getStatus() != null && JobStatus.State.DONE.equals(job.getStatus().getState());
     }
 
     /** The bytes a finished query job processed, as BigQuery reports them (0 when it reports none). */
