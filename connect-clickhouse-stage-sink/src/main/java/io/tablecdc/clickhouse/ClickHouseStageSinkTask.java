@@ -50,6 +50,9 @@ import io.tablecdc.common.metrics.TableMetrics;
  */
 public class ClickHouseStageSinkTask extends SinkTask {
     private static final Logger log = LoggerFactory.getLogger(ClickHouseStageSinkTask.class);
+    /** What an error that fails the task under errors.tolerance=none adds: how to go on without the record. */
+    private static final String STOPS = "; errors.tolerance=none stops the task at such a record: to go on without it, set"
+            + " errors.tolerance=all (with errors.deadletterqueue.topic.name to keep it), and the task reads its batch again";
 
     private ClickHouseStageSinkConfig config;
     private String connectorName;
@@ -62,6 +65,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
     /** The normalize loop of each table of this task. */
     private NormalizeLoops loops;
     private ErrantRecordReporter reporter;
+    /** {@code errors.tolerance=all}: a record that cannot be staged is reported (or, with no reporter, logged) and skipped. */
+    private boolean tolerateAll;
     private TableMetrics metrics;
     /** What every table of this task shares. */
     private TableSink.Shared shared;
@@ -102,6 +107,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         DestinationNames names = new DestinationNames(config, connectorName, destination);
         names.askAtStart();
+        tolerateAll = "all".equalsIgnoreCase(props.getOrDefault("errors.tolerance", "none").trim());
         try {
             reporter = context.errantRecordReporter();
         } catch (NoSuchMethodError | NoClassDefFoundError e) {
@@ -289,16 +295,28 @@ public class ClickHouseStageSinkTask extends SinkTask {
                 .toArray(TopicPartition[]::new);
     }
 
+    /**
+     * Hands a record that cannot be staged to Connect's errant record reporter, which sends it to the dead letter queue
+     * and the error log as configured and, under {@code errors.tolerance=none}, then fails the task. Connect gives a
+     * sink no reporter when neither {@code errors.deadletterqueue.topic.name} nor {@code errors.log.enable} is set: the
+     * record is then logged and skipped under {@code errors.tolerance=all}, and fails the task under {@code none}.
+     */
     private void report(SinkRecord record, Exception error) {
         String message = "sink " + connectorName + ": record " + record.topic() + "-" + record.kafkaPartition() + "@"
                 + record.kafkaOffset() + " cannot be staged: " + error.getMessage();
         if (reporter == null) {
-            throw new ConnectException(message, error);
+            if (tolerateAll) {
+                log.warn("{}; errors.tolerance=all without a dead letter queue (errors.deadletterqueue.topic.name): the record"
+                        + " is skipped", message);
+                return;
+            }
+            throw new ConnectException(message + STOPS, error);
         }
         try {
             reporter.report(record, new ConnectException(message, error)).get(60, TimeUnit.SECONDS);
         } catch (ConnectException e) {
-            throw e;
+            // errors.tolerance=none: Connect reported the record (dead letter queue, error log), then refuses to go on
+            throw new ConnectException(message + (tolerateAll ? "" : STOPS) + " (" + e.getMessage() + ")", e);
         } catch (Exception e) {
             throw new ConnectException(message + " (and reporting it failed: " + e.getMessage() + ")", error);
         }

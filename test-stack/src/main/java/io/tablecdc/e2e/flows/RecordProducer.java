@@ -100,6 +100,17 @@ public final class RecordProducer implements AutoCloseable {
         producer.send(new ProducerRecord<>(topic, null, key, value, kafkaHeaders)).get(30, TimeUnit.SECONDS);
     }
 
+    /** As {@link #sendRaw(String, byte[], byte[], Map)}, without waiting for the acknowledgement; {@link #flush()} waits for all. */
+    public void sendRawAsync(String topic, byte[] key, byte[] value, Map<String, String> headers) {
+        RecordHeaders kafkaHeaders = new RecordHeaders();
+        headers.forEach((k, v) -> kafkaHeaders.add(k, v.getBytes(StandardCharsets.UTF_8)));
+        producer.send(new ProducerRecord<>(topic, null, key, value, kafkaHeaders), (metadata, error) -> {
+            if (error != null) {
+                failure = error;
+            }
+        });
+    }
+
     @Override
     public void close() {
         producer.close();
