@@ -1,7 +1,6 @@
 package io.tablecdc.bigquery;
 
 import java.time.Clock;
-import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 
@@ -37,7 +36,7 @@ public class BigQueryQueryCdcSourceTask extends SourceTask {
         TableSpec table = config.tables().stream().filter(t -> t.fullName().equals(tableName)).findFirst()
                 .orElseThrow(() -> new ConnectException("task of flow " + flow + " was given table " + tableName
                         + ", which is not in tables"));
-        SourceClient client = SourceClient.create(config, Duration.ofSeconds(60));
+        SourceClient client = SourceClient.create(config, config.timeout());
         Map<String, Object> offset = context.offsetStorageReader().offset(TablePoller.partition(table));
         // a lambda returning Object, so that a worker without plugin metrics fails inside it (see TableMetrics)
         metrics = TableMetrics.forSource(() -> context.pluginMetrics(), flow);

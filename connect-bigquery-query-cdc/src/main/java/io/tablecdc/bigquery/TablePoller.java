@@ -317,6 +317,7 @@ final class TablePoller {
 
     /** The next step; returns the records to send (none when there is nothing to do now). */
     List<SourceRecord> poll() throws InterruptedException {
+        long attemptStarted = System.nanoTime();
         try {
             if (clock.millis() < retryAtMs) {
                 // after a failed start or catalog write: wait out the backoff before trying again
@@ -360,9 +361,29 @@ final class TablePoller {
             resume = null;
             throw new ConnectException(e.getMessage(), e);
         } catch (RuntimeException e) {
-            failed(e);
+            failed(unanswered(e, attemptStarted));
             return List.of();
         }
+    }
+
+    /**
+     * A request that met a host answering nothing (frozen, or behind a network that drops packets) ends at
+     * {@code bigquery.timeout.ms}; the client reports that as a read timeout or as an interrupted wait inside its retry
+     * loop, which says nothing to an operator. The table's error then names the bound that ended it.
+     */
+    private RuntimeException unanswered(RuntimeException e, long attemptStartedNanos) {
+        java.time.Duration timeout = config.timeout();
+        if (System.nanoTime() - attemptStartedNanos < timeout.toNanos()) {
+            return e;
+        }
+        for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (t instanceof InterruptedException || t instanceof java.net.SocketTimeoutException) {
+                return new com.google.cloud.bigquery.BigQueryException(0, "no answer from BigQuery within "
+                        + BigQueryQueryCdcConfig.TIMEOUT_MS_CONFIG + "=" + timeout.toMillis() + " ("
+                        + io.tablecdc.common.ErrorEpisode.describe(e) + ")", e);
+            }
+        }
+        return e;
     }
 
     private void start() {

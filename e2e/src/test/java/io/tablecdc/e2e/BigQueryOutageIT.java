@@ -22,9 +22,11 @@ import io.tablecdc.e2e.stack.LocalStack;
 
 /**
  * The BigQuery emulator goes away while a query CDC flow runs, through a {@link FaultProxy} in front of it: refused
- * (down) or hung (no answer) for 6 s, several sync intervals, while rows keep being written (to the emulator directly).
- * The source task stays running, and once BigQuery answers again ClickHouse {@code FINAL} holds exactly the rows
- * written, each with its last value.
+ * (down), hung (no answer) or a black hole (new connections accepted and never answered, open ones swallowing what
+ * they carry, nothing closed; a connection that met it stays dead after it heals, so only the source's
+ * {@code bigquery.timeout.ms}, 15 s here, ends the request waiting on it) for 6 s, several sync intervals, while rows
+ * keep being written (to the emulator directly). The source task stays running, and once BigQuery answers again
+ * ClickHouse {@code FINAL} holds exactly the rows written, each with its last value.
  */
 class BigQueryOutageIT {
     private static final LocalStack stack = LocalStack.get();
@@ -38,7 +40,7 @@ class BigQueryOutageIT {
     }
 
     @ParameterizedTest(name = "BigQuery {0} for {1} ms")
-    @CsvSource({"refuse, 6000", "hang, 6000"})
+    @CsvSource({"refuse, 6000", "hang, 6000", "blackHole, 6000"})
     void theSourceRidesOutAnOutageOfBigQuery(String how, long outageMs) throws Exception {
         String table = "out_" + how;
         TableId id = fx.table(table);
@@ -50,12 +52,20 @@ class BigQueryOutageIT {
         try (FaultProxy proxy = FaultProxy.start("bigquery-" + how, endpoint.getHost(), endpoint.getPort())) {
             Map<String, String> source = fx.source(table + ":ts:id", 1, connector);
             source.put("bigquery.endpoint", endpoint.getScheme() + "://127.0.0.1:" + proxy.port());
+            // the bound of a request that meets a black hole: its connection stays dead after the hole heals
+            source.put("bigquery.timeout.ms", "15000");
             stack.connect().rest().putConfig(connector + "-sink", fx.sink(connector));
+            // after the object store started (for the sink): its start configures logging anew
+            CdcChecks.LogCapture logs = new CdcChecks.LogCapture();
             stack.connect().rest().putConfig(connector, source);
             stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(60));
             fx.awaitEqual(id, expected, Duration.ofSeconds(90));
 
-            Consumer<FaultProxy> outage = "hang".equals(how) ? FaultProxy::hang : FaultProxy::refuse;
+            Consumer<FaultProxy> outage = switch (how) {
+                case "hang" -> FaultProxy::hang;
+                case "blackHole" -> FaultProxy::blackHole;
+                default -> FaultProxy::refuse;
+            };
             outage.accept(proxy);
             long accepted = proxy.accepted();
             long end = System.nanoTime() + outageMs * 1_000_000;
@@ -73,6 +83,12 @@ class BigQueryOutageIT {
             }
             fx.awaitEqual(id, expected, Duration.ofSeconds(120));
             stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(10));
+            if ("blackHole".equals(how)) {
+                // the request that met the hole ended at the source's bound, and the table's error says so
+                logs.await(1, "WARN", Duration.ofSeconds(10), "poll of flow " + connector,
+                        "no answer from BigQuery within bigquery.timeout.ms=15000");
+            }
+            logs.close();
             System.out.printf("bigquery %s for %d ms: %d connections tried during the outage; %d rows in ClickHouse%n", how,
                     outageMs, proxy.accepted() - accepted, expected.size());
             stack.connect().rest().delete(connector);

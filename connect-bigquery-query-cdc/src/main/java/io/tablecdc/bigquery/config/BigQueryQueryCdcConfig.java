@@ -59,6 +59,14 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
             + " bounds the rows a task holds in memory.";
     private static final int PAGE_SIZE_DEFAULT = 10_000;
 
+    public static final String TIMEOUT_MS_CONFIG = "bigquery.timeout.ms";
+    private static final String TIMEOUT_MS_DOC = "How long one BigQuery API request of a task may take to connect, and how"
+            + " long it waits for a byte on an open connection (a host that froze or a network that drops packets answers"
+            + " nothing); a request's retries take at most three times this in all. The table's poll then fails and is"
+            + " retried with backoff, other tables go on. At least 15000: BigQuery holds a request waiting for a query's"
+            + " results for up to 10 s.";
+    private static final long TIMEOUT_MS_DEFAULT = 60_000L;
+
     public static final String MAXIMUM_BYTES_BILLED_CONFIG = "maximum.bytes.billed";
     private static final String MAXIMUM_BYTES_BILLED_DOC = "Cost guard sent with every query (maximumBytesBilled): BigQuery"
             + " fails a query that would bill more, and the table then retries with backoff. BigQuery bills at least 10 MB"
@@ -200,6 +208,8 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
                         BIGQUERY_GROUP, ++order, Width.LONG, "Endpoint override")
                 .define(PAGE_SIZE_CONFIG, Type.INT, PAGE_SIZE_DEFAULT, ConfigDef.Range.between(1, 1_000_000), Importance.LOW,
                         PAGE_SIZE_DOC, BIGQUERY_GROUP, ++order, Width.SHORT, "Page size")
+                .define(TIMEOUT_MS_CONFIG, Type.LONG, TIMEOUT_MS_DEFAULT, ConfigDef.Range.between(15_000L, 3_600_000L),
+                        Importance.LOW, TIMEOUT_MS_DOC, BIGQUERY_GROUP, ++order, Width.SHORT, "Request timeout (ms)")
                 .define(MAXIMUM_BYTES_BILLED_CONFIG, Type.LONG, MAXIMUM_BYTES_BILLED_DEFAULT, ConfigDef.Range.atLeast(0L),
                         Importance.MEDIUM, MAXIMUM_BYTES_BILLED_DOC, BIGQUERY_GROUP, ++order, Width.SHORT, "Maximum bytes billed")
                 .define(DESTINATION_DATASET_CONFIG, Type.STRING, DESTINATION_DATASET_DEFAULT, new DatasetName(),
@@ -309,6 +319,11 @@ public final class BigQueryQueryCdcConfig extends AbstractConfig {
 
     public int pageSize() {
         return getInt(PAGE_SIZE_CONFIG);
+    }
+
+    /** How long one API request may take to connect and wait for a byte ({@value #TIMEOUT_MS_CONFIG}). */
+    public java.time.Duration timeout() {
+        return java.time.Duration.ofMillis(getLong(TIMEOUT_MS_CONFIG));
     }
 
     /** 0 when unlimited. */
