@@ -80,8 +80,48 @@ public class ClickHouseStageSinkConnector extends SinkConnector {
      */
     @Override
     public Config validate(Map<String, String> connectorConfigs) {
-        return ConfigValidation.validate(super.validate(connectorConfigs), () -> new ClickHouseStageSinkConfig(connectorConfigs),
-                ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG, ClickHouseStageSinkConnector::checkAccess);
+        Config result = ConfigValidation.validate(super.validate(connectorConfigs),
+                () -> new ClickHouseStageSinkConfig(connectorConfigs), ClickHouseStageSinkConfig.CLICKHOUSE_URL_CONFIG,
+                ClickHouseStageSinkConnector::checkAccess);
+        String problem = deadLetterLoop(connectorConfigs);
+        if (problem != null) {
+            ConfigValidation.addError(result, ConfigValidation.byName(result), DLQ_TOPIC, problem);
+        }
+        return result;
+    }
+
+    /** Connect's setting of the sink's dead letter queue topic. */
+    static final String DLQ_TOPIC = "errors.deadletterqueue.topic.name";
+
+    /**
+     * Why the dead letter queue topic cannot be used, or null: a topic the sink itself consumes ({@code topics} or
+     * {@code topics.regex}) would hand every record it reports back to it, to be reported again.
+     */
+    static String deadLetterLoop(Map<String, String> configs) {
+        String dlq = configs.getOrDefault(DLQ_TOPIC, "").trim();
+        if (dlq.isEmpty()) {
+            return null;
+        }
+        for (String topic : configs.getOrDefault("topics", "").split(",")) {
+            if (topic.trim().equals(dlq)) {
+                return "the dead letter queue topic " + dlq + " is one of the sink's topics (topics): a record the sink"
+                        + " cannot stage would come back to it from there; name a topic the sink does not consume";
+            }
+        }
+        String regex = configs.getOrDefault("topics.regex", "").trim();
+        if (!regex.isEmpty()) {
+            try {
+                if (java.util.regex.Pattern.compile(regex).matcher(dlq).matches()) {
+                    return "the dead letter queue topic " + dlq + " matches the sink's topics.regex " + regex + ": a record"
+                            + " the sink cannot stage would come back to it from there; name a topic the regex does not"
+                            + " match";
+                }
+            } catch (java.util.regex.PatternSyntaxException e) {
+                // Connect reports the pattern itself
+                return null;
+            }
+        }
+        return null;
     }
 
     private static void checkAccess(ClickHouseStageSinkConfig config, Config result, Map<String, ConfigValue> values) {

@@ -12,6 +12,23 @@ import org.junit.jupiter.api.Test;
 /** validate() reports a rule between fields on the field it concerns, before it reaches for any server. */
 class ClickHouseStageSinkConnectorTest {
 
+    /** Both sides of each rule: a name in topics, a name the regex matches, and names outside each. */
+    @Test
+    void aDeadLetterTopicTheSinkConsumesIsALoop() {
+        assertEquals(null, ClickHouseStageSinkConnector.deadLetterLoop(Map.of("topics", "a,b")));
+        assertEquals(null, ClickHouseStageSinkConnector.deadLetterLoop(Map.of("topics", "a,b",
+                "errors.deadletterqueue.topic.name", "c")));
+        org.junit.jupiter.api.Assertions.assertTrue(ClickHouseStageSinkConnector.deadLetterLoop(Map.of("topics", "a, b",
+                "errors.deadletterqueue.topic.name", " b ")).contains("is one of the sink's topics"));
+        org.junit.jupiter.api.Assertions.assertTrue(ClickHouseStageSinkConnector.deadLetterLoop(Map.of("topics.regex",
+                "cdc\\..*", "errors.deadletterqueue.topic.name", "cdc.dlq")).contains("matches the sink's topics.regex"));
+        // the whole name must match, as Connect subscribes: a regex matching a part of it is no loop
+        assertEquals(null, ClickHouseStageSinkConnector.deadLetterLoop(Map.of("topics.regex", "cdc\\..*",
+                "errors.deadletterqueue.topic.name", "dlq.cdc.x")));
+        assertEquals(null, ClickHouseStageSinkConnector.deadLetterLoop(Map.of("topics.regex", "(",
+                "errors.deadletterqueue.topic.name", "x")));
+    }
+
     @Test
     void aDistributedTableWithoutAClusterIsReportedOnTheDistributedKey() {
         Map<String, String> props = new HashMap<>();

@@ -167,6 +167,27 @@ class ValidateErrorsIT {
         assertTrue(errors.getOrDefault("database.password", "").startsWith("authentication failed at "), errors.toString());
         assertFalse(errors.containsKey("database.host"), errors.toString());
     }
+    /**
+     * A dead letter queue topic the sink consumes itself would hand every record it reports back to it: refused on
+     * errors.deadletterqueue.topic.name, for a name in topics and one that topics.regex matches; a topic outside passes.
+     */
+    @Test
+    void aDeadLetterTopicTheSinkConsumesIsRefused() {
+        Map<String, String> config = sink();
+        config.put("errors.tolerance", "all");
+        config.put("errors.deadletterqueue.topic.name", "validate.items");
+        Map<String, String> errors = errors(SINK, config);
+        assertTrue(errors.getOrDefault("errors.deadletterqueue.topic.name", "").contains("is one of the sink's topics"),
+                errors.toString());
+        config.remove("topics");
+        config.put("topics.regex", "validate\\..*");
+        config.put("errors.deadletterqueue.topic.name", "validate.dlq");
+        errors = errors(SINK, config);
+        assertTrue(errors.getOrDefault("errors.deadletterqueue.topic.name", "").contains("matches the sink's topics.regex"),
+                errors.toString());
+        config.put("errors.deadletterqueue.topic.name", "dead.validate");
+        assertEquals(Map.of(), errors(SINK, config));
+    }
 
     /**
      * Issue 35 item 4: with errors.tolerance=all Connect reports a record it failed to send as acknowledged
