@@ -1,5 +1,10 @@
 package io.tablecdc.e2e;
 
+import static io.tablecdc.e2e.PgFaultIT.DATABASE;
+import static io.tablecdc.e2e.PgFaultIT.catalogUrl;
+import static io.tablecdc.e2e.PgFaultIT.pg;
+import static io.tablecdc.e2e.PgFaultIT.stack;
+
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -11,15 +16,12 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
-import com.clickhouse.client.api.Client;
-
 import io.tablecdc.e2e.faults.Fault;
 import io.tablecdc.e2e.faults.FaultInjector;
 import io.tablecdc.e2e.faults.NamedFaults;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectWorker;
-import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 
 /**
@@ -27,31 +29,18 @@ import io.tablecdc.e2e.stack.StackPaths;
  * it, as SIGKILL would) once a copy wrote its marker and before the table is in {@code catchup}, and once the apply task
  * sent the held changes and before the table is {@code ready}; a second worker takes over without faults. Also a copy
  * started over while the restarted apply task pauses inside a transaction it holds for the dead copy. (Split from
- * {@link PgFaultIT} so that the two run side by side in the suite's forks.)
+ * {@link PgFaultIT}, whose databases it shares, so that the two run side by side in the suite's forks.)
  */
 class PgFaultHandoverIT {
-    private static final LocalStack stack = LocalStack.get();
-    private static final String DATABASE = "pgfault_handover_source";
-
-    private static String catalogUrl;
-    private static PgChecks pg;
-    private static Client clickhouse;
 
     @BeforeAll
     static void start() throws Exception {
-        stack.postgres().createDatabase(DATABASE);
-        catalogUrl = stack.postgres().createDatabase("pgfault_handover_catalog");
-        clickhouse = stack.clickhouse().client();
-        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
-        // the sources are quiet when these tests compare: a late stale batch must fail them
-        pg.holdEqualFor(Duration.ofSeconds(5));
+        PgFaultIT.start();
     }
 
     @AfterAll
     static void stop() {
-        if (clickhouse != null) {
-            clickhouse.close();
-        }
+        PgFaultIT.stop();
     }
 
     static Stream<Fault> steps() {
@@ -63,7 +52,7 @@ class PgFaultHandoverIT {
     @ParameterizedTest(name = "{0}")
     @MethodSource("steps")
     void aWorkerKilledAtTheStepLosesAndDoublesNothing(Fault fault) throws Exception {
-        PgFaultIT.killAtStepAndTakeOver(fault, pg, catalogUrl, DATABASE);
+        PgFaultIT.killAtStepAndTakeOver(fault);
     }
 
     /**

@@ -30,13 +30,13 @@ import io.tablecdc.e2e.stack.StackPaths;
  * {@code ready}. The sink runs on the stack's own worker, untouched.
  */
 class PgFaultIT {
-    private static final LocalStack stack = LocalStack.get();
-    private static final String DATABASE = "pgfault_source";
+    static final LocalStack stack = LocalStack.get();
+    static final String DATABASE = "pgfault_source";
     private static final int ROWS = 5_000;
 
-    private static String catalogUrl;
-    private static PgChecks pg;
-    private static Client clickhouse;
+    static String catalogUrl;
+    static PgChecks pg;
+    static Client clickhouse;
 
     @BeforeAll
     static void start() throws Exception {
@@ -65,14 +65,14 @@ class PgFaultIT {
     @ParameterizedTest(name = "{0}")
     @MethodSource("steps")
     void aWorkerKilledAtTheStepLosesAndDoublesNothing(Fault fault) throws Exception {
-        killAtStepAndTakeOver(fault, pg, catalogUrl, DATABASE);
+        killAtStepAndTakeOver(fault);
     }
 
     /**
      * Copies and streams two tables of a schema named after {@code fault} while a writer changes both, kills the first
      * worker at the fault, lets a second one take over, and checks that ClickHouse {@code FINAL} equals Postgres.
      */
-    static void killAtStepAndTakeOver(Fault fault, PgChecks pg, String catalogUrl, String database) throws Exception {
+    static void killAtStepAndTakeOver(Fault fault) throws Exception {
         String name = fault.name();
         String schema = "f_" + name.replace('-', '_');
         String publication = schema + "_pub";
@@ -90,7 +90,7 @@ class PgFaultIT {
                 "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
         tables.put(schema + ".streamed", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
 
-        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, database, publication, prefix);
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
         source.put("slot.prefix", schema);
         source.put("tasks.max", "2");
         // both tables are copied (the second one holds only the writer's rows when the flow starts)
@@ -110,7 +110,7 @@ class PgFaultIT {
         Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir("pgfault-" + name + "/faults"), fault);
         List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
-        try (TransactionWriter writer = writer(schema, pg)) {
+        try (TransactionWriter writer = writer(schema)) {
             ConnectWorker first = ConnectWorker.startProcess(workerProps, StackPaths.workDir("pgfault-" + name + "/worker-1"),
                     Duration.ofSeconds(120), jvmArgs);
             try {
@@ -139,7 +139,7 @@ class PgFaultIT {
     }
 
     /** Inserts, updates and deletes in both tables of a schema, one transaction every few milliseconds, until closed. */
-    private static TransactionWriter writer(String schema, PgChecks pg) {
+    private static TransactionWriter writer(String schema) {
         return new TransactionWriter("pgfault-writer-" + schema, pg, n -> List.of(
                 "INSERT INTO " + schema + ".copied VALUES (" + (100_000 + n) + ", " + n + ", 'new')",
                 "UPDATE " + schema + ".copied SET v = v + 1, note = 'w" + n + "' WHERE id = " + ((n * 37) % ROWS + 1),
