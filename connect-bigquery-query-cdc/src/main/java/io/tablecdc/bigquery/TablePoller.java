@@ -565,10 +565,13 @@ final class TablePoller {
                     + ", but the table's cursor " + Cursor.format(cursor) + " was read in " + stored.get() + ": its "
                     + type + " watermark " + table.watermarkColumn() + " means other instants in another zone, so"
                     + " reading on would skip rows or read them again. Either set watermark.time.zone back to "
-                    + stored.get() + ", or rewind this table to a cursor early enough for the new zone (stop the"
-                    + " connector, PATCH /connectors/" + flow + "/offsets with {\"partition\": {\"table\": \""
-                    + table.fullName() + "\"}, \"offset\": {\"cursor\": \"<RFC 3339 UTC>\", \"batch\": 0}}, resume):"
-                    + " the rewind records the new zone");
+                    + stored.get() + ", or read the table again in the new zone: stop the connector, wait until the sink"
+                    + " has loaded the table's batches (tablecdc-status: NORMALIZED equals SYNCED), empty its ClickHouse"
+                    + " table (TRUNCATE TABLE), reset the table (PATCH /connectors/" + flow + "/offsets with"
+                    + " {\"partition\": {\"table\": \"" + table.fullName() + "\"}, \"offset\": null}) and resume with"
+                    + " initial.load=snapshot (the default): the snapshot reads every row in the new zone. Rewinding the cursor is not enough: the versions"
+                    + " of rows read in a zone east of " + stored.get() + " are lower than the ones ClickHouse holds,"
+                    + " so their later updates would lose to the rows they update");
         }
         if (stored.isEmpty() || !stored.get().equals(zone)) {
             catalog.progress().recordWatermarkZone(flow, table.fullName(), zone);
