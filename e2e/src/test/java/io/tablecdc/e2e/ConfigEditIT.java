@@ -218,7 +218,7 @@ class ConfigEditIT {
         String schema = "cfgedit_format";
         String table = schema + ".t";
         String flow = "cfgedit-pg-format";
-        Map<String, String> source = pgFlow(schema, flow, "cfgedit-pgformat", List.of("t"));
+        Map<String, String> source = pgFlow(schema, flow, "cfgedit-pgformat", List.of("t"), false);
         try {
             pg.sql("INSERT INTO " + table + " SELECT g, g FROM generate_series(1, 20) g");
             pg.awaitEqual(Map.of(table, PG_ROW), WAIT);
@@ -249,10 +249,175 @@ class ConfigEditIT {
         }
     }
 
+    /**
+     * A BigQuery table removed from {@code tables} while its batches are staged, kept in the catalog until the sink
+     * loaded them, pruned from the catalog by a later start of the connector, and then added back: it reads on from
+     * its Connect offset with batch ids above its old ones, so the sink loads the new batches and nothing is read twice.
+     */
+    @Test
+    @Order(4)
+    void aBigQueryTableAddedBackAfterItsCatalogRowWasPrunedReadsOnFromItsCursor() throws Exception {
+        String flow = "cfgedit-bq-prune";
+        String prefix = "cfgedit-bqprune";
+        TableId moved = fx.table("prune_moved");
+        TableId kept = fx.table("prune_kept");
+        BigQueryFixture.Rows movedRows = fx.rows(moved);
+        BigQueryFixture.Rows keptRows = fx.rows(kept);
+        movedRows.insert(1, 3);
+        keptRows.insert(1, 3);
+        String both = "prune_moved:ts:id, prune_kept:ts:id";
+        try {
+            rest.putConfig(flow, fx.source(both, 2, prefix));
+            rest.awaitRunning(flow, 2, WAIT);
+            fx.awaitEqual(moved, movedRows.expected(), WAIT);
+            refuse(fx.chTable(moved));
+            movedRows.insert(4, 5);
+            movedRows.update(List.of(1L));
+            fx.awaitState(flow, moved, s -> s.syncedBatchId() > s.normalizedBatchId() && s.lastError() != null, WAIT);
+            long syncedBefore = fx.checks.state(flow, fx.fullName(moved)).syncedBatchId();
+
+            rest.putConfig(flow, fx.source("prune_kept:ts:id", 2, prefix));
+            rest.awaitRunning(flow, 1, WAIT);
+            allow(fx.chTable(moved));
+            fx.awaitEqual(moved, movedRows.expected(), WAIT);
+            fx.awaitState(flow, moved, s -> s.normalizedBatchId() >= s.syncedBatchId(), WAIT);
+            // loaded: the connector's next start prunes the table's catalog row
+            rest.restart(flow, false, false);
+            fx.awaitState(flow, moved, s -> !s.exists(), WAIT);
+            movedRows.insert(6, 7);
+            movedRows.update(List.of(2L));
+
+            rest.putConfig(flow, fx.source(both, 2, prefix));
+            rest.awaitRunning(flow, 2, WAIT);
+            movedRows.insert(8, 8);
+            keptRows.insert(4, 4);
+            fx.awaitEqual(moved, movedRows.expected(), WAIT);
+            fx.awaitEqual(kept, keptRows.expected(), WAIT);
+            holdEqual(moved, movedRows.expected());
+            assertTrue(fx.checks.state(flow, fx.fullName(moved)).syncedBatchId() > syncedBefore,
+                    "batch ids of the table added back are above its old ones");
+            fx.assertNoRowDoubled(fx.topic(prefix, moved), moved);
+        } finally {
+            rest.delete(flow);
+        }
+    }
+
+    /**
+     * A Postgres table removed from the publication while its batches are staged, changed while it is out, and added
+     * back before the sink loaded them: it leaves the flow, comes back, is copied again from scratch (the copy starts
+     * with a truncate, behind the staged batches), and ClickHouse ends equal to Postgres.
+     */
+    @Test
+    @Order(5)
+    void aPostgresTableRemovedFromThePublicationAndAddedBackWhileItsBatchesAreStagedEndsEqual() throws Exception {
+        String schema = "cfgedit_pub";
+        String moved = schema + ".moved";
+        String kept = schema + ".kept";
+        String flow = "cfgedit-pg-pub";
+        Map<String, String> source = pgFlow(schema, flow, "cfgedit-pgpub", List.of("moved", "kept"), true);
+        Map<String, String[]> tables = Map.of(moved, PG_ROW, kept, PG_ROW);
+        try {
+            pg.sql("INSERT INTO " + moved + " SELECT g, g FROM generate_series(21, 30) g",
+                    "INSERT INTO " + kept + " SELECT g, g FROM generate_series(21, 30) g");
+            pg.awaitEqual(tables, WAIT);
+
+            refuse(schema + "_moved");
+            pg.batchEach(flow, moved, "INSERT INTO " + moved + " SELECT g, g FROM generate_series(31, 40) g",
+                    "UPDATE " + moved + " SET v = v + 100 WHERE id <= 25");
+            awaitStaged(flow, moved);
+
+            pg.sql("ALTER PUBLICATION " + schema + "_pub DROP TABLE " + moved,
+                    "UPDATE " + moved + " SET v = v + 1000 WHERE id BETWEEN 26 AND 35",
+                    "DELETE FROM " + moved + " WHERE id = 2",
+                    "INSERT INTO " + kept + " VALUES (41, 41)");
+            pg.awaitTable(flow, moved, row -> "errored".equals(row.get("phase")), WAIT);
+            pg.sql("INSERT INTO " + moved + " VALUES (41, 41)");
+            pg.sql("ALTER PUBLICATION " + schema + "_pub ADD TABLE " + moved,
+                    "INSERT INTO " + moved + " VALUES (42, 42)", "UPDATE " + moved + " SET v = -v WHERE id = 3");
+            assertFalse(fx.checks.stages(flow, moved).isEmpty(), "the table's batches are still staged");
+
+            allow(schema + "_moved");
+            pg.awaitTable(flow, moved, row -> "ready".equals(row.get("phase")), WAIT);
+            pg.sql("UPDATE " + moved + " SET v = v + 1 WHERE id IN (1, 42)", "INSERT INTO " + kept + " VALUES (42, 42)");
+            pg.awaitEqual(tables, WAIT);
+            assertEquals(0, pg.keyedCopies(moved) + pg.keyedCopies(kept), "(key, version) rows held twice");
+        } finally {
+            rest.delete(flow);
+        }
+    }
+
+    /**
+     * The sink's {@code tasks.max} raised and lowered while a table's batches are staged: the table moves between
+     * tasks (its normalize loop with it), the staged batches load once ClickHouse takes them, nothing twice.
+     */
+    @Test
+    @Order(6)
+    void aSinkTasksMaxChangedWhileBatchesAreStagedLosesAndDoublesNothing() throws Exception {
+        sinkEditWhileStaged("cfgedit_tasks", "cfgedit-pg-tasks", "cfgedit-pgtasks",
+                List.of(Map.of("tasks.max", "2"), Map.of("tasks.max", "1")));
+    }
+
+    /**
+     * The sink's {@code errors.tolerance} changed (none to all with a dead letter queue, and back) while a table's
+     * batches are staged: they load once ClickHouse takes them, nothing lost or twice.
+     */
+    @Test
+    @Order(7)
+    void aSinkErrorsToleranceChangedWhileBatchesAreStagedLosesAndDoublesNothing() throws Exception {
+        sinkEditWhileStaged("cfgedit_tolerance", "cfgedit-pg-tolerance", "cfgedit-pgtolerance",
+                List.of(Map.of("errors.tolerance", "all", "errors.deadletterqueue.topic.name", "dlq-cfgedit",
+                        "errors.deadletterqueue.topic.replication.factor", "1"), Map.of("errors.tolerance", "none")));
+    }
+
+    /**
+     * A Postgres flow of two tables, one of whose ClickHouse table refuses its rows; the sink's config is replaced by
+     * each of {@code edits} in turn (applied on top of the class's sink config) while its batches are staged, with
+     * changes between the edits; then ClickHouse takes the rows again. The sink's config is set back at the end.
+     */
+    private static void sinkEditWhileStaged(String schema, String flow, String prefix, List<Map<String, String>> edits)
+            throws Exception {
+        String held = schema + ".held";
+        String other = schema + ".other";
+        pgFlow(schema, flow, prefix, List.of("held", "other"), false);
+        Map<String, String[]> tables = Map.of(held, PG_ROW, other, PG_ROW);
+        Map<String, String> sink = new java.util.HashMap<>(sinkConfig);
+        try {
+            pg.sql("INSERT INTO " + held + " SELECT g, g FROM generate_series(1, 20) g",
+                    "INSERT INTO " + other + " SELECT g, g FROM generate_series(1, 20) g");
+            pg.awaitEqual(tables, WAIT);
+            refuse(schema + "_held");
+            int round = 0;
+            for (Map<String, String> edit : edits) {
+                round++;
+                int from = 20 * round + 1;
+                pg.batchEach(flow, held, "INSERT INTO " + held + " SELECT g, g FROM generate_series(" + from + ", "
+                        + (from + 9) + ") g", "UPDATE " + held + " SET v = v + 100 WHERE id % 3 = " + (round % 3));
+                pg.sql("INSERT INTO " + other + " SELECT g, g FROM generate_series(" + from + ", " + (from + 9) + ") g");
+                awaitStaged(flow, held);
+                sink.putAll(edit);
+                rest.putConfig(SINK, sink);
+                rest.awaitRunning(SINK, Integer.parseInt(sink.get("tasks.max")), WAIT);
+                pg.batchEach(flow, held, "UPDATE " + held + " SET v = v + 1000 WHERE id % 5 = " + (round % 5),
+                        "DELETE FROM " + held + " WHERE id = " + round);
+            }
+            allow(schema + "_held");
+            pg.awaitEqual(tables, WAIT);
+            assertEquals(0, pg.keyedCopies(held) + pg.keyedCopies(other), "(key, version) rows held twice");
+        } finally {
+            rest.delete(flow);
+            rest.putConfig(SINK, sinkConfig);
+            rest.awaitRunning(SINK, 1, WAIT);
+        }
+    }
+
     // ------------------------------------------------------------------------------------------ helpers
 
-    /** A streamed Postgres flow of {@code tables} of a new schema, running, every table ready; its config (mutable). */
-    private static Map<String, String> pgFlow(String schema, String flow, String prefix, List<String> tables) throws Exception {
+    /**
+     * A Postgres flow of {@code tables} of a new schema (streamed, or copied by a copy task beside the apply task when
+     * {@code copy}), running, every table ready; its config (mutable).
+     */
+    private static Map<String, String> pgFlow(String schema, String flow, String prefix, List<String> tables, boolean copy)
+            throws Exception {
         String publication = schema + "_pub";
         List<String> statements = new ArrayList<>(List.of("DROP PUBLICATION IF EXISTS " + publication,
                 "DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema));
@@ -265,8 +430,15 @@ class ConfigEditIT {
         pg.sql(statements.toArray(String[]::new));
         Map<String, String> source = SourceConfigs.pgPipeline(stack, fx.catalogUrl, PG_DATABASE, publication, prefix);
         source.put("slot.prefix", schema);
+        if (copy) {
+            source.put("table.sync.copy", "all");
+            source.put("tasks.max", "2");
+            source.put("table.retry.delay.ms", "1000");
+            pg.sql(qualified.stream().map(t -> "INSERT INTO " + t + " SELECT g, g FROM generate_series(1, 20) g")
+                    .toArray(String[]::new));
+        }
         rest.putConfig(flow, source);
-        rest.awaitRunning(flow, 1, WAIT);
+        rest.awaitRunning(flow, copy ? 2 : 1, WAIT);
         for (String t : qualified) {
             pg.awaitTable(flow, t, row -> "ready".equals(row.get("phase")), WAIT);
         }
