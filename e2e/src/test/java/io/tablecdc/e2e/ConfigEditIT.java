@@ -59,6 +59,7 @@ class ConfigEditIT {
     private static PgChecks pg;
     private static ConnectRestClient rest;
     private static Map<String, String> sinkConfig;
+    private static CdcChecks.LogCapture log;
 
     @BeforeAll
     static void start() throws Exception {
@@ -72,10 +73,15 @@ class ConfigEditIT {
         sinkConfig.put("topics.regex", "cfgedit-.*");
         rest.putConfig(SINK, sinkConfig);
         rest.awaitRunning(SINK, 1, WAIT);
+        // after every stack part the class uses has started (the object store's start resets logging)
+        log = new CdcChecks.LogCapture();
     }
 
     @AfterAll
     static void stop() {
+        if (log != null) {
+            log.close();
+        }
         if (rest != null) {
             rest.delete(SINK);
         }
@@ -229,21 +235,19 @@ class ConfigEditIT {
             awaitStaged(flow, table);
 
             source.put("record.format", "blocks");
-            rest.putConfig(flow, source);
-            rest.awaitRunning(flow, 1, WAIT);
+            replacePgConfig(flow, source);
             pg.batchEach(flow, table, "INSERT INTO " + table + " SELECT g, g FROM generate_series(31, 40) g",
                     "DELETE FROM " + table + " WHERE id IN (6, 7)", "UPDATE " + table + " SET v = v + 1000 WHERE id = 21");
 
             source.put("record.format", "rows");
-            rest.putConfig(flow, source);
-            rest.awaitRunning(flow, 1, WAIT);
+            replacePgConfig(flow, source);
             pg.batchEach(flow, table, "INSERT INTO " + table + " SELECT g, g FROM generate_series(41, 45) g",
                     "UPDATE " + table + " SET v = v + 10000 WHERE id IN (1, 31)");
             awaitStaged(flow, table);
 
             allow(schema + "_t");
             pg.awaitEqual(Map.of(table, PG_ROW), WAIT);
-            assertEquals(0, pg.keyedCopies(table), "(key, version) rows held twice");
+            assertEquals(List.of(), doubled(schema + "_t"), "(key, version) rows held twice without FINAL");
         } finally {
             rest.delete(flow);
         }
@@ -445,10 +449,53 @@ class ConfigEditIT {
         return source;
     }
 
+    /**
+     * Replaces a running Postgres flow's config and waits until an apply task started with it streams (its start line
+     * in the log; the status alone can still show the old task as running). Before that, it waits until the flow's
+     * slot has confirmed every change written so far: a graceful restart of the apply task sends again the changes
+     * Kafka acknowledged since its last position record (at most a second's worth, under new batch ids), which hold
+     * their rows twice without {@code FINAL}. That replay is the same for every setting and is reported on its own
+     * (reliability.md); this wait keeps the cases to what the edit itself does.
+     */
+    private static void replacePgConfig(String flow, Map<String, String> source) throws Exception {
+        String slot = pg.catalogValue("SELECT source_slot FROM cdc_flow WHERE flow_name = ?", flow);
+        String written;
+        try (java.sql.Connection c = pg.source(); java.sql.Statement st = c.createStatement();
+             java.sql.ResultSet rs = st.executeQuery("SELECT pg_current_wal_lsn()::text")) {
+            rs.next();
+            written = rs.getString(1);
+        }
+        PgChecks.awaitTrue(() -> {
+            try (java.sql.Connection c = pg.source(); java.sql.PreparedStatement ps = c.prepareStatement(
+                    "SELECT confirmed_flush_lsn >= ?::pg_lsn FROM pg_replication_slots WHERE slot_name = ?")) {
+                ps.setString(1, written);
+                ps.setString(2, slot);
+                try (java.sql.ResultSet rs = ps.executeQuery()) {
+                    return rs.next() && rs.getBoolean(1);
+                }
+            }
+        }, WAIT, "slot " + slot + " of flow " + flow + " never confirmed " + written);
+        long started = log.count("INFO", "flow " + flow + ": apply task streaming publication");
+        rest.putConfig(flow, source);
+        PgChecks.awaitTrue(() -> log.count("INFO", "flow " + flow + ": apply task streaming publication") > started, WAIT,
+                "no apply task of " + flow + " started with the new config");
+        rest.awaitRunning(flow, 1, WAIT);
+    }
+
     /** Waits until the table has a batch staged and not loaded. */
     private static void awaitStaged(String flow, String table) throws Exception {
         fx.checks.awaitState(flow, table, s -> s.syncedBatchId() > s.normalizedBatchId() && s.lastError() != null, WAIT);
         assertFalse(fx.checks.stages(flow, table).isEmpty(), "no batch of " + table + " staged");
+    }
+
+    /** The (id, version) pairs a ClickHouse table holds more than once without {@code FINAL}, with their values. */
+    private static List<String> doubled(String chTable) {
+        List<String> doubled = new ArrayList<>();
+        fx.checks.clickhouse().queryAll("SELECT id, toString(_tablecdc_version) AS version, toString(groupArray(v)) AS vs,"
+                + " count() AS n FROM " + chTable + " GROUP BY id, version HAVING n > 1 ORDER BY id").forEach(r ->
+                doubled.add(r.getLong("id") + "@" + r.getString("version") + " x" + r.getLong("n") + " "
+                        + r.getString("vs")));
+        return doubled;
     }
 
     /** ClickHouse refuses every row of the table from now on: its batches stay staged. */
