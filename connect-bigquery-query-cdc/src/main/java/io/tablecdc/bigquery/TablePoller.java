@@ -73,6 +73,8 @@ final class TablePoller {
     static final String CURSOR_KEY = "cursor";
     static final String BATCH_KEY = "batch";
     static final String SNAPSHOT_KEY = "snapshot";
+    /** The {@code watermark.time.zone} a QUERY table's cursor is read in, also in its offset (see checkWatermarkZone). */
+    static final String ZONE_KEY = "zone";
     static final String PAUSED_REASON = "normalize_buffer_full";
     /** A record's position in its batch (0, 1, ...): makes two records of identical rows unequal. */
     static final String ROW_HEADER = "tablecdc.row";
@@ -129,6 +131,8 @@ final class TablePoller {
     private long epoch = -1;
     /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
     private boolean zoneChecked;
+    /** The zone the Connect offset says its cursor was read in, or null. */
+    private final String offsetZone;
     private Batch streaming;
     private Batch closing;
     /**
@@ -205,6 +209,7 @@ final class TablePoller {
         this.lastBatchId = stored.batch();
         this.offsetBatchId = stored.batch();
         this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
+        this.offsetZone = stored.cursor() == null ? null : stored.zone();
         this.metrics = metrics;
         this.destinationDataset = config.destinationDataset();
     }
@@ -556,6 +561,11 @@ final class TablePoller {
         }
         String zone = config.watermarkTimeZone().getId();
         Optional<String> stored = catalog.progress().watermarkZone(flow, table.fullName());
+        if (stored.isEmpty() && offsetZone != null) {
+            // the catalog row was removed (the table left the config, its batches were loaded, a later start pruned it)
+            // and the table is back: its Connect offset still says which zone its cursor was read in
+            stored = Optional.of(offsetZone);
+        }
         com.google.cloud.bigquery.StandardSQLTypeName type = schema.watermark() == null ? null
                 : schema.watermark().getType().getStandardType();
         boolean zoned = type == com.google.cloud.bigquery.StandardSQLTypeName.DATETIME
@@ -1101,8 +1111,15 @@ final class TablePoller {
         // boundary is not the connector's reports committed records from a map keyed by record equality, and would
         // report them once, so the batch would wait for the other acknowledgement for ever
         headers.addString(ROW_HEADER, Long.toString(batch.sent++));
-        Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
-                : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
+        Map<String, Object> offset = new java.util.HashMap<>();
+        offset.put(CURSOR_KEY, offsetCursor);
+        offset.put(BATCH_KEY, batch.id);
+        if (snapshotUntil != null) {
+            offset.put(SNAPSHOT_KEY, Cursor.format(snapshotUntil));
+        }
+        if (config.mode() == Mode.QUERY && !offsetCursor.isEmpty()) {
+            offset.put(ZONE_KEY, config.watermarkTimeZone().getId());
+        }
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,
                 null, headers);
     }

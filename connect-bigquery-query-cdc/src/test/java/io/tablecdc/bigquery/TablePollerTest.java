@@ -485,6 +485,34 @@ class TablePollerTest {
     }
 
     /**
+     * Issue 38 item 4: a table removed from the config loses its catalog row once its batches are loaded (a later start
+     * prunes it), zone included, while Connect keeps its offset. Added back in another zone, it read on from the
+     * offset's cursor in the new zone: nothing remembered the old one. Records carry the zone in their offset now, and
+     * the task refuses as for a zone changed in place; an offset without one (written before) changes nothing.
+     */
+    @Test
+    void aZoneChangedWhileTheTablesCatalogRowWasPrunedIsRefusedFromItsOffset() throws Exception {
+        FieldList columns = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.DATETIME));
+        FieldList result = FieldList.of(Field.of("id", StandardSQLTypeName.INT64), Field.of("ts", StandardSQLTypeName.DATETIME),
+                Field.of(CdcSql.WATERMARK, StandardSQLTypeName.TIMESTAMP));
+        Map<String, String> props = new HashMap<>(configWithKey("QUERY", "1000", "3600000").originalsStrings());
+        props.put("watermark.time.zone", "+02:00");
+        String cursor = Cursor.format(NOW.minus(Duration.ofHours(1)));
+        MovableClock clock = new MovableClock();
+        TablePoller moved = pollerAt("zone-pruned", new BigQueryQueryCdcConfig(props), new FakeSourceClient(columns, result),
+                clock, Map.of("cursor", cursor, "batch", 4L, "zone", "UTC"));
+        assertEquals(java.util.Optional.empty(), catalog.progress().watermarkZone("zone-pruned", "p.d.t"), "no catalog row");
+        ConnectException e = assertThrows(ConnectException.class, moved::poll);
+        assertTrue(e.getMessage().contains("watermark.time.zone is +02:00") && e.getMessage().contains("read in UTC"),
+                e.getMessage());
+
+        TablePoller older = pollerAt("zone-pruned-old", new BigQueryQueryCdcConfig(props), new FakeSourceClient(columns, result),
+                clock, Map.of("cursor", cursor, "batch", 4L));
+        assertTrue(older.poll().isEmpty());
+        assertEquals(java.util.Optional.of("+02:00"), catalog.progress().watermarkZone("zone-pruned-old", "p.d.t"));
+    }
+
+    /**
      * Issue 37 item 8: the hourly MAX(watermark) check (for watermarks ahead of BigQuery's clock) fails, e.g. because
      * it would scan more than maximum.bytes.billed. Before, it ran in the poll path and its next time was set only when
      * it succeeded: every poll failed on it and no window was read again. It must neither fail the poll nor run again

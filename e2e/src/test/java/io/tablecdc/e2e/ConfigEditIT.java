@@ -158,12 +158,7 @@ class ConfigEditIT {
     void aWatermarkTimeZoneChangedMidStreamIsRefusedAndItsWayOutLosesNothing() throws Exception {
         String flow = "cfgedit-bq-zone";
         String prefix = "cfgedit-bqzone";
-        TableId table = TableId.of(fx.project, fx.dataset, "zone_dt");
-        fx.bigQuery.delete(table);
-        fx.bigQuery.create(TableInfo.of(table, StandardTableDefinition.of(Schema.of(
-                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
-                Field.of("val", StandardSQLTypeName.STRING),
-                Field.of("ts", StandardSQLTypeName.DATETIME)))));
+        TableId table = datetimeTable("zone_dt");
         DatetimeRows rows = new DatetimeRows(table);
         rows.write(List.of(1L, 2L, 3L));
         Map<String, String> utc = fx.source("zone_dt:ts:id", 1, prefix);
@@ -254,50 +249,60 @@ class ConfigEditIT {
     }
 
     /**
-     * A BigQuery table removed from {@code tables} while its batches are staged, kept in the catalog until the sink
-     * loaded them, pruned from the catalog by a later start of the connector, and then added back: it reads on from
-     * its Connect offset with batch ids above its old ones, so the sink loads the new batches and nothing is read twice.
+     * A BigQuery table with a DATETIME watermark removed from {@code tables} while its batches are staged, kept in the
+     * catalog until the sink loaded them, pruned from the catalog by a later start of the connector, and then added
+     * back: first with another {@code watermark.time.zone}, which its task refuses (the zone its cursor was read in is
+     * in its Connect offset; before, the catalog alone knew it, and the pruned table read on in the new zone), then
+     * with the zone set back: it reads on from its Connect offset with batch ids above its old ones, and nothing is
+     * read twice.
      */
     @Test
     @Order(4)
     void aBigQueryTableAddedBackAfterItsCatalogRowWasPrunedReadsOnFromItsCursor() throws Exception {
         String flow = "cfgedit-bq-prune";
         String prefix = "cfgedit-bqprune";
-        TableId moved = fx.table("prune_moved");
+        TableId moved = datetimeTable("prune_moved");
         TableId kept = fx.table("prune_kept");
-        BigQueryFixture.Rows movedRows = fx.rows(moved);
+        DatetimeRows movedRows = new DatetimeRows(moved);
         BigQueryFixture.Rows keptRows = fx.rows(kept);
-        movedRows.insert(1, 3);
+        movedRows.write(List.of(1L, 2L, 3L));
         keptRows.insert(1, 3);
         String both = "prune_moved:ts:id, prune_kept:ts:id";
         try {
             rest.putConfig(flow, fx.source(both, 2, prefix));
             rest.awaitRunning(flow, 2, WAIT);
-            fx.awaitEqual(moved, movedRows.expected(), WAIT);
+            fx.awaitEqual(moved, movedRows.expected, WAIT);
             refuse(fx.chTable(moved));
-            movedRows.insert(4, 5);
-            movedRows.update(List.of(1L));
+            movedRows.write(List.of(4L, 5L, 1L));
             fx.awaitState(flow, moved, s -> s.syncedBatchId() > s.normalizedBatchId() && s.lastError() != null, WAIT);
             long syncedBefore = fx.checks.state(flow, fx.fullName(moved)).syncedBatchId();
 
             rest.putConfig(flow, fx.source("prune_kept:ts:id", 2, prefix));
             rest.awaitRunning(flow, 1, WAIT);
             allow(fx.chTable(moved));
-            fx.awaitEqual(moved, movedRows.expected(), WAIT);
+            fx.awaitEqual(moved, movedRows.expected, WAIT);
             fx.awaitState(flow, moved, s -> s.normalizedBatchId() >= s.syncedBatchId(), WAIT);
             // loaded: the connector's next start prunes the table's catalog row
             rest.restart(flow, false, false);
             fx.awaitState(flow, moved, s -> !s.exists(), WAIT);
-            movedRows.insert(6, 7);
-            movedRows.update(List.of(2L));
+            movedRows.write(List.of(6L, 7L, 2L));
+
+            Map<String, String> tokyo = fx.source(both, 2, prefix);
+            tokyo.put("watermark.time.zone", "Asia/Tokyo");
+            rest.putConfig(flow, tokyo);
+            JsonNode refused = rest.awaitStatus(flow, s -> s.path("tasks").size() == 2
+                    && "FAILED".equals(s.path("tasks").get(0).path("state").asText()), WAIT);
+            String trace = refused.path("tasks").get(0).path("trace").asText();
+            assertTrue(trace.contains("table " + fx.fullName(moved)) && trace.contains("watermark.time.zone is Asia/Tokyo")
+                    && trace.contains("read in UTC"), "the refusal names the table and both zones: " + trace);
 
             rest.putConfig(flow, fx.source(both, 2, prefix));
             rest.awaitRunning(flow, 2, WAIT);
-            movedRows.insert(8, 8);
+            movedRows.write(List.of(8L, 3L));
             keptRows.insert(4, 4);
-            fx.awaitEqual(moved, movedRows.expected(), WAIT);
+            fx.awaitEqual(moved, movedRows.expected, WAIT);
             fx.awaitEqual(kept, keptRows.expected(), WAIT);
-            holdEqual(moved, movedRows.expected());
+            holdEqual(moved, movedRows.expected);
             assertTrue(fx.checks.state(flow, fx.fullName(moved)).syncedBatchId() > syncedBefore,
                     "batch ids of the table added back are above its old ones");
             fx.assertNoRowDoubled(fx.topic(prefix, moved), moved);
@@ -519,6 +524,17 @@ class ConfigEditIT {
             }
             assertEquals(expected, actual, "ClickHouse FINAL of " + table.getTable() + " no longer equals BigQuery");
         } while (System.nanoTime() < until);
+    }
+
+    /** A new, empty table {@code (id INT64 REQUIRED, val STRING, ts DATETIME)} (dropped first if it exists). */
+    private static TableId datetimeTable(String name) {
+        TableId table = TableId.of(fx.project, fx.dataset, name);
+        fx.bigQuery.delete(table);
+        fx.bigQuery.create(TableInfo.of(table, StandardTableDefinition.of(Schema.of(
+                Field.newBuilder("id", StandardSQLTypeName.INT64).setMode(Field.Mode.REQUIRED).build(),
+                Field.of("val", StandardSQLTypeName.STRING),
+                Field.of("ts", StandardSQLTypeName.DATETIME)))));
+        return table;
     }
 
     /** Rows of an {@code (id, val, ts DATETIME)} table, stamped with UTC wall clocks an hour ago and rising. */
