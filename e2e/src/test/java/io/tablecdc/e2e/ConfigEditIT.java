@@ -222,7 +222,7 @@ class ConfigEditIT {
         Map<String, String> source = pgFlow(schema, flow, "cfgedit-pgformat", List.of("t"), false);
         try {
             pg.sql("INSERT INTO " + table + " SELECT g, g FROM generate_series(1, 20) g");
-            pg.awaitEqual(Map.of(table, PG_ROW), WAIT);
+            awaitLoaded(Map.of(table, PG_ROW), WAIT);
 
             refuse(schema + "_t");
             pg.batchEach(flow, table, "INSERT INTO " + table + " SELECT g, g FROM generate_series(21, 30) g",
@@ -330,7 +330,7 @@ class ConfigEditIT {
         try {
             pg.sql("INSERT INTO " + moved + " SELECT g, g FROM generate_series(21, 30) g",
                     "INSERT INTO " + kept + " SELECT g, g FROM generate_series(21, 30) g");
-            pg.awaitEqual(tables, WAIT);
+            awaitLoaded(tables, WAIT);
 
             refuse(schema + "_moved");
             pg.batchEach(flow, moved, "INSERT INTO " + moved + " SELECT g, g FROM generate_series(31, 40) g",
@@ -395,7 +395,7 @@ class ConfigEditIT {
         try {
             pg.sql("INSERT INTO " + held + " SELECT g, g FROM generate_series(1, 20) g",
                     "INSERT INTO " + other + " SELECT g, g FROM generate_series(1, 20) g");
-            pg.awaitEqual(tables, WAIT);
+            awaitLoaded(tables, WAIT);
             refuse(schema + "_held");
             int round = 0;
             for (Map<String, String> edit : edits) {
@@ -487,6 +487,16 @@ class ConfigEditIT {
         PgChecks.awaitTrue(() -> log.count("INFO", "flow " + flow + ": apply task streaming publication") > started, WAIT,
                 "no apply task of " + flow + " started with the new config");
         rest.awaitRunning(flow, 1, WAIT);
+    }
+
+    /** Waits until ClickHouse equals Postgres, without holding it: the state before the edits. */
+    private static void awaitLoaded(Map<String, String[]> tables, Duration timeout) throws Exception {
+        pg.holdEqualFor(Duration.ZERO);
+        try {
+            pg.awaitEqual(tables, timeout);
+        } finally {
+            pg.holdEqualFor(HOLD);
+        }
     }
 
     /** Waits until the table has a batch staged and not loaded. */
