@@ -5,18 +5,20 @@ import java.util.Map;
 
 /**
  * A table's source offset {@code {"cursor": "<RFC 3339>", "batch": <id>}}, plus {@code "snapshot": "<RFC 3339>"} while
- * the initial snapshot is read chunk by chunk, read with type checks.
+ * the initial snapshot is read chunk by chunk and, in QUERY mode, {@code "zone": "<watermark.time.zone>"} the cursor was
+ * read in, read with type checks.
  *
  * @param cursor   the cursor, or null when the table has none yet ({@code ""})
  * @param batch    the last batch id used, 0 for none
  * @param snapshot the upper bound of the initial snapshot still being read, or null
+ * @param zone     the {@code watermark.time.zone} the cursor was read in, or null when the offset does not say
  */
-record OffsetValue(Instant cursor, long batch, Instant snapshot) {
+record OffsetValue(Instant cursor, long batch, Instant snapshot, String zone) {
 
-    static final OffsetValue NONE = new OffsetValue(null, 0, null);
+    static final OffsetValue NONE = new OffsetValue(null, 0, null, null);
 
     OffsetValue(Instant cursor, long batch) {
-        this(cursor, batch, null);
+        this(cursor, batch, null, null);
     }
 
     /**
@@ -29,10 +31,11 @@ record OffsetValue(Instant cursor, long batch, Instant snapshot) {
             return NONE;
         }
         for (String key : offset.keySet()) {
-            if (!TablePoller.CURSOR_KEY.equals(key) && !TablePoller.BATCH_KEY.equals(key) && !TablePoller.SNAPSHOT_KEY.equals(key)) {
+            if (!TablePoller.CURSOR_KEY.equals(key) && !TablePoller.BATCH_KEY.equals(key) && !TablePoller.SNAPSHOT_KEY.equals(key)
+                    && !TablePoller.ZONE_KEY.equals(key)) {
                 throw new IllegalArgumentException("unknown offset field '" + key + "': an offset is {\"cursor\": \"<RFC 3339 UTC"
                         + " timestamp>\", \"batch\": <last batch id>} (and \"snapshot\": \"<RFC 3339 UTC timestamp>\" while"
-                        + " the initial snapshot is read)");
+                        + " the initial snapshot is read, \"zone\": \"<the watermark.time.zone the cursor was read in>\")");
             }
         }
         Object cursor = offset.get(TablePoller.CURSOR_KEY);
@@ -62,7 +65,11 @@ record OffsetValue(Instant cursor, long batch, Instant snapshot) {
             }
             snapshotUntil = Cursor.parse(snapshotText);
         }
-        return new OffsetValue(instant, id, snapshotUntil);
+        Object zone = offset.get(TablePoller.ZONE_KEY);
+        if (zone != null && !(zone instanceof String)) {
+            throw new IllegalArgumentException("offset field 'zone' must be a time zone id such as \"UTC\", not " + describe(zone));
+        }
+        return new OffsetValue(instant, id, snapshotUntil, zone == null || ((String) zone).isBlank() ? null : (String) zone);
     }
 
     private static String describe(Object value) {

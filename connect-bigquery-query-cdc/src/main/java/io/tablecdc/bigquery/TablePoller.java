@@ -73,6 +73,8 @@ final class TablePoller {
     static final String CURSOR_KEY = "cursor";
     static final String BATCH_KEY = "batch";
     static final String SNAPSHOT_KEY = "snapshot";
+    /** The {@code watermark.time.zone} a QUERY table's cursor is read in, also in its offset (see checkWatermarkZone). */
+    static final String ZONE_KEY = "zone";
     static final String PAUSED_REASON = "normalize_buffer_full";
     /** A record's position in its batch (0, 1, ...): makes two records of identical rows unequal. */
     static final String ROW_HEADER = "tablecdc.row";
@@ -129,6 +131,8 @@ final class TablePoller {
     private long epoch = -1;
     /** The zone of a DATETIME/DATE watermark was compared with the one the cursor was read in. */
     private boolean zoneChecked;
+    /** The zone the Connect offset says its cursor was read in, or null. */
+    private final String offsetZone;
     private Batch streaming;
     private Batch closing;
     /**
@@ -205,6 +209,7 @@ final class TablePoller {
         this.lastBatchId = stored.batch();
         this.offsetBatchId = stored.batch();
         this.snapshotUntil = stored.cursor() == null ? null : stored.snapshot();
+        this.offsetZone = stored.cursor() == null ? null : stored.zone();
         this.metrics = metrics;
         this.destinationDataset = config.destinationDataset();
     }
@@ -556,6 +561,11 @@ final class TablePoller {
         }
         String zone = config.watermarkTimeZone().getId();
         Optional<String> stored = catalog.progress().watermarkZone(flow, table.fullName());
+        if (stored.isEmpty() && offsetZone != null) {
+            // the catalog row was removed (the table left the config, its batches were loaded, a later start pruned it)
+            // and the table is back: its Connect offset still says which zone its cursor was read in
+            stored = Optional.of(offsetZone);
+        }
         com.google.cloud.bigquery.StandardSQLTypeName type = schema.watermark() == null ? null
                 : schema.watermark().getType().getStandardType();
         boolean zoned = type == com.google.cloud.bigquery.StandardSQLTypeName.DATETIME
@@ -565,10 +575,13 @@ final class TablePoller {
                     + ", but the table's cursor " + Cursor.format(cursor) + " was read in " + stored.get() + ": its "
                     + type + " watermark " + table.watermarkColumn() + " means other instants in another zone, so"
                     + " reading on would skip rows or read them again. Either set watermark.time.zone back to "
-                    + stored.get() + ", or rewind this table to a cursor early enough for the new zone (stop the"
-                    + " connector, PATCH /connectors/" + flow + "/offsets with {\"partition\": {\"table\": \""
-                    + table.fullName() + "\"}, \"offset\": {\"cursor\": \"<RFC 3339 UTC>\", \"batch\": 0}}, resume):"
-                    + " the rewind records the new zone");
+                    + stored.get() + ", or read the table again in the new zone: stop the connector, wait until the sink"
+                    + " has loaded the table's batches (tablecdc-status: NORMALIZED equals SYNCED), empty its ClickHouse"
+                    + " table (TRUNCATE TABLE), reset the table (PATCH /connectors/" + flow + "/offsets with"
+                    + " {\"partition\": {\"table\": \"" + table.fullName() + "\"}, \"offset\": null}) and resume with"
+                    + " initial.load=snapshot (the default): the snapshot reads every row in the new zone. Rewinding the cursor is not enough: the versions"
+                    + " of rows read in a zone east of " + stored.get() + " are lower than the ones ClickHouse holds,"
+                    + " so their later updates would lose to the rows they update");
         }
         if (stored.isEmpty() || !stored.get().equals(zone)) {
             catalog.progress().recordWatermarkZone(flow, table.fullName(), zone);
@@ -1098,8 +1111,15 @@ final class TablePoller {
         // boundary is not the connector's reports committed records from a map keyed by record equality, and would
         // report them once, so the batch would wait for the other acknowledgement for ever
         headers.addString(ROW_HEADER, Long.toString(batch.sent++));
-        Map<String, Object> offset = snapshotUntil == null ? Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id)
-                : Map.of(CURSOR_KEY, offsetCursor, BATCH_KEY, batch.id, SNAPSHOT_KEY, Cursor.format(snapshotUntil));
+        Map<String, Object> offset = new java.util.HashMap<>();
+        offset.put(CURSOR_KEY, offsetCursor);
+        offset.put(BATCH_KEY, batch.id);
+        if (snapshotUntil != null) {
+            offset.put(SNAPSHOT_KEY, Cursor.format(snapshotUntil));
+        }
+        if (config.mode() == Mode.QUERY && !offsetCursor.isEmpty()) {
+            offset.put(ZONE_KEY, config.watermarkTimeZone().getId());
+        }
         return new SourceRecord(partition, offset, topic, 0, schema.keySchema(), row.key, schema.valueSchema(), row.value,
                 null, headers);
     }
