@@ -108,6 +108,8 @@ final class ChaosBigQuery implements AutoCloseable {
                 topicPrefix);
         source.put("bigquery.endpoint", bigQueryEndpoint);
         source.put("safety.lag.ms", Long.toString(SAFETY_LAG_MS));
+        // a request that met a black hole ends here, not after the default minute
+        source.put("bigquery.timeout.ms", "15000");
         return source;
     }
 

@@ -297,6 +297,10 @@ class ChaosIT {
         if (bigQueryOutage != null && httpErrors) {
             bigQueryOutage = bigQueryOutage.httpErrors();
         }
+        if (bigQueryOutage != null && blackHole) {
+            // drawn with the Postgres side's black hole (the kinds' generator), so that the seeds' other draws stay
+            bigQueryOutage = bigQueryOutage.blackHoled();
+        }
         Map<String, String> sink = SinkConfigs.stageSink(stack, catalogUrl, prefix + "-stage");
         sink.put("topics.regex", prefix + "\\..*");
         sink.put("normalize.backoff.initial.ms", "500");
