@@ -34,6 +34,35 @@ import io.tablecdc.e2e.flows.SinkConfigs;
  * that the two run side by side in the suite's forks.)
  */
 class PgDetachEdgesIT {
+    /** Rows of an (id, v) table as Postgres and ClickHouse print them, for {@link PgChecks#awaitEqual}. */
+    private static final String[] ROWS = {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"};
+
+    /**
+     * Creates {@code schema} anew with tables {@code stuck} (ids 1 to {@code stuckRows}) and {@code other} (ids
+     * {@code otherFrom} to {@code otherTo}), every {@code v} 0, runs {@code more}, and publishes both tables as
+     * {@code <schema>_pub}.
+     *
+     * @return both tables with {@link #ROWS}
+     */
+    private static Map<String, String[]> stuckAndOther(String schema, int stuckRows, int otherFrom, int otherTo,
+                                                       String... more) throws Exception {
+        String stuck = schema + ".stuck";
+        String other = schema + ".other";
+        List<String> statements = new java.util.ArrayList<>(List.of("DROP PUBLICATION IF EXISTS " + schema + "_pub",
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, " + stuckRows + ") g",
+                "CREATE TABLE " + other + " (id int PRIMARY KEY, v int NOT NULL)",
+                "INSERT INTO " + other + " SELECT g, 0 FROM generate_series(" + otherFrom + ", " + otherTo + ") g"));
+        statements.addAll(List.of(more));
+        statements.add("CREATE PUBLICATION " + schema + "_pub FOR TABLE " + stuck + ", " + other);
+        pg.sql(statements.toArray(String[]::new));
+        Map<String, String[]> tables = new LinkedHashMap<>();
+        tables.put(stuck, ROWS);
+        tables.put(other, ROWS);
+        return tables;
+    }
 
     @BeforeAll
     static void start() throws Exception {
@@ -57,19 +86,8 @@ class PgDetachEdgesIT {
         String schema = "d_walbound";
         String flow = "pgdetach-walbound-flow";
         String stuck = schema + ".stuck";
-        pg.sql("DROP PUBLICATION IF EXISTS d_walbound_pub",
-                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
-                "CREATE SCHEMA " + schema,
-                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 300) g",
-                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(100, 150) g",
-                "CREATE TABLE " + schema + ".filler (id int PRIMARY KEY, pad text NOT NULL)",
-                "CREATE PUBLICATION d_walbound_pub FOR TABLE " + stuck + ", " + schema + ".other");
-        Map<String, String[]> tables = new LinkedHashMap<>();
-        for (String table : List.of(stuck, schema + ".other")) {
-            tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
-        }
+        Map<String, String[]> tables = stuckAndOther(schema, 300, 100, 150,
+                "CREATE TABLE " + schema + ".filler (id int PRIMARY KEY, pad text NOT NULL)");
         Map<String, String> source = detachingSource("d_walbound_pub", "pgdetach-walbound", schema);
         source.put("detach.max.retained.wal.bytes", "1048576");
         var rest = stack.connect().rest();
@@ -133,16 +151,9 @@ class PgDetachEdgesIT {
         String schema = "d_leaving";
         String flow = "pgdetach-leaving-flow";
         String stuck = schema + ".stuck";
-        pg.sql("DROP PUBLICATION IF EXISTS d_leaving_pub",
-                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
-                "CREATE SCHEMA " + schema,
-                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 100) g",
-                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(1, 10) g",
-                "CREATE PUBLICATION d_leaving_pub FOR TABLE " + stuck + ", " + schema + ".other");
-        String rows = "id::text || '|' || v::text";
-        String chRows = "concat(toString(id), '|', toString(v))";
+        stuckAndOther(schema, 100, 1, 10);
+        String rows = ROWS[0];
+        String chRows = ROWS[1];
         Map<String, String> source = detachingSource("d_leaving_pub", "pgdetach-leaving", schema);
         var rest = stack.connect().rest();
         rest.putConfig("pgdetach-leaving-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-leaving-stage",
@@ -188,18 +199,7 @@ class PgDetachEdgesIT {
         String schema = "d_undo";
         String flow = "pgdetach-undo-flow";
         String stuck = schema + ".stuck";
-        pg.sql("DROP PUBLICATION IF EXISTS d_undo_pub",
-                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
-                "CREATE SCHEMA " + schema,
-                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 100) g",
-                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(1, 10) g",
-                "CREATE PUBLICATION d_undo_pub FOR TABLE " + stuck + ", " + schema + ".other");
-        Map<String, String[]> tables = new LinkedHashMap<>();
-        for (String table : List.of(stuck, schema + ".other")) {
-            tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
-        }
+        Map<String, String[]> tables = stuckAndOther(schema, 100, 1, 10);
         Map<String, String> source = detachingSource("d_undo_pub", "pgdetach-undo", schema);
         var rest = stack.connect().rest();
         rest.putConfig("pgdetach-undo-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-undo-stage",
@@ -342,18 +342,7 @@ class PgDetachEdgesIT {
         String schema = "d_busy";
         String flow = "pgdetach-busy-flow";
         String stuck = schema + ".stuck";
-        pg.sql("DROP PUBLICATION IF EXISTS d_busy_pub",
-                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
-                "CREATE SCHEMA " + schema,
-                "CREATE TABLE " + stuck + " (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + stuck + " SELECT g, 0 FROM generate_series(1, 100) g",
-                "CREATE TABLE " + schema + ".other (id int PRIMARY KEY, v int NOT NULL)",
-                "INSERT INTO " + schema + ".other SELECT g, 0 FROM generate_series(100, 110) g",
-                "CREATE PUBLICATION d_busy_pub FOR TABLE " + stuck + ", " + schema + ".other");
-        Map<String, String[]> tables = new LinkedHashMap<>();
-        for (String table : List.of(stuck, schema + ".other")) {
-            tables.put(table, new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
-        }
+        Map<String, String[]> tables = stuckAndOther(schema, 100, 100, 110);
         var rest = stack.connect().rest();
         rest.putConfig("pgdetach-busy-sink", SinkConfigs.flowSink(stack, catalogUrl, "pgdetach-busy-stage",
                 "pgdetach-busy"));

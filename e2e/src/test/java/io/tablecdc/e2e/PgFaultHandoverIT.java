@@ -1,6 +1,5 @@
 package io.tablecdc.e2e;
 
-import static io.tablecdc.e2e.PgFaultIT.DATABASE;
 import static io.tablecdc.e2e.PgFaultIT.catalogUrl;
 import static io.tablecdc.e2e.PgFaultIT.pg;
 import static io.tablecdc.e2e.PgFaultIT.stack;
@@ -20,7 +19,6 @@ import io.tablecdc.e2e.faults.Fault;
 import io.tablecdc.e2e.faults.FaultInjector;
 import io.tablecdc.e2e.faults.NamedFaults;
 import io.tablecdc.e2e.flows.SinkConfigs;
-import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectWorker;
 import io.tablecdc.e2e.stack.StackPaths;
 
@@ -78,19 +76,8 @@ class PgFaultHandoverIT {
                 "CREATE PUBLICATION " + publication + " FOR TABLE " + schema + ".t");
         Map<String, String[]> tables = Map.of(schema + ".t",
                 new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
-        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
-        source.put("slot.prefix", schema);
-        source.put("tasks.max", "2");
-        source.put("table.sync.copy", "all");
-        source.put("copy.connections.per.table", "1");
         // holds at most 20 x 20 = 400 changes: the 1,000-row transaction below fills that in its middle
-        source.put("batch.rows", "20");
-        // the dead copy's lease outlives the second worker's start: its apply task reads the dead copy's marker while
-        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table. The
-        // second worker's apply task has started streaming 10 to 22 s after the kill with three test JVMs on two cores
-        // (with 20 s, once it came 0.2 s after a new copy had claimed the table, and the path under test was not taken)
-        source.put("copy.lease.ms", "45000");
-        source.put("table.retry.delay.ms", "1000");
+        Map<String, String> source = PgFaultIT.source(publication, prefix, schema, 20);
         Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
 

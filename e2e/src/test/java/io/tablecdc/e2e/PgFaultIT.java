@@ -90,19 +90,8 @@ class PgFaultIT {
                 "concat(toString(id), '|', toString(v), '|', ifNull(note, '-'))"});
         tables.put(schema + ".streamed", new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
 
-        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
-        source.put("slot.prefix", schema);
-        source.put("tasks.max", "2");
         // both tables are copied (the second one holds only the writer's rows when the flow starts)
-        source.put("table.sync.copy", "all");
-        source.put("copy.connections.per.table", "1");
-        source.put("batch.rows", "200");
-        // the dead copy's lease outlives the second worker's start: its apply task reads the dead copy's marker while
-        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table. The
-        // second worker's apply task has started streaming 10 to 22 s after the kill with three test JVMs on two cores
-        // (with 20 s, once it came 0.2 s after a new copy had claimed the table, and the path under test was not taken)
-        source.put("copy.lease.ms", "45000");
-        source.put("table.retry.delay.ms", "1000");
+        Map<String, String> source = source(publication, prefix, schema, 200);
         Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, prefix + "-stage", prefix);
         stack.connect().rest().putConfig(prefix + "-sink", sink);
 
@@ -136,6 +125,26 @@ class PgFaultIT {
             }
         }
         stack.connect().rest().delete(prefix + "-sink");
+    }
+
+    /**
+     * The flow these cases kill a worker of: slot prefix {@code schema}, an apply task and a copy task, every table
+     * copied over one connection, {@code batchRows} changes a batch.
+     */
+    static Map<String, String> source(String publication, String prefix, String schema, int batchRows) {
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, prefix);
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "2");
+        source.put("table.sync.copy", "all");
+        source.put("copy.connections.per.table", "1");
+        source.put("batch.rows", Integer.toString(batchRows));
+        // the dead copy's lease outlives the second worker's start: its apply task reads the dead copy's marker while
+        // the table is still that copy's, holds from it, and only then does a new copy attempt claim the table. The
+        // second worker's apply task has started streaming 10 to 22 s after the kill with three test JVMs on two cores
+        // (with 20 s, once it came 0.2 s after a new copy had claimed the table, and the path under test was not taken)
+        source.put("copy.lease.ms", "45000");
+        source.put("table.retry.delay.ms", "1000");
+        return source;
     }
 
     /** Inserts, updates and deletes in both tables of a schema, one transaction every few milliseconds, until closed. */
