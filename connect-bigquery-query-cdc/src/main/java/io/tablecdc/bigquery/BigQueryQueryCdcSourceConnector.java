@@ -29,6 +29,7 @@ import io.tablecdc.common.BatchTransactionSourceConnector;
 import io.tablecdc.common.ConfigValidation;
 import io.tablecdc.common.Version;
 import io.tablecdc.catalog.Catalog;
+import io.tablecdc.catalog.CatalogUnavailableException;
 import io.tablecdc.catalog.FlowIdentity;
 
 /**
@@ -72,6 +73,11 @@ public class BigQueryQueryCdcSourceConnector extends BatchTransactionSourceConne
                 log.info("flow {}: tables no longer configured are kept in the catalog until the sink has loaded what"
                         + " it holds of them (they are removed at a later start): {}", flow, outcome.keptUntilLoaded());
             }
+        } catch (CatalogUnavailableException e) {
+            // an outage (a worker failover during a catalog outage starts the connector elsewhere): the tasks wait for
+            // the catalog with backoff; the flow's registration and the pruning of removed tables run at the next start
+            log.warn("flow {}: the catalog cannot be reached at the connector's start ({}); its tasks wait for it, and the"
+                    + " catalog rows of tables no longer configured are removed at a later start", flow, e.getMessage());
         } catch (RuntimeException e) {
             throw new ConnectException("flow " + flow + ": the catalog is not usable: " + e.getMessage(), e);
         }

@@ -96,6 +96,46 @@ class BigQueryOutageIT {
         }
     }
 
+    /**
+     * The catalog cannot be reached when the connector (re)starts, as after a worker failover during a catalog outage:
+     * the connector runs (it used to fail for good with "the catalog is not usable", its task running on without it,
+     * until an operator restarted it; randomized run seed 8768), its task waits for the catalog, and once it answers
+     * ClickHouse {@code FINAL} holds every row written meanwhile.
+     */
+    @org.junit.jupiter.api.Test
+    void aConnectorStartedWhileTheCatalogIsDownRunsAndWaitsForIt() throws Exception {
+        String table = "out_catalog";
+        TableId id = fx.table(table);
+        Map<Long, String> expected = new TreeMap<>();
+        write(id, expected, 0, 20, "seed");
+        String connector = "bqoutage-catalog";
+        try (FaultProxy catalog = FaultProxy.start("bigquery-catalog", stack.postgres().host(), stack.postgres().port())) {
+            Map<String, String> source = fx.source(table + ":ts:id", 1, connector);
+            source.put("catalog.jdbc.url", fx.catalogUrl.replace(stack.postgres().host() + ":" + stack.postgres().port(),
+                    "127.0.0.1:" + catalog.port()));
+            stack.connect().rest().putConfig(connector + "-sink", fx.sink(connector));
+            stack.connect().rest().putConfig(connector, source);
+            stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(60));
+            fx.awaitEqual(id, expected, Duration.ofSeconds(90));
+
+            catalog.refuse();
+            // the connector alone starts again: its start() meets the outage
+            stack.connect().rest().restart(connector, false, false);
+            write(id, expected, 20, 5, "during");
+            // RUNNING again after the restart, and still so once its start has met the refused catalog
+            stack.connect().rest().awaitStatus(connector, s -> "RUNNING".equals(s.path("connector").path("state").asText())
+                    && catalog.accepted() > 0, Duration.ofSeconds(60));
+            Thread.sleep(2_000);
+            stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(5));
+            catalog.pass();
+            write(id, expected, 25, 5, "after");
+            fx.awaitEqual(id, expected, Duration.ofSeconds(120));
+            stack.connect().rest().awaitRunning(connector, 1, Duration.ofSeconds(10));
+            stack.connect().rest().delete(connector);
+            stack.connect().rest().delete(connector + "-sink");
+        }
+    }
+
     /** Inserts {@code count} rows from id {@code from + 1} and rewrites (as new row versions) the two lowest ids. */
     private static void write(TableId id, Map<Long, String> expected, long from, int count, String tag) {
         List<Map<String, Object>> rows = new ArrayList<>();
