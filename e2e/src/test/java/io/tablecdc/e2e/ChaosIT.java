@@ -22,6 +22,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReentrantLock;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -36,6 +38,7 @@ import io.tablecdc.e2e.faults.NamedFaults;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectWorker;
+import io.tablecdc.e2e.stack.LocalKafka;
 import io.tablecdc.e2e.stack.LocalStack;
 import io.tablecdc.e2e.stack.StackPaths;
 
@@ -104,6 +107,12 @@ class ChaosIT {
                 NamedFaults.bigQueryMidBatch());
     }
 
+    /** The steps of a detach and a rejoin: half of the runs that detach tables and strike a step above strike one. */
+    private static List<Fault.Step> detachSteps() {
+        return List.of(NamedFaults.pgDetachSlotMadeNoMarker(), NamedFaults.pgDetachMarkedNotLagging(),
+                NamedFaults.pgRejoinedSlotKept());
+    }
+
     /** The rebalance steps: a fifth of the runs strike one of them, with a second worker joining. */
     private static List<Fault.Step> rebalanceSteps() {
         return List.of(NamedFaults.sinkPartitionsRevoked(), NamedFaults.pgTaskStopping());
@@ -139,6 +148,30 @@ class ChaosIT {
     }
 
     private static void run(long seed) throws Exception {
+        // a generator of its own, so that a seed's other choices stay what they were: in a fifth of the runs the source's
+        // primary goes under the running flow (killed, or in half of those shut down) once the workload passed its
+        // promoteAt-th transaction and the standby holds the flow's failover slot; the standby is promoted and the
+        // source's address (a proxy) follows it, with whatever copies, catch-ups and detached tables are in flight.
+        // Those runs stream from a primary and standby of their own
+        SplittableRandom promotion = new SplittableRandom(seed * 53 + 29);
+        int promoteAt = promotion.nextInt(5) == 0 ? 100 + promotion.nextInt(1_300) : -1;
+        boolean promoteByKill = promotion.nextBoolean();
+        if (promoteAt < 0) {
+            run(seed, null, -1, false);
+            return;
+        }
+        PgChecks shared = pg;
+        try (PgStandbyPair pair = PgStandbyPair.start("chaos-" + seed + "/source-pair", DATABASE)) {
+            pg = new PgChecks(stack, () -> PgStandbyPair.connect(pair.currentPrimaryPort(), DATABASE), catalogUrl, clickhouse);
+            pg.holdEqualFor(Duration.ofSeconds(5));
+            run(seed, pair, promoteAt, promoteByKill);
+        } finally {
+            pg = shared;
+        }
+    }
+
+    /** One run; {@code pair}: the source's primary and standby when the run promotes ({@code promoteAt} ≥ 0), else null. */
+    private static void run(long seed, PgStandbyPair pair, int promoteAt, boolean promoteByKill) throws Exception {
         Random random = new Random(seed);
         Fault.Step step = steps().get(random.nextInt(steps().size()));
         int occurrence = 1 + random.nextInt(4);
@@ -178,6 +211,17 @@ class ChaosIT {
             }
         }
         boolean httpErrors = extras.nextInt(3) == 0;
+        // drawn from a generator of its own, so that the seeds' other draws stay: in half of the runs that detach tables
+        // (below: the first draw of their generator) and strike a step of the Postgres pipeline or the sink, the worker
+        // is killed at a step of a detach or a rejoin instead, the first to third time it is reached
+        SplittableRandom detachSteps = new SplittableRandom(seed * 61 + 37);
+        if (new SplittableRandom(seed * 17 + 11).nextBoolean() && !rebalanceStep && !step.name().startsWith("bq-")
+                && detachSteps.nextInt(2) == 0) {
+            step = detachSteps().get(detachSteps.nextInt(detachSteps().size()));
+            occurrence = 1 + detachSteps.nextInt(3);
+            failMode = false;
+            hangMode = false;
+        }
         // the worker lives through a failed or hung call; a kill takes it down
         boolean lives = failMode || hangMode;
         // a failed or hung call is armed once the connectors are deployed: the sink's validate() writes a test object
@@ -196,7 +240,8 @@ class ChaosIT {
         SplittableRandom kinds = new SplittableRandom(seed * 43 + 19);
         boolean blackHole = kinds.nextInt(4) == 0;
         int giantAt = kinds.nextInt(4) == 0 ? 100 + kinds.nextInt(1_000) : -1;
-        boolean truncateInCopy = kinds.nextInt(3) == 0;
+        // (not with a promotion: the TRUNCATE queued behind e's copy holds its connection to the old primary for minutes)
+        boolean truncateInCopy = kinds.nextInt(3) == 0 && pair == null;
         // and in a third of the runs a row of 2 MiB, above the largest record Kafka takes (1 MiB by default), is
         // inserted into table h: h must stop with an error that names the limit, and every other table stream on
         int bigRowAt = kinds.nextInt(3) == 0 ? 100 + kinds.nextInt(1_000) : -1;
@@ -286,8 +331,21 @@ class ChaosIT {
         if (blackHole) {
             outage = outage.blackHoled();
         }
+        // drawn from a generator of its own, so that the seeds' other draws stay: in half of the runs whose outage is
+        // Kafka's, the workers reach the broker through a proxy that becomes a black hole, instead of the broker
+        // restarting (the broker and the test's own clients are not cut off)
+        if (outage.dependency().equals("kafka") && new SplittableRandom(seed * 59 + 31).nextBoolean()) {
+            outage = outage.kafkaBlackHoled();
+        }
+        if (pair != null) {
+            // the address follows the primary (below), and the flow accepts the new timeline from its failover slot
+            source.put("database.user", "postgres");
+            source.put("database.password", "");
+            source.put("slot.failover", "true");
+        }
         String kindsText = (giantAt >= 0 ? "+giant-txn-at-" + giantAt : "") + (truncateInCopy ? "+e-truncated-in-copy" : "")
-                + (bigRowAt >= 0 ? "+h-row-above-limit-at-" + bigRowAt : "");
+                + (bigRowAt >= 0 ? "+h-row-above-limit-at-" + bigRowAt : "")
+                + (pair != null ? "+primary-" + (promoteByKill ? "killed" : "stopped") + "-at-" + promoteAt : "");
         // the BigQuery table draws from its own generator, so that a seed does to Postgres what it did before the table
         // was added; its seed is mixed (SplittableRandom), since java.util.Random's first draws from neighbouring seeds
         // are alike (a plain seed * 17 + 3 gave 147 outages of BigQuery in seeds 7000-7199, instead of about half)
@@ -317,7 +375,8 @@ class ChaosIT {
         // every connection of both connectors to the catalog, the source, ClickHouse and the object store goes through
         // a proxy, so that the outage can take one of them away
         FaultProxy catalogProxy = FaultProxy.start(prefix + "-catalog", stack.postgres().host(), stack.postgres().port());
-        FaultProxy sourceProxy = FaultProxy.start(prefix + "-source", stack.postgres().host(), stack.postgres().port());
+        FaultProxy sourceProxy = pair == null ? FaultProxy.start(prefix + "-source", stack.postgres().host(), stack.postgres().port())
+                : FaultProxy.start(prefix + "-source", "127.0.0.1", pair.primaryPort());
         URI clickhouseUri = URI.create(stack.clickhouse().httpUrl());
         FaultProxy clickhouseProxy = FaultProxy.start(prefix + "-clickhouse", clickhouseUri.getHost(), clickhouseUri.getPort());
         URI storeUri = URI.create(stack.objectStore().endpoint());
@@ -339,11 +398,14 @@ class ChaosIT {
             case "source" -> sourceProxy;
             case "clickhouse" -> clickhouseProxy;
             case "objectstore" -> storeProxy;
-            default -> null; // the Kafka broker is restarted instead
+            // the proxy in front of the broker's second listener, which the workers then use; otherwise the broker is
+            // restarted instead
+            default -> outage.how().equals("black-hole") ? stack.kafka().proxy() : null;
         };
 
         String group = prefix + "-" + System.nanoTime();
-        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(), group, stack.pluginPath());
+        Map<String, String> workerProps = ConnectWorker.workerProperties(outage.dependency().equals("kafka") && outageProxy != null
+                ? stack.kafka().proxiedBootstrapServers() : stack.kafka().bootstrapServers(), group, stack.pluginPath());
         FaultInjector injector = FaultInjector.of(StackPaths.workDir(prefix + "/faults"), fault);
         List<String> jvmArgs = injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new));
         boolean fired;
@@ -363,12 +425,15 @@ class ChaosIT {
         AtomicBoolean eHeld = new AtomicBoolean();
         AtomicReference<String> eTruncate = new AtomicReference<>("e-truncate-not-run");
         Thread truncater = null;
+        ReentrantLock betweenTransactions = new ReentrantLock();
+        AtomicReference<String> promoted = new AtomicReference<>("not-promoted");
+        Thread promoter = null;
         try (catalogProxy; sourceProxy; clickhouseProxy; storeProxy; bigQueryProxy; bigQuery;
              TransactionWriter writer = writer(schema, new Random(seed * 31 + 7),
                      // table r's statements draw from a generator of their own: the other tables get what they got before r
                      new Random(new SplittableRandom(seed * 37 + 11).nextLong()), truncates, addAt, removeAt, returnAt,
                      new Random(new SplittableRandom(seed * 41 + 13).nextLong()), flow, goneAt, goneAfter, giantAt,
-                     truncateInCopy, bigRowAt, eAdded, eHeld)) {
+                     truncateInCopy, bigRowAt, eAdded, eHeld, betweenTransactions)) {
             try {
                 if (truncateInCopy) {
                     truncater = truncaterOfE(schema, eAdded, eHeld, eTruncate);
@@ -385,6 +450,10 @@ class ChaosIT {
                             injector.arm(fault);
                         }
                         bigQuery.startWriter();
+                        if (pair != null) {
+                            promoter = promoter(pair, writer, betweenTransactions, promoteAt, promoteByKill, flow, sourceProxy,
+                                    promoted);
+                        }
                         outageThread = outage.start(outageProxy);
                         if (bigQueryOutage != null) {
                             bigQueryOutageThread = bigQueryOutage.start(bigQueryProxy);
@@ -423,6 +492,17 @@ class ChaosIT {
                             && row.get("last_error") != null && row.get("last_error").startsWith("left publication"),
                             Duration.ofSeconds(180));
                     writer.awaitMore(30);
+                    if (promoter != null) {
+                        while (writer.written.get() <= promoteAt) {
+                            writer.awaitMore(Math.min(500, promoteAt + 1 - writer.written.get()));
+                        }
+                        promoter.join(TimeUnit.SECONDS.toMillis(300));
+                        if (promoter.isAlive() || !promoted.get().startsWith("promoted")) {
+                            throw new AssertionError("the promotion did not happen: " + promoted.get());
+                        }
+                        // the workload goes on on the new primary
+                        writer.awaitMore(30);
+                    }
                     writer.close();
                     if (truncater != null) {
                         truncater.join(TimeUnit.SECONDS.toMillis(200));
@@ -479,8 +559,13 @@ class ChaosIT {
                     truncater.interrupt();
                     truncater.join();
                 }
+                if (promoter != null) {
+                    promoter.interrupt();
+                    promoter.join();
+                }
                 record(seed, faultText + "+" + outage + "+r-out-" + removeAt + "-back-" + returnAt + (joinAfterMs >= 0 ? "+join-" + joinAfterMs / 1000 + "s" : "")
                         + "+g-gone-after-" + goneAfter + blocks + kindsText + (truncateInCopy ? "(" + eTruncate.get() + ")" : "")
+                        + (pair != null ? "(" + promoted.get() + ")" : "")
                         + "+bq" + (bigQueryOutage == null ? "" : "+" + bigQueryOutage),
                         injector.fired(fault), writer.written.get(), outcome);
             }
@@ -529,6 +614,15 @@ class ChaosIT {
                     durationMs) : this;
         }
 
+        /**
+         * Kafka's outage as a black hole between the workers and the broker ({@link LocalKafka#proxiedBootstrapServers})
+         * instead of a broker restart: the broker runs on, and the workers' connections that carried a byte meanwhile
+         * stay dead after it heals, so only their clients' own timeouts end their waits.
+         */
+        Outage kafkaBlackHoled() {
+            return dependency.equals("kafka") ? new Outage(dependency, "black-hole", delayMs, durationMs) : this;
+        }
+
         /** The same outage as a slow dependency (every chunk {@value #SLOW_MILLIS} ms late) for twice as long. */
         Outage slowed() {
             return proxy() ? new Outage(dependency, "slow", delayMs, 2 * durationMs) : this;
@@ -565,7 +659,8 @@ class ChaosIT {
 
         @Override
         public String toString() {
-            return dependency + "-" + (proxy() ? how : "restart") + "-" + durationMs / 1000 + "s-at-" + delayMs / 1000 + "s";
+            return dependency + "-" + (proxy() || how.equals("black-hole") ? how : "restart") + "-" + durationMs / 1000 + "s-at-"
+                    + delayMs / 1000 + "s";
         }
 
         private boolean proxy() {
@@ -587,6 +682,66 @@ class ChaosIT {
         } catch (SQLException e) {
             return false;
         }
+    }
+
+    /**
+     * The kind "a promotion while running": once the workload committed its {@code at}-th transaction and the standby
+     * holds a synchronized copy of the flow's failover slot (within 180 s), between two transactions of the workload
+     * ({@code between}) and once the standby has replayed them all, the primary is killed ({@code kill}: no shutdown
+     * checkpoint; what tablecdc itself wrote after, such as a copy's marker, may not reach the new timeline) or shut
+     * down, the standby is promoted and the source's address ({@code address}) follows it. The flow runs on, no
+     * connector restarted. {@code outcome} tells the run's line what happened.
+     */
+    private static Thread promoter(PgStandbyPair pair, TransactionWriter writer, Lock between, int at, boolean kill,
+                                   String flow, FaultProxy address, AtomicReference<String> outcome) {
+        Thread thread = new Thread(() -> {
+            try {
+                while (writer.written.get() < at) {
+                    Thread.sleep(100);
+                }
+                long began = System.nanoTime();
+                long deadline = began + TimeUnit.SECONDS.toNanos(180);
+                String slot = null;
+                while (slot == null || !pair.slotSynced(DATABASE, slot)) {
+                    if (System.nanoTime() > deadline) {
+                        outcome.set("failed: the standby did not synchronize the flow's slot " + slot + " within 180 s");
+                        return;
+                    }
+                    Thread.sleep(500);
+                    try (Connection c = pg.catalog();
+                         var s = c.prepareStatement("SELECT source_slot FROM cdc_flow WHERE flow_name = ?")) {
+                        s.setString(1, flow);
+                        try (ResultSet r = s.executeQuery()) {
+                            slot = r.next() ? r.getString(1) : null;
+                        }
+                    }
+                }
+                long synced = TimeUnit.NANOSECONDS.toSeconds(System.nanoTime() - began);
+                between.lockInterruptibly();
+                int n;
+                try {
+                    n = writer.written.get();
+                    pair.awaitStandbyCaughtUp(DATABASE, Duration.ofSeconds(60));
+                    if (kill) {
+                        pair.killPrimary();
+                    } else {
+                        pair.stopPrimary();
+                    }
+                    pair.promote(DATABASE);
+                    address.retarget("127.0.0.1", pair.standbyPort());
+                } finally {
+                    between.unlock();
+                }
+                outcome.set("promoted-after-txn-" + n + "-slot-synced-after-" + synced + "s");
+            } catch (InterruptedException e) {
+                outcome.set("failed: interrupted");
+            } catch (Exception | AssertionError e) {
+                outcome.set("failed: " + e);
+            }
+        }, "chaos-promoter");
+        thread.setDaemon(true);
+        thread.start();
+        return thread;
     }
 
     /**
@@ -653,7 +808,7 @@ class ChaosIT {
     private static TransactionWriter writer(String schema, Random random, Random removed, AtomicInteger truncates,
                                             int addAt, int removeAt, int returnAt, Random leaving, String flow,
                                             AtomicInteger goneAt, int goneAfter, int giantAt, boolean truncateInCopy,
-                                            int bigRowAt, CountDownLatch eAdded, AtomicBoolean eHeld) {
+                                            int bigRowAt, CountDownLatch eAdded, AtomicBoolean eHeld, Lock between) {
         return new TransactionWriter("chaos-writer-" + schema, pg, n -> {
             List<String> statements = new ArrayList<>();
             if (goneAt.get() == Integer.MAX_VALUE && n % 50 == 0 && ready(flow, schema + ".g")) {
@@ -734,6 +889,6 @@ class ChaosIT {
                 truncates.incrementAndGet();
             }
             return statements;
-        }, () -> 5 + random.nextInt(15));
+        }, () -> 5 + random.nextInt(15), between);
     }
 }

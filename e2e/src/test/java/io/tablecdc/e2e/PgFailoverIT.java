@@ -4,28 +4,10 @@ import static io.tablecdc.e2e.PgChecks.awaitTrue;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.FileVisitResult;
-import java.nio.file.Files;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Path;
-import java.nio.file.SimpleFileVisitor;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
-import java.nio.file.attribute.BasicFileAttributes;
-import java.nio.file.attribute.PosixFilePermissions;
 import java.sql.Connection;
-import java.sql.DriverManager;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -37,8 +19,6 @@ import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.stack.ConnectRestClient;
 import io.tablecdc.e2e.stack.LocalStack;
-import io.tablecdc.e2e.stack.StackPaths;
-import io.zonky.test.db.postgres.embedded.EmbeddedPostgres;
 
 /**
  * A failover of the source with {@code slot.failover=true} on PostgreSQL 17: a primary and a standby (a base backup
@@ -51,114 +31,9 @@ class PgFailoverIT {
     private static final LocalStack stack = LocalStack.get();
     private static final String SOURCE = "io.tablecdc.pg.PgPipelineSourceConnector";
     private static final String DATABASE = "fo_source";
-    private static final String PHYSICAL_SLOT = "fo_standby";
-
-    private static String url(int port, String database) {
-        return "jdbc:postgresql://127.0.0.1:" + port + "/" + database;
-    }
 
     private static String query(Connection c, String sql, String... params) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(sql)) {
-            for (int i = 0; i < params.length; i++) {
-                ps.setString(i + 1, params[i]);
-            }
-            try (ResultSet rs = ps.executeQuery()) {
-                return rs.next() ? rs.getString(1) : null;
-            }
-        }
-    }
-
-    private static void sql(int port, String database, String... statements) throws SQLException {
-        try (Connection c = DriverManager.getConnection(url(port, database), "postgres", "");
-             Statement s = c.createStatement()) {
-            for (String statement : statements) {
-                s.execute(statement);
-            }
-        }
-    }
-
-    /** The settings both servers share; a hot standby needs at least the primary's limits. */
-    private static final Map<String, String> SETTINGS = new LinkedHashMap<>();
-
-    static {
-        SETTINGS.put("listen_addresses", "127.0.0.1");
-        SETTINGS.put("wal_level", "logical");
-        SETTINGS.put("max_replication_slots", "20");
-        SETTINGS.put("max_wal_senders", "20");
-        SETTINGS.put("max_connections", "100");
-        SETTINGS.put("hot_standby", "on");
-        SETTINGS.put("fsync", "off");
-    }
-
-    /**
-     * The directory of the running primary's binaries: zonky extracts them once per JVM (not necessarily under this
-     * test's directory), and the server writes its own command line into {@code postmaster.opts}.
-     */
-    private static Path binDirectory(Path primaryData) throws IOException {
-        String opts = Files.readString(primaryData.resolve("postmaster.opts"), StandardCharsets.UTF_8).trim();
-        String postgres = opts.startsWith("\"") ? opts.substring(1, opts.indexOf('"', 1)) : opts.split("\\s+")[0];
-        return Path.of(postgres).getParent();
-    }
-
-    /**
-     * Copies the primary's data directory inside pg_backup_start/stop: files that change meanwhile are made
-     * consistent by the WAL the standby replays from the backup's start (kept by its physical slot).
-     */
-    private static void baseBackup(int primaryPort, Path primaryData, Path standbyData) throws Exception {
-        try (Connection c = DriverManager.getConnection(url(primaryPort, "postgres"), "postgres", "")) {
-            query(c, "SELECT CAST(pg_backup_start('tablecdc failover test', true) AS text)");
-            Files.walkFileTree(primaryData, new SimpleFileVisitor<>() {
-                @Override
-                public FileVisitResult preVisitDirectory(Path dir, BasicFileAttributes attrs) throws IOException {
-                    Path target = standbyData.resolve(primaryData.relativize(dir).toString());
-                    Files.createDirectories(target);
-                    String name = primaryData.relativize(dir).toString();
-                    // WAL comes by streaming; the primary's slots are not the standby's
-                    if (name.equals("pg_wal") || name.equals("pg_replslot") || name.equals("pg_stat_tmp")) {
-                        if (name.equals("pg_wal")) {
-                            Files.createDirectories(target.resolve("archive_status"));
-                        }
-                        return FileVisitResult.SKIP_SUBTREE;
-                    }
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult visitFile(Path file, BasicFileAttributes attrs) throws IOException {
-                    String name = file.getFileName().toString();
-                    if (name.equals("postmaster.pid") || name.equals("postmaster.opts")) {
-                        return FileVisitResult.CONTINUE;
-                    }
-                    try {
-                        Files.copy(file, standbyData.resolve(primaryData.relativize(file).toString()),
-                                StandardCopyOption.REPLACE_EXISTING);
-                    } catch (NoSuchFileException e) {
-                        // a file removed while copying; the WAL replay does not need it
-                    }
-                    return FileVisitResult.CONTINUE;
-                }
-
-                @Override
-                public FileVisitResult visitFileFailed(Path file, IOException e) {
-                    return FileVisitResult.CONTINUE;
-                }
-            });
-            String label = query(c, "SELECT labelfile FROM pg_backup_stop(true)");
-            Files.writeString(standbyData.resolve("backup_label"), label, StandardCharsets.UTF_8);
-        }
-        Files.setPosixFilePermissions(standbyData, PosixFilePermissions.fromString("rwx------"));
-    }
-
-    private static Process pgCtl(Path bin, Path log, String... args) throws IOException {
-        List<String> command = new ArrayList<>();
-        if ("root".equals(System.getProperty("user.name"))) {
-            // pg_ctl refuses root; as zonky does for the primary, run it in a user namespace, as an unprivileged user
-            command.addAll(List.of("unshare", "-U"));
-        }
-        command.add(bin.resolve("pg_ctl").toString());
-        command.addAll(List.of(args));
-        return new ProcessBuilder(command).redirectErrorStream(true)
-                .redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+        return PgStandbyPair.query(c, sql, params);
     }
 
     @Test
@@ -182,69 +57,22 @@ class PgFailoverIT {
         Client clickhouse = new Client.Builder().addEndpoint(stack.clickhouse().httpUrl())
                 .setUsername(stack.clickhouse().user()).setPassword(stack.clickhouse().password())
                 .compressServerResponse(false).build();
-        Path work = StackPaths.workDir(whileRunning ? "failover-running-postgres" : "failover-postgres");
-        Path primaryData = work.resolve("primary");
-        Path standbyData = work.resolve("standby");
-        Path log = work.resolve("postgres.log");
-        EmbeddedPostgres.Builder builder = EmbeddedPostgres.builder()
-                .setOverrideWorkingDirectory(work.resolve("binaries").toFile())
-                .setDataDirectory(primaryData)
-                .setCleanDataDirectory(true)
-                .setPort(StackPaths.freePort())
-                .setPGStartupWait(Duration.ofSeconds(60))
-                .setOutputRedirector(ProcessBuilder.Redirect.appendTo(log.toFile()))
-                .setErrorRedirector(ProcessBuilder.Redirect.appendTo(log.toFile()));
-        SETTINGS.forEach(builder::setServerConfig);
-        EmbeddedPostgres primary = builder.start();
-        int primaryPort = primary.getPort();
-        int standbyPort = StackPaths.freePort();
-        Path bin = binDirectory(primaryData);
-        boolean standbyStarted = false;
-        boolean primaryClosed = false;
         String flow = whileRunning ? "fo-running-flow" : "fo-flow";
         ConnectRestClient rest = stack.connect().rest();
-        FaultProxy address = whileRunning ? FaultProxy.start("fo-primary", "127.0.0.1", primaryPort) : null;
-        try {
-            sql(primaryPort, "postgres", "CREATE DATABASE " + DATABASE,
-                    "SELECT pg_create_physical_replication_slot('" + PHYSICAL_SLOT + "', true)",
-                    // logical changes reach the flow only once the standby has their WAL
-                    "ALTER SYSTEM SET synchronized_standby_slots = '" + PHYSICAL_SLOT + "'",
-                    "SELECT pg_reload_conf()");
-            sql(primaryPort, DATABASE, "CREATE SCHEMA fo",
+        try (PgStandbyPair pair = PgStandbyPair.start(whileRunning ? "failover-running-postgres" : "failover-postgres",
+                DATABASE);
+             FaultProxy address = whileRunning ? FaultProxy.start("fo-primary", "127.0.0.1", pair.primaryPort()) : null) {
+            int primaryPort = pair.primaryPort();
+            int standbyPort = pair.standbyPort();
+            pair.sqlOnPrimary(DATABASE, "CREATE SCHEMA fo",
                     "CREATE TABLE fo.t (id int PRIMARY KEY, v int NOT NULL)",
                     "INSERT INTO fo.t SELECT g, 0 FROM generate_series(1, 1000) g",
                     "CREATE TABLE fo.u (id int PRIMARY KEY, v int NOT NULL)",
                     "INSERT INTO fo.u SELECT g, 0 FROM generate_series(1, 1000) g",
                     "CREATE PUBLICATION fo_pub FOR TABLE fo.t, fo.u");
 
-            baseBackup(primaryPort, primaryData, standbyData);
-            StringBuilder conf = new StringBuilder("\n# standby of the failover test\n");
-            SETTINGS.forEach((k, v) -> conf.append(k).append(" = '").append(v).append("'\n"));
-            conf.append("port = ").append(standbyPort).append('\n')
-                    .append("primary_conninfo = 'host=127.0.0.1 port=").append(primaryPort)
-                    .append(" user=postgres dbname=").append(DATABASE).append(" application_name=fo_standby'\n")
-                    .append("primary_slot_name = '").append(PHYSICAL_SLOT).append("'\n")
-                    .append("hot_standby_feedback = on\n")
-                    .append("sync_replication_slots = on\n")
-                    .append("synchronized_standby_slots = ''\n");
-            Files.writeString(standbyData.resolve("postgresql.auto.conf"), conf, StandardCharsets.UTF_8,
-                    StandardOpenOption.APPEND);
-            Files.writeString(standbyData.resolve("standby.signal"), "");
-            Process start = pgCtl(bin, log, "-D", standbyData.toString(), "-w", "-t", "120", "start");
-            assertTrue(start.waitFor(150, TimeUnit.SECONDS) && start.exitValue() == 0, "the standby did not start; see " + log);
-            standbyStarted = true;
-            awaitTrue(() -> {
-                try (Connection c = DriverManager.getConnection(url(standbyPort, DATABASE), "postgres", "")) {
-                    return "true".equals(query(c, "SELECT CAST(pg_is_in_recovery() AS text)"));
-                } catch (SQLException e) {
-                    return false;
-                }
-            }, Duration.ofSeconds(60), "the standby never accepted connections");
-
-            PgChecks onPrimary = new PgChecks(stack, () -> DriverManager.getConnection(url(primaryPort, DATABASE),
-                    "postgres", ""), catalogUrl, clickhouse);
-            PgChecks onStandby = new PgChecks(stack, () -> DriverManager.getConnection(url(standbyPort, DATABASE),
-                    "postgres", ""), catalogUrl, clickhouse);
+            PgChecks onPrimary = new PgChecks(stack, () -> PgStandbyPair.connect(primaryPort, DATABASE), catalogUrl, clickhouse);
+            PgChecks onStandby = new PgChecks(stack, () -> PgStandbyPair.connect(standbyPort, DATABASE), catalogUrl, clickhouse);
             Map<String, String[]> tables = Map.of("fo.t", new String[] {"id::text || '|' || v::text",
                 "concat(toString(id), '|', toString(v))"}, "fo.u", new String[] {"id::text || '|' || v::text",
                 "concat(toString(id), '|', toString(v))"});
@@ -291,15 +119,10 @@ class PgFailoverIT {
             int round = 0;
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(120);
             while (true) {
-                String synced;
-                try (Connection c = onStandby.source()) {
-                    synced = query(c, "SELECT CAST(synced AND NOT temporary AS text) FROM pg_replication_slots"
-                            + " WHERE slot_name = ?", slot);
-                }
-                if ("true".equals(synced)) {
+                if (pair.slotSynced(DATABASE, slot)) {
                     break;
                 }
-                assertTrue(System.nanoTime() < deadline, "the standby never synchronized slot " + slot + " (" + synced + ")");
+                assertTrue(System.nanoTime() < deadline, "the standby never synchronized slot " + slot);
                 onPrimary.sql("UPDATE fo.t SET v = v + 1 WHERE id = " + (++round % 1500 + 1));
                 Thread.sleep(1_000);
             }
@@ -346,17 +169,15 @@ class PgFailoverIT {
 
             if (whileRunning) {
                 // the primary dies under the running flow; its address follows the promoted standby
-                primary.close();
-                primaryClosed = true;
-                onStandby.sql("SELECT pg_promote(true, 60)");
+                pair.stopPrimary();
+                pair.promote(DATABASE);
                 address.retarget("127.0.0.1", standbyPort);
             } else {
                 rest.stop(flow);
                 rest.awaitStatus(flow, s -> "STOPPED".equals(s.path("connector").path("state").asText()),
                         Duration.ofSeconds(60));
-                primary.close();
-                primaryClosed = true;
-                onStandby.sql("SELECT pg_promote(true, 60)");
+                pair.stopPrimary();
+                pair.promote(DATABASE);
             }
             onStandby.sql("INSERT INTO fo.t SELECT g, 3 FROM generate_series(1701, 1800) g", "UPDATE fo.t SET v = 4 WHERE id <= 10");
             // changes of fo.u on the new timeline, committed between S and m: the old handover would drop them
@@ -383,17 +204,6 @@ class PgFailoverIT {
                     + " ClickHouse equals Postgres%n", whileRunning ? " while running" : "", slot);
             rest.delete(flow);
             rest.delete("fo-sink");
-        } finally {
-            if (address != null) {
-                address.close();
-            }
-            if (standbyStarted) {
-                Process stop = pgCtl(bin, log, "-D", standbyData.toString(), "-m", "fast", "-w", "stop");
-                stop.waitFor(60, TimeUnit.SECONDS);
-            }
-            if (!primaryClosed) {
-                primary.close();
-            }
         }
     }
 }

@@ -5,6 +5,8 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.IntFunction;
@@ -22,12 +24,25 @@ final class TransactionWriter implements AutoCloseable {
     private final Thread thread;
 
     TransactionWriter(String name, PgChecks pg, IntFunction<List<String>> transaction, IntSupplier pauseMillis) {
+        this(name, pg, transaction, pauseMillis, new ReentrantLock());
+    }
+
+    /**
+     * As above, each transaction made and committed while holding {@code between}: whoever holds it (a failover of the
+     * source) stands between two transactions.
+     */
+    TransactionWriter(String name, PgChecks pg, IntFunction<List<String>> transaction, IntSupplier pauseMillis, Lock between) {
         thread = new Thread(() -> {
             int n = 0;
             while (writing.get()) {
                 n++;
                 try {
-                    pg.transaction(transaction.apply(n).toArray(new String[0]));
+                    between.lockInterruptibly();
+                    try {
+                        pg.transaction(transaction.apply(n).toArray(new String[0]));
+                    } finally {
+                        between.unlock();
+                    }
                     written.incrementAndGet();
                     Thread.sleep(pauseMillis.getAsInt());
                 } catch (Exception e) {

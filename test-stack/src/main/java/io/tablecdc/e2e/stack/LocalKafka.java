@@ -13,12 +13,16 @@ import org.apache.kafka.server.common.MetadataVersion;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import io.tablecdc.e2e.faults.FaultProxy;
 import kafka.server.KafkaConfig;
 import kafka.server.KafkaRaftServer;
 
 /**
  * A single-node KRaft Kafka broker (broker and controller in one process) on 127.0.0.1, or an external
- * cluster named by {@code TABLECDC_KAFKA_BOOTSTRAP}.
+ * cluster named by {@code TABLECDC_KAFKA_BOOTSTRAP}. The local broker has a second listener behind a {@link FaultProxy}
+ * ({@link #proxiedBootstrapServers}): it advertises the proxy's address, so clients that bootstrap through it reach the
+ * broker only through the proxy, and a test can take Kafka away from them (a black hole, a hang) while the broker and
+ * everyone else's connections stay.
  */
 public final class LocalKafka implements AutoCloseable {
     public static final String ENV_BOOTSTRAP = "TABLECDC_KAFKA_BOOTSTRAP";
@@ -26,23 +30,27 @@ public final class LocalKafka implements AutoCloseable {
 
     private final String bootstrapServers;
     private final KafkaConfig config;
+    private final FaultProxy proxy;
     private KafkaRaftServer server;
 
-    private LocalKafka(String bootstrapServers, KafkaConfig config, KafkaRaftServer server) {
+    private LocalKafka(String bootstrapServers, KafkaConfig config, KafkaRaftServer server, FaultProxy proxy) {
         this.bootstrapServers = bootstrapServers;
         this.config = config;
         this.server = server;
+        this.proxy = proxy;
     }
 
     public static LocalKafka start(Path workDir) throws Exception {
         String external = StackPaths.env(ENV_BOOTSTRAP);
         if (external != null) {
             log.info("using the external Kafka cluster at {}", external);
-            return new LocalKafka(external, null, null);
+            return new LocalKafka(external, null, null, null);
         }
         long started = System.nanoTime();
         int brokerPort = StackPaths.freePort();
         int controllerPort = StackPaths.freePort();
+        int proxiedPort = StackPaths.freePort();
+        FaultProxy proxy = FaultProxy.start("kafka", "127.0.0.1", proxiedPort);
         String logDir = workDir.resolve("kraft").toString();
 
         Map<String, String> props = new HashMap<>();
@@ -50,9 +58,10 @@ public final class LocalKafka implements AutoCloseable {
         props.put("node.id", "1");
         props.put("controller.quorum.voters", "1@127.0.0.1:" + controllerPort);
         props.put("controller.listener.names", "CONTROLLER");
-        props.put("listeners", "PLAINTEXT://127.0.0.1:" + brokerPort + ",CONTROLLER://127.0.0.1:" + controllerPort);
-        props.put("advertised.listeners", "PLAINTEXT://127.0.0.1:" + brokerPort);
-        props.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
+        props.put("listeners", "PLAINTEXT://127.0.0.1:" + brokerPort + ",CONTROLLER://127.0.0.1:" + controllerPort
+                + ",PROXIED://127.0.0.1:" + proxiedPort);
+        props.put("advertised.listeners", "PLAINTEXT://127.0.0.1:" + brokerPort + ",PROXIED://127.0.0.1:" + proxy.port());
+        props.put("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT");
         props.put("inter.broker.listener.name", "PLAINTEXT");
         props.put("log.dirs", logDir);
         props.put("num.partitions", "1");
@@ -88,7 +97,7 @@ public final class LocalKafka implements AutoCloseable {
         server.startup();
         String bootstrap = "127.0.0.1:" + brokerPort;
         log.info("Kafka broker up at {} in {} ms", bootstrap, (System.nanoTime() - started) / 1_000_000);
-        return new LocalKafka(bootstrap, config, server);
+        return new LocalKafka(bootstrap, config, server, proxy);
     }
 
     /**
@@ -117,6 +126,22 @@ public final class LocalKafka implements AutoCloseable {
         return bootstrapServers;
     }
 
+    /**
+     * The broker's address behind its proxy ({@link #proxy}): a client bootstrapped here is told the proxy's address for
+     * the broker too, so all its connections pass the proxy. Not for an external cluster.
+     */
+    public String proxiedBootstrapServers() {
+        return "127.0.0.1:" + proxy().port();
+    }
+
+    /** The proxy in front of the broker's second listener ({@link #proxiedBootstrapServers}). */
+    public FaultProxy proxy() {
+        if (proxy == null) {
+            throw new IllegalStateException("the Kafka cluster at " + bootstrapServers + " is external: it has no proxy");
+        }
+        return proxy;
+    }
+
     public synchronized boolean external() {
         return config == null;
     }
@@ -126,6 +151,13 @@ public final class LocalKafka implements AutoCloseable {
         if (server != null) {
             server.shutdown();
             server.awaitShutdown();
+        }
+        if (proxy != null) {
+            try {
+                proxy.close();
+            } catch (java.io.IOException e) {
+                log.debug("closing the Kafka proxy failed: {}", e.toString());
+            }
         }
     }
 }
