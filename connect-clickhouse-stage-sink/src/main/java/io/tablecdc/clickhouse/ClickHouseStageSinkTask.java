@@ -10,6 +10,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -33,6 +35,7 @@ import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.SinkLeases;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -56,7 +59,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     private ClickHouseStageSinkConfig config;
     private String connectorName;
-    private Catalog catalog;
+    private volatile Catalog catalog;
     /** While the catalog could not be reached (at start, or since): when to try again. */
     private final Backoff catalogBackoff = new Backoff(1_000, 60_000);
     private long catalogRetryAtMs;
@@ -80,6 +83,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
     /** Starts the normalize loops of assigned tables with batches staged before. */
     private StagedScan stagedScan;
+    /** The tables whose sink hold this task renews ({@link TableSink.Shared#held}). */
+    private final Set<TableKey> held = ConcurrentHashMap.newKeySet();
+    /** Renews this task's sink holds in the catalog ({@link SinkLeases#SINK_HOLD}), whatever the task's thread does. */
+    private ScheduledExecutorService holdRenewer;
 
     @Override
     public String version() {
@@ -141,10 +148,26 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     }
 
                     @Override
+                    public void resume(TopicPartition tp) {
+                        try {
+                            context.resume(tp);
+                        } catch (IllegalStateException notAssigned) {
+                            log.debug("resuming {} failed: {}", tp, notAssigned.toString());
+                        }
+                    }
+
+                    @Override
                     public void timeout(long ms) {
                         context.timeout(ms);
                     }
-                }, this::report, ConcurrentHashMap.newKeySet());
+                }, this::report, ConcurrentHashMap.newKeySet(), held);
+        holdRenewer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread thread = new Thread(r, "tablecdc-sink-holds-" + connectorName);
+            thread.setDaemon(true);
+            return thread;
+        });
+        long every = SinkLeases.SINK_HOLD.toMillis() / 4;
+        holdRenewer.scheduleWithFixedDelay(this::renewHolds, every, every, TimeUnit.MILLISECONDS);
         stagedScan = new StagedScan(connectorName, () -> catalog, () -> context.assignment(), this::table, loops);
         log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
                 config.clickHouseUrlForLogs(), config.clickHouseDatabase(),
@@ -187,6 +210,25 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
     }
 
+    /**
+     * Renews this task's hold on its tables, so that no other sink takes them while it runs; a failure (the catalog
+     * unreachable) is tried again at the next round, well before the hold runs out.
+     */
+    private void renewHolds() {
+        Catalog open = catalog;
+        List<TableKey> keys = List.copyOf(held);
+        if (open == null || keys.isEmpty()) {
+            return;
+        }
+        try {
+            open.sink().renewSinkHolds(connectorName, keys.stream().map(TableKey::flow).toList(),
+                    keys.stream().map(TableKey::table).toList(), SinkLeases.SINK_HOLD);
+        } catch (RuntimeException e) {
+            log.warn("sink {}: renewing its hold on {} tables in the catalog failed (tried again in {} s): {}", connectorName,
+                    keys.size(), SinkLeases.SINK_HOLD.toSeconds() / 4, e.getMessage());
+        }
+    }
+
     @Override
     public void put(Collection<SinkRecord> records) {
         long now = System.currentTimeMillis();
@@ -200,6 +242,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         for (TableSink table : tables.values()) {
             table.retryUpload(now);
+            table.recheckRefusal(now);
         }
         stagedScan.scan(now);
         Set<TopicPartition> held = new HashSet<>();
@@ -405,6 +448,10 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     @Override
     public void stop() {
+        if (holdRenewer != null) {
+            holdRenewer.shutdownNow();
+        }
+        releaseHolds();
         if (metrics != null) {
             metrics.close();
         }
@@ -416,5 +463,21 @@ public class ClickHouseStageSinkTask extends SinkTask {
         Resources.closeQuietly(destination, "the ClickHouse client");
         Resources.closeQuietly(store, "the stage store");
         Resources.closeQuietly(catalog, "the catalog");
+    }
+
+    /** Gives up this task's sink holds as it stops, so that another sink may take its tables at once. */
+    private void releaseHolds() {
+        List<TableKey> keys = List.copyOf(held);
+        if (catalog == null || keys.isEmpty()) {
+            return;
+        }
+        try {
+            catalog.sink().releaseSinkHolds(connectorName, keys.stream().map(TableKey::flow).toList(),
+                    keys.stream().map(TableKey::table).toList());
+        } catch (RuntimeException e) {
+            log.info("sink {}: giving up its hold on {} tables failed; it runs out within {} s: {}", connectorName,
+                    keys.size(), SinkLeases.SINK_HOLD.toSeconds(), e.getMessage());
+        }
+        held.clear();
     }
 }
