@@ -52,6 +52,10 @@ public final class SinkLeases {
     /** The sink hold's end as text, ISO-8601 in UTC. */
     private static final String HOLD_UNTIL = "to_char(sink_lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
 
+    /** The rows of {@code ?} (flows) and {@code ?} (tables), pair by pair, that sink {@code ?} holds. */
+    private static final String SINKS_TABLES = " FROM unnest(?::text[], ?::text[]) AS k(flow_name, table_name)"
+            + " WHERE s.flow_name = k.flow_name AND s.source_table_identifier = k.table_name AND s.sink_name = ?";
+
     /**
      * Renews sink {@code sinkName}'s hold on the tables it holds among {@code flows}/{@code tables} (pairs at the same
      * index) by {@code hold} from now; a table another sink took meanwhile is left. May be called again after a crash.
@@ -64,9 +68,7 @@ public final class SinkLeases {
             return 0;
         }
         return db.onCatalog("renewSinkHolds", c -> update(c, "UPDATE " + STATE + " AS s"
-                + " SET sink_lease_until = now() + make_interval(secs => ?)"
-                + " FROM unnest(?::text[], ?::text[]) AS k(flow_name, table_name)"
-                + " WHERE s.flow_name = k.flow_name AND s.source_table_identifier = k.table_name AND s.sink_name = ?",
+                + " SET sink_lease_until = now() + make_interval(secs => ?)" + SINKS_TABLES,
                 seconds(hold), Sql.texts(flows), Sql.texts(tables), sinkName));
     }
 
@@ -80,9 +82,7 @@ public final class SinkLeases {
             return 0;
         }
         return db.onCatalog("releaseSinkHolds", c -> update(c, "UPDATE " + STATE + " AS s SET sink_lease_until = NULL"
-                + " FROM unnest(?::text[], ?::text[]) AS k(flow_name, table_name)"
-                + " WHERE s.flow_name = k.flow_name AND s.source_table_identifier = k.table_name AND s.sink_name = ?"
-                + " AND s.sink_lease_until IS NOT NULL",
+                + SINKS_TABLES + " AND s.sink_lease_until IS NOT NULL",
                 Sql.texts(flows), Sql.texts(tables), sinkName));
     }
 

@@ -87,6 +87,11 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Set<TableKey> held = ConcurrentHashMap.newKeySet();
     /** Renews this task's sink holds in the catalog ({@link SinkLeases#SINK_HOLD}), whatever the task's thread does. */
     private ScheduledExecutorService holdRenewer;
+    /**
+     * Held while holds are renewed or given up: a renewal reads {@link #held} and writes inside it, so that one in flight
+     * never takes a hold again after the task gave it up (a table left {@link #held} before its hold is given up).
+     */
+    private final Object holdLock = new Object();
 
     @Override
     public String version() {
@@ -215,6 +220,12 @@ public class ClickHouseStageSinkTask extends SinkTask {
      * unreachable) is tried again at the next round, well before the hold runs out.
      */
     private void renewHolds() {
+        synchronized (holdLock) {
+            renewHeld();
+        }
+    }
+
+    private void renewHeld() {
         Catalog open = catalog;
         List<TableKey> keys = List.copyOf(held);
         if (open == null || keys.isEmpty()) {
@@ -434,6 +445,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             nextOffsets.remove(tp);
             stagedScan.revoked(tp);
         }
+        List<TableKey> releasing = affected.stream().filter(held::contains).toList();
         for (TableKey key : affected) {
             TableSink table = tables.get(key);
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
@@ -444,6 +456,8 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         // every loop was told to stop above; wait for their steps in flight together, not one after another
         loops.awaitStopped(stopping);
+        // the sink's hold on them goes too (Connect closes every partition before it stops a task)
+        releaseHolds(releasing);
     }
 
     @Override
@@ -451,7 +465,9 @@ public class ClickHouseStageSinkTask extends SinkTask {
         if (holdRenewer != null) {
             holdRenewer.shutdownNow();
         }
-        releaseHolds();
+        List<TableKey> holding = List.copyOf(held);
+        held.clear();
+        releaseHolds(holding);
         if (metrics != null) {
             metrics.close();
         }
@@ -465,12 +481,20 @@ public class ClickHouseStageSinkTask extends SinkTask {
         Resources.closeQuietly(catalog, "the catalog");
     }
 
-    /** Gives up this task's sink holds as it stops, so that another sink may take its tables at once. */
-    private void releaseHolds() {
-        List<TableKey> keys = List.copyOf(held);
+    /**
+     * Gives up this task's sink hold on {@code keys} (tables it stops loading: revoked, or the task stops), so that
+     * another sink may take them at once.
+     */
+    private void releaseHolds(List<TableKey> keys) {
         if (catalog == null || keys.isEmpty()) {
             return;
         }
+        synchronized (holdLock) {
+            releaseHeld(keys);
+        }
+    }
+
+    private void releaseHeld(List<TableKey> keys) {
         try {
             catalog.sink().releaseSinkHolds(connectorName, keys.stream().map(TableKey::flow).toList(),
                     keys.stream().map(TableKey::table).toList());
@@ -478,6 +502,5 @@ public class ClickHouseStageSinkTask extends SinkTask {
             log.info("sink {}: giving up its hold on {} tables failed; it runs out within {} s: {}", connectorName,
                     keys.size(), SinkLeases.SINK_HOLD.toSeconds(), e.getMessage());
         }
-        held.clear();
     }
 }
