@@ -170,7 +170,8 @@ class SinkOwnerIT {
      * new flow makes a slot of its own and streams the table's new rows, which the sink refuses (the ClickHouse table is
      * the old flow's), naming the old flow and tablecdc-retire-flow. The command refuses without the source database
      * (the old flow's slot keeps WAL), then drops the old flow's slot and removes its rows; the new flow's rows load
-     * without a restart, and its own slot stays.
+     * without a restart, and its own slot stays. Then the new flow is started over under its name as documented (stop,
+     * offsets deleted, retired, resumed): it copies its table again from a new slot.
      */
     @Test
     void aRenamedPostgresFlowIsRetiredWithItsSlotAndItsTableLoads() throws Exception {
@@ -197,7 +198,10 @@ class SinkOwnerIT {
 
             // the rename: the connector deleted, created again under another name with the same settings
             rest.delete(oldFlow);
-            rest.putConfig(newFlow, SourceConfigs.pgPipeline(stack, catalogUrl, database, "pgowner_pub", "pgowner"));
+            Map<String, String> renamed = SourceConfigs.pgPipeline(stack, catalogUrl, database, "pgowner_pub", "pgowner");
+            // the flow under its new name copies its table (and again when it is started over)
+            renamed.put("table.sync.copy", "all");
+            rest.putConfig(newFlow, renamed);
             rest.awaitRunning(newFlow, 1, Duration.ofSeconds(90));
             String newSlot = flowSlot(newFlow);
             sourceSql(database, "INSERT INTO ownr.moved VALUES (3, 'c')", "UPDATE ownr.moved SET customer = 'a2' WHERE id = 1");
@@ -223,6 +227,26 @@ class SinkOwnerIT {
 
             awaitRows("ownr_moved", "[1=a2, 2=b, 3=c]", Duration.ofSeconds(120));
             assertEquals(List.of("RUNNING", "RUNNING"), rest.states(newFlow));
+
+            // the documented start-over under the same name: stop, delete the offsets, retire, resume; it copies the
+            // table from a new slot (a row inserted meanwhile is there, a row that is in ClickHouse only is not)
+            rest.stop(newFlow);
+            rest.awaitStatus(newFlow, st -> "STOPPED".equals(st.path("connector").path("state").asText())
+                    && st.path("tasks").isEmpty(), Duration.ofSeconds(60));
+            rest.resetOffsets(newFlow);
+            sourceSql(database, "INSERT INTO ownr.moved VALUES (4, 'd')");
+            clickhouse.execute("INSERT INTO ownr_moved (id, customer, _tablecdc_version, _tablecdc_is_deleted)"
+                    + " VALUES (99, 'only in ClickHouse', 0, 0)").get().close();
+            String startedOver = StatusScript.runTool(stack, "tablecdc-connect-pg-pipeline-*", "tablecdc-retire-flow",
+                    catalogUrl, "--flow", newFlow, "--source-url", sourceUrl, "--source-user", stack.postgres().user());
+            assertTrue(startedOver != null && startedOver.contains("flow " + newFlow + " retired") && startedOver.contains(newSlot),
+                    String.valueOf(startedOver));
+            rest.resume(newFlow);
+            rest.awaitRunning(newFlow, 1, Duration.ofSeconds(90));
+            awaitRows("ownr_moved", "[1=a2, 2=b, 3=c, 4=d]", Duration.ofSeconds(120));
+            String restartedSlot = flowSlot(newFlow);
+            assertTrue(!restartedSlot.equals(newSlot), "a new slot: " + restartedSlot);
+            assertEquals("[false]", slotsExist(database, newSlot), "the slot before the start-over dropped");
         } finally {
             for (String connector : List.of(newFlow, oldFlow, sink)) {
                 if (rest.connectors().contains(connector)) {
