@@ -216,6 +216,69 @@ public final class Flows {
         });
     }
 
+    // ---------------------------------------------------------------- tablecdc-retire-flow, on its connection
+
+    /**
+     * A flow as {@link #lockForRetire} locked it: its tables, its main replication slot (null for a flow without one),
+     * the private slots its tables hold, and what of it still runs (a copy task's or a sink task's live lease), one line
+     * each.
+     */
+    public record RetiringFlow(List<String> tables, String mainSlot, List<String> detachSlots, List<String> running) {
+    }
+
+    /**
+     * Locks the flow's row and its tables' rows for the caller's transaction and reads what {@link #retire} removes and
+     * whether a task of the flow still runs: a copy lease or a normalize lease (a sink loading one of its tables now)
+     * that has not run out.
+     *
+     * @return empty when the catalog has no row of the flow
+     */
+    public static Optional<RetiringFlow> lockForRetire(Connection c, String flow) throws SQLException {
+        Optional<String> slot = first(c, "SELECT coalesce(source_slot, '') FROM " + FLOW + " WHERE flow_name = ? FOR UPDATE",
+                rs -> rs.getString(1), flow);
+        List<String> tables = new java.util.ArrayList<>();
+        List<String> detachSlots = new java.util.ArrayList<>();
+        List<String> running = new java.util.ArrayList<>();
+        for (String[] row : list(c, "SELECT source_table_identifier, detach_slot,"
+                + " CASE WHEN copy_lease_until > now() THEN copy_lease_owner END,"
+                + " CASE WHEN normalize_lease_until > now() THEN normalize_lease_owner END"
+                + " FROM " + STATE + " WHERE flow_name = ? ORDER BY source_table_identifier FOR UPDATE",
+                rs -> new String[] {rs.getString(1), rs.getString(2), rs.getString(3), rs.getString(4)}, flow)) {
+            tables.add(row[0]);
+            if (row[1] != null) {
+                detachSlots.add(row[1]);
+            }
+            if (row[2] != null) {
+                running.add("table " + row[0] + ": copy task " + row[2] + " holds its copy lease");
+            }
+            if (row[3] != null) {
+                running.add("table " + row[0] + ": sink task " + row[3] + " is loading it");
+            }
+        }
+        if (slot.isEmpty() && tables.isEmpty()) {
+            return Optional.empty();
+        }
+        String main = slot.filter(name -> !name.isEmpty()).orElse(null);
+        return Optional.of(new RetiringFlow(tables, main, detachSlots, running));
+    }
+
+    /** What {@link #retire} removed: the flow's tables and their staged and quarantined batches. */
+    public record Retired(int tables, int stagedBatches, int quarantinedBatches) {
+    }
+
+    /**
+     * Removes the flow from the catalog, on the caller's connection: its row, its tables' rows (with them their
+     * destinations, so that a flow under another name may load those ClickHouse tables) and their staged and
+     * quarantined batches. Stage files are left in the object store.
+     */
+    public static Retired retire(Connection c, String flow) throws SQLException {
+        int staged = update(c, "DELETE FROM " + STAGE + " WHERE flow_name = ?", flow);
+        int quarantined = update(c, "DELETE FROM " + Sql.QUARANTINE + " WHERE flow_name = ?", flow);
+        int tables = update(c, "DELETE FROM " + STATE + " WHERE flow_name = ?", flow);
+        update(c, "DELETE FROM " + FLOW + " WHERE flow_name = ?", flow);
+        return new Retired(tables, staged, quarantined);
+    }
+
     private static Optional<FlowRecord> readFlow(Connection c, String flow) throws SQLException {
         return first(c, "SELECT " + FLOW_COLUMNS + " FROM " + FLOW + " WHERE flow_name = ?", Flows::flowRecord, flow);
     }

@@ -28,8 +28,9 @@ public final class SinkLeases {
     }
 
     /**
-     * Records which sink connector loads the table and from which Kafka topic. Writes only when either changed. May be
-     * called again after a crash.
+     * Records which sink connector loads the table and from which Kafka topic. Writes only when either changed, and
+     * never while another sink holds the table ({@link #claimDestination(String, String, String, String, String, Duration)}).
+     * May be called again after a crash.
      *
      * @return true if the row changed now
      */
@@ -37,8 +38,52 @@ public final class SinkLeases {
         return db.onTable("recordSinkTopic", flow, table, c -> update(c, "UPDATE " + STATE
                 + " SET sink_name = ?, sink_topic = ?"
                 + " WHERE flow_name = ? AND source_table_identifier = ?"
-                + " AND (sink_name IS DISTINCT FROM ? OR sink_topic IS DISTINCT FROM ?)",
-                sinkName, topic, flow, table, sinkName, topic) == 1);
+                + " AND (sink_name IS DISTINCT FROM ? OR sink_topic IS DISTINCT FROM ?) AND " + HOLD_FREE,
+                sinkName, topic, flow, table, sinkName, topic, sinkName) == 1);
+    }
+
+    /** How long a sink's hold on a table lasts unless renewed: a sink task renews it well within this time. */
+    public static final Duration SINK_HOLD = Duration.ofSeconds(90);
+
+    /** The row's sink hold is free for sink {@code ?}: nobody holds it, that sink does, or the hold ran out. */
+    private static final String HOLD_FREE = "(sink_name IS NULL OR sink_name = ? OR sink_lease_until IS NULL"
+            + " OR sink_lease_until <= now())";
+
+    /** The sink hold's end as text, ISO-8601 in UTC. */
+    private static final String HOLD_UNTIL = "to_char(sink_lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')";
+
+    /** The rows of {@code ?} (flows) and {@code ?} (tables), pair by pair, that sink {@code ?} holds. */
+    private static final String SINKS_TABLES = " FROM unnest(?::text[], ?::text[]) AS k(flow_name, table_name)"
+            + " WHERE s.flow_name = k.flow_name AND s.source_table_identifier = k.table_name AND s.sink_name = ?";
+
+    /**
+     * Renews sink {@code sinkName}'s hold on the tables it holds among {@code flows}/{@code tables} (pairs at the same
+     * index) by {@code hold} from now; a table another sink took meanwhile is left. May be called again after a crash.
+     *
+     * @return how many holds were renewed
+     */
+    public int renewSinkHolds(String sinkName, List<String> flows, List<String> tables, Duration hold) {
+        Objects.requireNonNull(sinkName, "sinkName");
+        if (flows.isEmpty()) {
+            return 0;
+        }
+        return db.onCatalog("renewSinkHolds", c -> update(c, "UPDATE " + STATE + " AS s"
+                + " SET sink_lease_until = now() + make_interval(secs => ?)" + SINKS_TABLES,
+                seconds(hold), Sql.texts(flows), Sql.texts(tables), sinkName));
+    }
+
+    /**
+     * Gives up sink {@code sinkName}'s hold on the tables among {@code flows}/{@code tables} (a sink task that stops), so
+     * that another sink may take them at once. The sink stays recorded as the one that loads them. May be called again.
+     */
+    public int releaseSinkHolds(String sinkName, List<String> flows, List<String> tables) {
+        Objects.requireNonNull(sinkName, "sinkName");
+        if (flows.isEmpty()) {
+            return 0;
+        }
+        return db.onCatalog("releaseSinkHolds", c -> update(c, "UPDATE " + STATE + " AS s SET sink_lease_until = NULL"
+                + SINKS_TABLES + " AND s.sink_lease_until IS NOT NULL",
+                Sql.texts(flows), Sql.texts(tables), sinkName));
     }
 
     /**
@@ -140,15 +185,29 @@ public final class SinkLeases {
      * {@code destination}. May be called again after a crash.
      */
     public Optional<DestinationRefusal> claimDestination(String flow, String table, String destination, String formerName) {
+        return claimDestination(flow, table, destination, formerName, null, null);
+    }
+
+    /**
+     * As {@link #claimDestination(String, String, String, String)}, for sink {@code sinkName} (null: no sink's hold is
+     * checked or taken), which also takes or renews its hold on the table for {@code hold}, in the same statement that
+     * records the destination: refused while another sink holds it ({@link DestinationRefusal.HeldBySink}), so that two
+     * sinks never load some batches each of one table. May be called again after a crash.
+     */
+    public Optional<DestinationRefusal> claimDestination(String flow, String table, String destination, String formerName,
+                                                         String sinkName, Duration hold) {
         requireName("claimDestination", "destination", destination);
         String former = formerName == null || formerName.equals(destination) ? null : formerName;
         return db.onTable("claimDestination", flow, table, c -> {
-            Optional<String> other = destinationHolder(c, flow, table, destination);
-            if (other.isEmpty() && former != null) {
-                other = destinationHolder(c, flow, table, former);
+            Optional<DestinationRefusal> held = destinationHolder(c, flow, table, destination);
+            if (held.isEmpty() && former != null) {
+                held = destinationHolder(c, flow, table, former);
             }
-            if (other.isPresent()) {
-                return other.<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
+            if (held.isEmpty() && sinkName != null) {
+                held = sinkHolder(c, flow, table, sinkName);
+            }
+            if (held.isPresent()) {
+                return held;
             }
             Optional<DestinationRefusal> elsewhere = first(c, "SELECT destination_table, normalized_batch_id FROM "
                     + STATE + " WHERE flow_name = ? AND source_table_identifier = ?", rs -> {
@@ -161,13 +220,21 @@ public final class SinkLeases {
                 return elsewhere;
             }
             try {
-                update(c, "UPDATE " + STATE + " SET destination_table = ? WHERE flow_name = ?"
-                        + " AND source_table_identifier = ? AND destination_table IS DISTINCT FROM ?",
-                        destination, flow, table, destination);
+                if (sinkName == null) {
+                    update(c, "UPDATE " + STATE + " SET destination_table = ? WHERE flow_name = ?"
+                            + " AND source_table_identifier = ? AND destination_table IS DISTINCT FROM ?",
+                            destination, flow, table, destination);
+                } else if (update(c, "UPDATE " + STATE + " SET destination_table = ?, sink_name = ?,"
+                        + " sink_lease_until = now() + make_interval(secs => ?)"
+                        + " WHERE flow_name = ? AND source_table_identifier = ? AND " + HOLD_FREE,
+                        destination, sinkName, seconds(Objects.requireNonNull(hold, "hold")), flow, table, sinkName) == 0) {
+                    // another sink took it between the check and now (the hold, checked again in the statement)
+                    return sinkHolder(c, flow, table, sinkName);
+                }
             } catch (SQLException e) {
                 if ("23505".equals(e.getSQLState())) {
                     // another table took it at the same moment
-                    return destinationHolder(c, flow, table, destination).<DestinationRefusal>map(DestinationRefusal.HeldBy::new);
+                    return destinationHolder(c, flow, table, destination);
                 }
                 throw e;
             }
@@ -175,25 +242,37 @@ public final class SinkLeases {
         });
     }
 
-    private static Optional<String> destinationHolder(Connection c, String flow, String table, String destination)
+    /** Another sink's live hold on the table, as a refusal of {@code sinkName}'s claim. */
+    private static Optional<DestinationRefusal> sinkHolder(Connection c, String flow, String table, String sinkName)
             throws SQLException {
+        return first(c, "SELECT sink_name, destination_table, " + HOLD_UNTIL + " FROM " + STATE
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND sink_name <> ? AND sink_lease_until > now()",
+                rs -> new DestinationRefusal.HeldBySink(rs.getString(1), rs.getString(2), rs.getString(3)),
+                flow, table, sinkName);
+    }
+
+    private static Optional<DestinationRefusal> destinationHolder(Connection c, String flow, String table,
+                                                                  String destination) throws SQLException {
         return first(c, "SELECT flow_name, source_table_identifier FROM " + STATE
                 + " WHERE destination_table = ? AND NOT (flow_name = ? AND source_table_identifier = ?)",
-                rs -> "flow " + rs.getString(1) + ", table " + rs.getString(2), destination, flow, table);
+                rs -> new DestinationRefusal.HeldBy("flow " + rs.getString(1) + ", table " + rs.getString(2),
+                        rs.getString(1)), destination, flow, table);
     }
 
     // ---------------------------------------------------------------- operator commands, on their connection
 
     /**
      * The table's row as {@link #lockForOperator} locked it: the normalize lease's live holder (or null), the last
-     * error, the normalized batch id, and the batch ClickHouse refused when the last error is that refusal (or null).
+     * error, the normalized batch id, the batch ClickHouse refused when the last error is that refusal (or null), and
+     * the sink connector whose hold on the table has not run out and when that hold ends (ISO-8601, UTC), or nulls.
      */
-    public record LockedTable(String leaseHolder, String lastError, long normalizedBatchId, Long refusedBatchId) {
+    public record LockedTable(String leaseHolder, String lastError, long normalizedBatchId, Long refusedBatchId,
+                              String holdingSink, String holdUntil) {
     }
 
     /**
      * Locks the table's row for the caller's transaction and reads who holds an unexpired normalize lease on it (a
-     * sink task loading it now), its last error, its normalized batch id and the batch whose refusal by ClickHouse
+     * sink task loading it now), which sink holds it (a running sink that loads it, even when idle), its last error, its normalized batch id and the batch whose refusal by ClickHouse
      * is that last error ({@link TableProgress#recordError(String, String, String, java.time.Instant, java.time.Instant, Long)}): only
      * while {@code refused_at} is the last error's time, so a later error of any kind, or none, names no batch.
      *
@@ -201,10 +280,12 @@ public final class SinkLeases {
      */
     public static Optional<LockedTable> lockForOperator(Connection c, String flow, String table) throws SQLException {
         return first(c, "SELECT normalize_lease_owner, normalize_lease_until > now(), last_error, normalized_batch_id,"
-                + " CASE WHEN last_error IS NOT NULL AND refused_at = last_error_at THEN refused_batch_id END"
+                + " CASE WHEN last_error IS NOT NULL AND refused_at = last_error_at THEN refused_batch_id END,"
+                + " CASE WHEN sink_lease_until > now() THEN sink_name END, " + HOLD_UNTIL
                 + " FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ? FOR UPDATE",
                 rs -> new LockedTable(rs.getBoolean(2) ? rs.getString(1) : null, rs.getString(3), rs.getLong(4),
-                        Sql.nullableLong(rs, 5)),
+                        Sql.nullableLong(rs, 5), rs.getString(6),
+                        rs.getString(6) == null ? null : rs.getString(7)),
                 flow, table);
     }
 

@@ -1121,7 +1121,7 @@ class CatalogTest {
         assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "ch:8123/db.a2"), "its own destination again");
         // another table is refused the destination of this one
         catalog.progress().initTable(f, "s.b");
-        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a", f)),
                 catalog.sink().claimDestination(f, "s.b", "ch:8123/db.a2"));
     }
 
@@ -1140,15 +1140,51 @@ class CatalogTest {
         assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere("ch:8123/db.a", 1)),
                 catalog.sink().claimDestination(f, "s.a", byUuid, "alias:8123/db.a"), "reached under another address");
         catalog.progress().initTable(f, "s.b");
-        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a", f)),
                 catalog.sink().claimDestination(f, "s.b", byUuid, "ch:8123/db.a"), "held under its former name");
         assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", byUuid, "ch:8123/db.a"));
         assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", byUuid, "alias:8123/db.a"),
                 "rewritten: any address of the database from then on");
-        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a")),
+        assertEquals(Optional.of(new DestinationRefusal.HeldBy("flow " + f + ", table s.a", f)),
                 catalog.sink().claimDestination(f, "s.b", byUuid, null));
         assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere(byUuid, 1)),
                 catalog.sink().claimDestination(f, "s.a", "db.a in ClickHouse database 6d2e1c0a-0000-4000-8000-000000000002",
                         "ch:8123/db.a"), "another database of the same name");
+    }
+
+    /**
+     * One sink at a time holds a table: a second sink's claim is refused while the first one's hold lasts, even before
+     * anything was loaded (two sinks started together), and succeeds once that hold was given up or ran out; the
+     * operator's lock sees the live hold.
+     */
+    @Test
+    void aSecondSinkIsRefusedATableAnotherSinkHolds() throws SQLException {
+        String f = "flow-sink-hold";
+        catalog.progress().initTable(f, "s.a");
+        Duration hold = Duration.ofMinutes(1);
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "db.a in A", null, "sink-a", hold));
+        Optional<DestinationRefusal> refused = catalog.sink().claimDestination(f, "s.a", "db.a in B", null, "sink-b", hold);
+        assertTrue(refused.orElseThrow() instanceof DestinationRefusal.HeldBySink held && held.sink().equals("sink-a")
+                && held.destination().equals("db.a in A") && held.until() != null, refused.toString());
+        assertFalse(catalog.sink().recordSinkTopic(f, "s.a", "sink-b", "t"), "the refused sink does not record itself");
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "db.a in A", null, "sink-a", hold),
+                "its holder claims it again");
+        assertEquals(1, catalog.sink().renewSinkHolds("sink-a", List.of(f), List.of("s.a"), hold));
+        assertEquals(0, catalog.sink().renewSinkHolds("sink-b", List.of(f), List.of("s.a"), hold), "not sink-b's");
+        try (Connection c = raw.getConnection()) {
+            SinkLeases.LockedTable locked = SinkLeases.lockForOperator(c, f, "s.a").orElseThrow();
+            assertEquals("sink-a", locked.holdingSink());
+            assertNotNull(locked.holdUntil());
+        }
+        assertEquals(1, catalog.sink().releaseSinkHolds("sink-a", List.of(f), List.of("s.a")));
+        try (Connection c = raw.getConnection()) {
+            assertNull(SinkLeases.lockForOperator(c, f, "s.a").orElseThrow().holdingSink(), "given up");
+        }
+        assertEquals(Optional.empty(), catalog.sink().claimDestination(f, "s.a", "db.a in B", null, "sink-b", hold),
+                "the hold given up and nothing loaded: the other sink takes the table");
+        assertTrue(catalog.progress().recordNormalize(f, "s.a", 1, new RowCounts(1, 0, 0), T0));
+        assertEquals(1, catalog.sink().releaseSinkHolds("sink-b", List.of(f), List.of("s.a")));
+        assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere("db.a in B", 1)),
+                catalog.sink().claimDestination(f, "s.a", "db.a in A", null, "sink-a", hold), "loaded elsewhere meanwhile");
     }
 }

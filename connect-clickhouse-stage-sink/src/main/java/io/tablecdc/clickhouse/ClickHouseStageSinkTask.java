@@ -10,6 +10,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -33,6 +35,7 @@ import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.CatalogUnavailableException;
+import io.tablecdc.catalog.SinkLeases;
 import io.tablecdc.common.metrics.TableMetrics;
 
 /**
@@ -56,7 +59,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
 
     private ClickHouseStageSinkConfig config;
     private String connectorName;
-    private Catalog catalog;
+    private volatile Catalog catalog;
     /** While the catalog could not be reached (at start, or since): when to try again. */
     private final Backoff catalogBackoff = new Backoff(1_000, 60_000);
     private long catalogRetryAtMs;
@@ -80,6 +83,15 @@ public class ClickHouseStageSinkTask extends SinkTask {
     private final Map<TopicPartition, TableKey> tableOfPartition = new HashMap<>();
     /** Starts the normalize loops of assigned tables with batches staged before. */
     private StagedScan stagedScan;
+    /** The tables whose sink hold this task renews ({@link TableSink.Shared#held}). */
+    private final Set<TableKey> held = ConcurrentHashMap.newKeySet();
+    /** Renews this task's sink holds in the catalog ({@link SinkLeases#SINK_HOLD}), whatever the task's thread does. */
+    private ScheduledExecutorService holdRenewer;
+    /**
+     * Held while holds are renewed or given up: a renewal reads {@link #held} and writes inside it, so that one in flight
+     * never takes a hold again after the task gave it up (a table left {@link #held} before its hold is given up).
+     */
+    private final Object holdLock = new Object();
 
     @Override
     public String version() {
@@ -141,10 +153,26 @@ public class ClickHouseStageSinkTask extends SinkTask {
                     }
 
                     @Override
+                    public void resume(TopicPartition tp) {
+                        try {
+                            context.resume(tp);
+                        } catch (IllegalStateException notAssigned) {
+                            log.debug("resuming {} failed: {}", tp, notAssigned.toString());
+                        }
+                    }
+
+                    @Override
                     public void timeout(long ms) {
                         context.timeout(ms);
                     }
-                }, this::report, ConcurrentHashMap.newKeySet());
+                }, this::report, ConcurrentHashMap.newKeySet(), held);
+        holdRenewer = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread thread = new Thread(r, "tablecdc-sink-holds-" + connectorName);
+            thread.setDaemon(true);
+            return thread;
+        });
+        long every = SinkLeases.SINK_HOLD.toMillis() / 4;
+        holdRenewer.scheduleWithFixedDelay(this::renewHolds, every, every, TimeUnit.MILLISECONDS);
         stagedScan = new StagedScan(connectorName, () -> catalog, () -> context.assignment(), this::table, loops);
         log.info("sink {} started: ClickHouse {} database {}{}, stage {}, normalize {} with {} threads", connectorName,
                 config.clickHouseUrlForLogs(), config.clickHouseDatabase(),
@@ -187,6 +215,31 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
     }
 
+    /**
+     * Renews this task's hold on its tables, so that no other sink takes them while it runs; a failure (the catalog
+     * unreachable) is tried again at the next round, well before the hold runs out.
+     */
+    private void renewHolds() {
+        synchronized (holdLock) {
+            renewHeld();
+        }
+    }
+
+    private void renewHeld() {
+        Catalog open = catalog;
+        List<TableKey> keys = List.copyOf(held);
+        if (open == null || keys.isEmpty()) {
+            return;
+        }
+        try {
+            open.sink().renewSinkHolds(connectorName, keys.stream().map(TableKey::flow).toList(),
+                    keys.stream().map(TableKey::table).toList(), SinkLeases.SINK_HOLD);
+        } catch (RuntimeException e) {
+            log.warn("sink {}: renewing its hold on {} tables in the catalog failed (tried again in {} s): {}", connectorName,
+                    keys.size(), SinkLeases.SINK_HOLD.toSeconds() / 4, e.getMessage());
+        }
+    }
+
     @Override
     public void put(Collection<SinkRecord> records) {
         long now = System.currentTimeMillis();
@@ -200,6 +253,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         for (TableSink table : tables.values()) {
             table.retryUpload(now);
+            table.recheckRefusal(now);
         }
         stagedScan.scan(now);
         Set<TopicPartition> held = new HashSet<>();
@@ -391,6 +445,7 @@ public class ClickHouseStageSinkTask extends SinkTask {
             nextOffsets.remove(tp);
             stagedScan.revoked(tp);
         }
+        List<TableKey> releasing = affected.stream().filter(held::contains).toList();
         for (TableKey key : affected) {
             TableSink table = tables.get(key);
             // its normalize loop goes with it: the table's next owner starts its own once this one's lease is free
@@ -401,10 +456,18 @@ public class ClickHouseStageSinkTask extends SinkTask {
         }
         // every loop was told to stop above; wait for their steps in flight together, not one after another
         loops.awaitStopped(stopping);
+        // the sink's hold on them goes too (Connect closes every partition before it stops a task)
+        releaseHolds(releasing);
     }
 
     @Override
     public void stop() {
+        if (holdRenewer != null) {
+            holdRenewer.shutdownNow();
+        }
+        List<TableKey> holding = List.copyOf(held);
+        held.clear();
+        releaseHolds(holding);
         if (metrics != null) {
             metrics.close();
         }
@@ -416,5 +479,28 @@ public class ClickHouseStageSinkTask extends SinkTask {
         Resources.closeQuietly(destination, "the ClickHouse client");
         Resources.closeQuietly(store, "the stage store");
         Resources.closeQuietly(catalog, "the catalog");
+    }
+
+    /**
+     * Gives up this task's sink hold on {@code keys} (tables it stops loading: revoked, or the task stops), so that
+     * another sink may take them at once.
+     */
+    private void releaseHolds(List<TableKey> keys) {
+        if (catalog == null || keys.isEmpty()) {
+            return;
+        }
+        synchronized (holdLock) {
+            releaseHeld(keys);
+        }
+    }
+
+    private void releaseHeld(List<TableKey> keys) {
+        try {
+            catalog.sink().releaseSinkHolds(connectorName, keys.stream().map(TableKey::flow).toList(),
+                    keys.stream().map(TableKey::table).toList());
+        } catch (RuntimeException e) {
+            log.info("sink {}: giving up its hold on {} tables failed; it runs out within {} s: {}", connectorName,
+                    keys.size(), SinkLeases.SINK_HOLD.toSeconds(), e.getMessage());
+        }
     }
 }

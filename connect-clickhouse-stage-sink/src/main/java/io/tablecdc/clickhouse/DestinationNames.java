@@ -118,17 +118,30 @@ final class DestinationNames {
     }
 
     /**
-     * Why the table is stopped: two source tables map to one ClickHouse table, or a table with batches loaded would now
-     * be loaded into another one ({@code topic}: the topic its record came from).
+     * Why the table is stopped: two source tables map to one ClickHouse table, another sink holds the table, or a table
+     * with batches loaded would now be loaded into another one ({@code topic}: the topic its record came from).
      */
     String refusalMessage(TableKey key, DestinationRefusal refusal, String topic) {
         String here = config.clickHouseDatabase() + "." + key.clickHouseTable();
         String message;
+        String recheck = "; the table checks its claim again every " + TableSink.RECHECK_MS / 1000 + " s and proceeds"
+                + " without a restart once that is done";
         if (refusal instanceof DestinationRefusal.HeldBy held) {
             message = "ClickHouse table " + here + " is already loaded from " + held.otherTable() + "; flow " + key.flow()
-                    + ", table " + key.table() + " (topic " + topic + ") would be mixed into it and is stopped. Set "
-                    + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get different ClickHouse"
-                    + " tables (for example ${topic}), or stop one of them";
+                    + ", table " + key.table() + " (topic " + topic + ") would be mixed into it and is stopped. If flow "
+                    + held.otherFlow() + " is this flow under a former name (its source connector renamed or created again"
+                    + " under another name), retire it: delete its connector, then run tablecdc-retire-flow --flow "
+                    + held.otherFlow() + " (docs/operations.md, \"Rename, retire or restart a flow\")" + recheck
+                    + ". Otherwise set " + ClickHouseStageSinkConfig.TABLE_NAME_FORMAT_CONFIG + " so that the two get"
+                    + " different ClickHouse tables (for example ${topic}), or stop one of them";
+        } else if (refusal instanceof DestinationRefusal.HeldBySink sink) {
+            message = "flow " + key.flow() + ", table " + key.table() + " (topic " + topic + ") is loaded by sink "
+                    + sink.sink() + (sink.destination() == null ? "" : " into " + sink.destination())
+                    + ", which holds it (its hold lasts until " + sink.until() + " and is renewed while it runs); two sinks"
+                    + " on one table of one catalog would each load only some of its batches, so it is stopped here and"
+                    + " nothing of it is staged or loaded by this sink. To load the table into a second ClickHouse as"
+                    + " well, give this sink a catalog of its own (catalog.jdbc.url); to move the table to this sink,"
+                    + " delete sink " + sink.sink() + " (docs/operations.md, \"Two sinks on one table\")" + recheck;
         } else {
             DestinationRefusal.LoadedElsewhere elsewhere = (DestinationRefusal.LoadedElsewhere) refusal;
             String current = elsewhere.current();

@@ -23,6 +23,7 @@ import org.slf4j.LoggerFactory;
 
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.DestinationRefusal;
+import io.tablecdc.catalog.SinkLeases;
 import io.tablecdc.catalog.Stage;
 import io.tablecdc.catalog.StageFile;
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
@@ -58,6 +59,8 @@ final class TableSink {
     static final String STAGE_ERROR_PREFIX = "stage: ";
     /** The pause reason of a table whose staged batches fill its normalize buffer. */
     static final String SINK_BUFFER_FULL = "sink_normalize_buffer_full";
+    /** How often a refused table checks its claim again, so that it proceeds once the operator removed the cause. */
+    static final long RECHECK_MS = 30_000;
     /** How many failed rows a block's report names. */
     private static final int ROWS_NAMED = 10;
 
@@ -73,6 +76,9 @@ final class TableSink {
         /** Pauses one partition; a partition not assigned (records routed from another topic) is left. */
         void pause(TopicPartition tp);
 
+        /** Resumes one partition; a partition not assigned any more is left. */
+        void resume(TopicPartition tp);
+
         /** Connect delivers the records again after {@code ms} (with a {@link RetriableException}). */
         void timeout(long ms);
     }
@@ -80,10 +86,13 @@ final class TableSink {
     /** What became of a row: held (nothing staged), staged, or staged as the last of its batch. */
     private enum Staged { HELD, ROW, LAST }
 
-    /** What every table of a task shares. {@code errant}: reports a record that cannot be staged, or fails the task. */
+    /**
+     * What every table of a task shares. {@code errant}: reports a record that cannot be staged, or fails the task;
+     * {@code held}: the tables whose sink hold this task renews (claimed on it, not left), read by another thread.
+     */
     record Shared(ClickHouseStageSinkConfig config, String connectorName, Supplier<Catalog> catalog, StageStore store,
                   NormalizeLoops loops, TableMetrics metrics, Path localDir, DestinationNames names, Task task,
-                  BiConsumer<SinkRecord, Exception> errant, Set<List<String>> clampsLogged) {
+                  BiConsumer<SinkRecord, Exception> errant, Set<List<String>> clampsLogged, Set<TableKey> held) {
     }
 
     /** One row of a record: the row record itself, or a block's row as the row record it stands for. */
@@ -105,8 +114,17 @@ final class TableSink {
     private final Shared shared;
     private final ClickHouseStageSinkConfig config;
     private final String connectorName;
-    /** Why the table is stopped: another source table is loaded into its ClickHouse table, or it was loaded elsewhere. */
+    /**
+     * Why the table is stopped: another source table is loaded into its ClickHouse table, another sink holds it, or it
+     * was loaded elsewhere. Checked again {@value #RECHECK_MS} ms after the refusal ({@link #recheckRefusal}).
+     */
     private String refused;
+    /** When a refused table checks its claim again. */
+    private long recheckAtMs;
+    /** The partitions paused by the refusal, resumed when the table checks its claim again. */
+    private final Set<TopicPartition> refusedPartitions = new HashSet<>();
+    /** The last refusal logged at error level; the same refusal found again by a recheck is logged at debug. */
+    private String refusalLogged;
     /** With table.per.topic: why a record of the table arrived on a topic bound to another table. */
     private String unbound;
     /** Whether this sink cuts the table's batches (records of other producers): closed by size or age. */
@@ -279,8 +297,11 @@ final class TableSink {
         Optional<DestinationRefusal> refusal;
         try {
             catalog().progress().initTable(key.flow(), key.table());
-            catalog().sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
-            refusal = catalog().sink().claimDestination(key.flow(), key.table(), destinationName, shared.names().addressNameOf(key));
+            refusal = catalog().sink().claimDestination(key.flow(), key.table(), destinationName,
+                    shared.names().addressNameOf(key), connectorName, SinkLeases.SINK_HOLD);
+            if (refusal.isEmpty()) {
+                catalog().sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
+            }
         } catch (RuntimeException e) {
             throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                     + " in the catalog failed: " + e.getMessage(), e);
@@ -289,6 +310,7 @@ final class TableSink {
             refuse(refusal.get(), tp);
             return false;
         }
+        claimed();
         stager = new TableStager(key, shared.localDir(), config.avroCodec(), config.stageMaxFileBytes(),
                 column -> config.integerTemporal(key.table(), column),
                 column -> config.decimalText(key.table(), column),
@@ -315,23 +337,62 @@ final class TableSink {
             return false;
         }
         Optional<DestinationRefusal> refusal = catalog().sink().claimDestination(key.flow(), key.table(),
-                shared.names().destinationOf(key), shared.names().addressNameOf(key));
+                shared.names().destinationOf(key), shared.names().addressNameOf(key), connectorName, SinkLeases.SINK_HOLD);
         if (refusal.isPresent()) {
             refuse(refusal.get(), new TopicPartition(topic, 0));
             return false;
         }
+        claimed();
         return true;
     }
 
+    /** The table's destination and sink hold are this sink's: the task renews the hold from now on. */
+    private void claimed() {
+        if (refusalLogged != null) {
+            log.info("sink {}: flow {}, table {}: its claim, refused before, is granted now; it proceeds", connectorName,
+                    key.flow(), key.table());
+            refusalLogged = null;
+            try {
+                catalog().progress().clearError(key.flow(), key.table(), STAGE_ERROR_PREFIX);
+            } catch (RuntimeException e) {
+                log.debug("clearing the refusal of {} failed: {}", key, e.toString());
+            }
+        }
+        shared.held().add(key);
+    }
+
     /**
-     * Two source tables map to one ClickHouse table, or a table with batches loaded would now be loaded into another
-     * one: the table is stopped (its partition paused, nothing of it staged or loaded), with the error in the log and
-     * in its catalog row, until the settings name its table again.
+     * A refused table checks its claim again once {@value #RECHECK_MS} ms passed: its partitions resume, and the next
+     * record (the one refused, read again) asks the catalog again; it proceeds, or is refused and paused again. So the
+     * way out the refusal names (another sink stopped, a former flow retired) needs no restart of the sink.
+     */
+    void recheckRefusal(long now) {
+        if (refused == null || now < recheckAtMs) {
+            return;
+        }
+        refused = null;
+        for (TopicPartition tp : refusedPartitions) {
+            shared.task().resume(tp);
+        }
+        refusedPartitions.clear();
+    }
+
+    /**
+     * Two source tables map to one ClickHouse table, another sink holds the table, or a table with batches loaded would
+     * now be loaded into another one: the table is stopped (its partition paused, nothing of it staged or loaded), with
+     * the error in the log and in its catalog row, and checks its claim again every {@value #RECHECK_MS} ms.
      */
     private void refuse(DestinationRefusal refusal, TopicPartition tp) {
         String message = shared.names().refusalMessage(key, refusal, tp.topic());
         refused = message;
-        log.error("{}", message);
+        recheckAtMs = System.currentTimeMillis() + RECHECK_MS;
+        refusedPartitions.add(tp);
+        if (message.equals(refusalLogged)) {
+            log.debug("{} (checked again)", message);
+        } else {
+            log.error("{}", message);
+            refusalLogged = message;
+        }
         try {
             catalog().progress().recordError(key.flow(), key.table(), STAGE_ERROR_PREFIX + message, Instant.now(), null);
         } catch (RuntimeException e) {
@@ -615,6 +676,7 @@ final class TableSink {
         bufferHold.abandon();
         TableNormalizer stopping = shared.loops().remove(key);
         loop = null;
+        shared.held().remove(key);
         // its gauges go (its next owner publishes its own), and so do the pause and the upload retry just dropped,
         // should it come back
         TableMetrics.Table removed = shared.metrics().remove(key.flow(), key.table());

@@ -98,7 +98,7 @@ final class Detacher implements AutoCloseable {
 
     /** {@code <slot.prefix>_detach_<8 hex of the main slot's hash>_}: the flow's private slots, and only them. */
     static String slotPrefix(String slotPrefix, String mainSlot) {
-        return TableCopy.copySlotPrefix(slotPrefix, mainSlot).replaceFirst("_copy_([0-9a-f]{8})_$", "_detach_$1_");
+        return io.tablecdc.common.FlowSlots.detachSlotPrefix(slotPrefix, mainSlot);
     }
 
     /** The marker's content: flow, table and private slot on three lines. */

@@ -1042,13 +1042,7 @@ final class TableCopy {
 
     /** {@code <slot.prefix>_copy_<8 hex of the main slot's hash>_}: the flow's copy slots, and only them. */
     static String copySlotPrefix(String slotPrefix, String mainSlot) {
-        try {
-            byte[] hash = java.security.MessageDigest.getInstance("SHA-256")
-                    .digest(mainSlot.getBytes(java.nio.charset.StandardCharsets.UTF_8));
-            return slotPrefix + "_copy_" + HexFormat.of().formatHex(hash, 0, 4) + "_";
-        } catch (java.security.NoSuchAlgorithmException e) {
-            throw new IllegalStateException(e);
-        }
+        return io.tablecdc.common.FlowSlots.copySlotPrefix(slotPrefix, mainSlot);
     }
 
     /** The marker's content: flow, table and owner on three lines. */

@@ -80,7 +80,8 @@ class StageSinkReloadIT {
 
         // 1. stop the sink
         rest.stop(connector);
-        rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText())
+                && s.path("tasks").isEmpty(), Duration.ofSeconds(60));
         // 2. empty the ClickHouse table
         clickhouse.execute("TRUNCATE TABLE reload_t").get().close();
         // 3. reset where the sink stands in the table
@@ -135,7 +136,8 @@ class StageSinkReloadIT {
         awaitCatalog(flow, table, "normalized_batch_id::text", "1", Duration.ofSeconds(5));
 
         rest.stop(connector);
-        rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+        rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText())
+                && s.path("tasks").isEmpty(), Duration.ofSeconds(60));
         String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
                 catalogUrl, "--flow", flow, "--table", table);
         assertTrue(output != null && output.contains("batch 2 (1 rows, 1 stage file) set aside"), String.valueOf(output));
@@ -213,7 +215,8 @@ class StageSinkReloadIT {
             awaitCatalog(flow, table, "normalized_batch_id::text || '/' || (last_error LIKE 'normalize: %')::text"
                     + " || '/' || (error_count >= 2)::text", "1/true/true", Duration.ofSeconds(60));
             rest.stop(connector);
-            rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText())
+                && s.path("tasks").isEmpty(), Duration.ofSeconds(60));
 
             String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
                     catalogUrl, "--flow", flow, "--table", table);
@@ -280,7 +283,8 @@ class StageSinkReloadIT {
             awaitCatalog(flow, table, "(last_error LIKE '%not_three%')::text || '/' || (error_count >= 3)::text",
                     "true/true", Duration.ofSeconds(60));
             rest.stop(connector);
-            rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            rest.awaitStatus(connector, s -> "STOPPED".equals(s.path("connector").path("state").asText())
+                && s.path("tasks").isEmpty(), Duration.ofSeconds(60));
 
             String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-quarantine-batch",
                     catalogUrl, "--flow", flow, "--table", table);

@@ -125,6 +125,9 @@ public final class StatusCommand {
         final List<String> tables = new ArrayList<>();
         /** Only for tablecdc-quarantine-batch: the batch id, or null for the table's first staged batch. */
         Long batch;
+        /** Only for tablecdc-retire-flow: the JDBC URL and user of a Postgres flow's source database (its slots). */
+        String sourceUrl;
+        String sourceUser;
         boolean json;
         boolean help;
 
@@ -142,6 +145,8 @@ public final class StatusCommand {
                     case "--flow" -> o.flows.add(value(args, ++i, arg));
                     case "--table" -> o.tables.add(value(args, ++i, arg));
                     case "--json" -> o.json = true;
+                    case "--source-url" -> o.sourceUrl = value(args, ++i, arg);
+                    case "--source-user" -> o.sourceUser = value(args, ++i, arg);
                     case "--batch" -> {
                         String text = value(args, ++i, arg);
                         try {

@@ -39,6 +39,12 @@ final class TableCommand {
 
     static int run(String name, String usage, String[] args, Map<String, String> env, PrintStream out, PrintStream err,
                    Work work) {
+        return run(name, usage, args, env, out, err, true, work);
+    }
+
+    /** As above; {@code oneTable} false for a command on a whole flow (no {@code --table}; the work gets null). */
+    static int run(String name, String usage, String[] args, Map<String, String> env, PrintStream out, PrintStream err,
+                   boolean oneTable, Work work) {
         StatusCommand.Options options;
         String password;
         try {
@@ -47,8 +53,14 @@ final class TableCommand {
                 out.println(usage);
                 return 0;
             }
-            if (options.flows.size() != 1 || options.tables.size() != 1) {
+            if (oneTable && (options.flows.size() != 1 || options.tables.size() != 1)) {
                 throw new IllegalArgumentException("name exactly one --flow and one --table");
+            }
+            if (!oneTable && (options.flows.size() != 1 || !options.tables.isEmpty())) {
+                throw new IllegalArgumentException("name exactly one --flow (and no --table)");
+            }
+            if (options.sourceUrl != null && !options.sourceUrl.startsWith("jdbc:postgresql:")) {
+                throw new IllegalArgumentException("the source database's JDBC URL must start with jdbc:postgresql:");
             }
             password = options.password(env);
         } catch (IllegalArgumentException | IOException e) {
@@ -66,13 +78,17 @@ final class TableCommand {
         props.setProperty("ApplicationName", name);
         props.setProperty("connectTimeout", "10");
         try (Connection c = DriverManager.getConnection(options.url, props)) {
-            return work.run(c, options, options.flows.get(0), options.tables.get(0));
+            return work.run(c, options, options.flows.get(0), oneTable ? options.tables.get(0) : null);
         } catch (SQLException e) {
             String message = e.getMessage() == null ? e.toString() : e.getMessage();
-            err.println(name + ": cannot update the catalog: "
-                    + message.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****"));
+            err.println(name + ": cannot update the catalog: " + withoutPassword(message));
             return 1;
         }
+    }
+
+    /** {@code message} with any password in it (a JDBC URL's {@code password=…}) masked. */
+    static String withoutPassword(String message) {
+        return message.replaceAll("(?i)(password|passwd|pwd)=[^&;\\s]*", "$1=****");
     }
 
     /**
@@ -106,8 +122,9 @@ final class TableCommand {
 
     /**
      * Locks the table's catalog row for this transaction and checks that no sink task is loading the table now (holds
-     * an unexpired normalize lease). Prints why and returns empty when the command must not go on: no such table, or a
-     * sink loads it.
+     * an unexpired normalize lease) and that no running sink holds it (a sink that loads it, even while idle: its staged
+     * batches would be dropped under it). Prints why and returns empty when the command must not go on: no such table,
+     * or a sink loads or holds it.
      */
     static Optional<SinkLeases.LockedTable> lockFromSink(Connection c, String name, String flow, String table,
                                                          PrintStream err) throws SQLException {
@@ -119,6 +136,15 @@ final class TableCommand {
         if (row.get().leaseHolder() != null) {
             err.println(name + ": flow " + flow + ", table " + table + ": sink task " + row.get().leaseHolder()
                     + " is loading it; stop the sink (PUT /connectors/<sink>/stop) and run this again");
+            return Optional.empty();
+        }
+        String sink = row.get().holdingSink();
+        if (sink != null) {
+            err.println(name + ": flow " + flow + ", table " + table + ": sink " + sink + " holds it (until "
+                    + row.get().holdUntil() + "; a running sink renews its hold, a stopped one gives it up): stop that sink"
+                    + " (PUT /connectors/" + sink + "/stop) and run this again. If another sink was refused this table"
+                    + " because that sink loads it, this command does not help: give the other sink its own catalog, or"
+                    + " delete the sink that holds it first (docs/operations.md, \"Two sinks on one table\")");
             return Optional.empty();
         }
         return row;
