@@ -52,6 +52,10 @@ class StageSinkKeylessIT {
     private static final String DB = "sink_keyless_catalog";
     private static final Schema VALUE = SchemaBuilder.struct().name("event").field("id", Schema.INT64_SCHEMA)
             .field("kind", Schema.STRING_SCHEMA).build();
+    /** A condition on a table's catalog row: no stage row of it waits to be loaded. */
+    private static final String NOTHING_STAGED = "NOT EXISTS (SELECT 1 FROM cdc_table_avro_stage a"
+            + " WHERE a.flow_name = cdc_table_replication_state.flow_name"
+            + " AND a.source_table_identifier = cdc_table_replication_state.source_table_identifier)";
     private static String catalogUrl;
     private static Client clickhouse;
 
@@ -90,11 +94,7 @@ class StageSinkKeylessIT {
                     + " FOR EACH ROW EXECUTE FUNCTION block_normalize()");
         }
         sendBatch(topic, flow, table);
-        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "keyless");
-        config.put("topics", topic);
-        config.put("stage.local.dir", StackPaths.workDir("sink-keyless-local").toString());
-        config.put("normalize.backoff.initial.ms", "500");
-        config.put("normalize.backoff.max.ms", "1000");
+        Map<String, String> config = sinkConfig("keyless", topic);
         ConnectRestClient rest = stack.connect().rest();
         rest.putConfig("sink-keyless", config);
         rest.awaitRunning("sink-keyless", 1, Duration.ofSeconds(60));
@@ -136,27 +136,20 @@ class StageSinkKeylessIT {
             for (long id = 1; id <= 4; id++) {
                 producer.send(topic, null, new Struct(VALUE).put("id", id).put("kind", "e" + id), Map.of());
             }
-            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "keyless-replay");
-            config.put("topics", topic);
-            config.put("stage.local.dir", StackPaths.workDir("sink-keyless-replay-local").toString());
+            Map<String, String> config = sinkConfig("keyless-replay", topic);
             // offsets 0-2 are cut by size, offset 3 by time
             config.put("batch.max.rows", "3");
             config.put("batch.max.ms", "1500");
-            config.put("normalize.backoff.initial.ms", "500");
-            config.put("normalize.backoff.max.ms", "1000");
             rest.putConfig(connector, config);
             rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
             awaitCommittedOffset("connect-" + connector, new TopicPartition(topic, 0), 4, Duration.ofSeconds(60));
-            awaitCatalog(connector, topic, "normalized_batch_id > 0 AND NOT EXISTS (SELECT 1 FROM cdc_table_avro_stage a"
-                    + " WHERE a.flow_name = cdc_table_replication_state.flow_name"
-                    + " AND a.source_table_identifier = cdc_table_replication_state.source_table_identifier)", "true",
+            awaitCatalog(connector, topic, "normalized_batch_id > 0 AND " + NOTHING_STAGED, "true",
                     Duration.ofSeconds(60));
             assertEquals(4, count("SELECT count() AS n FROM sinkkeyless_replay"), "rows before the replay");
 
             // the offsets go back into the first batch: offsets 1-3 come again (a size-cut batch of three across the
             // old boundary), then two new records
-            rest.stop(connector);
-            rest.awaitStatus(connector, st -> "STOPPED".equals(st.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            stop(rest, connector);
             rest.alterOffsets(connector, List.of(Map.of("partition", Map.of("kafka_topic", topic, "kafka_partition", 0),
                     "offset", Map.of("kafka_offset", 1))));
             rest.resume(connector);
@@ -165,9 +158,7 @@ class StageSinkKeylessIT {
                 producer.send(topic, null, new Struct(VALUE).put("id", id).put("kind", "e" + id), Map.of());
             }
             awaitCommittedOffset("connect-" + connector, new TopicPartition(topic, 0), 6, Duration.ofSeconds(60));
-            awaitCatalog(connector, topic, "inserts_count >= 6 AND NOT EXISTS (SELECT 1 FROM cdc_table_avro_stage a"
-                    + " WHERE a.flow_name = cdc_table_replication_state.flow_name"
-                    + " AND a.source_table_identifier = cdc_table_replication_state.source_table_identifier)", "true",
+            awaitCatalog(connector, topic, "inserts_count >= 6 AND " + NOTHING_STAGED, "true",
                     Duration.ofSeconds(60));
             assertEquals("6/6", clickhouse.queryAll("SELECT toString(count()) || '/' || toString(uniqExact(id)) AS n"
                     + " FROM sinkkeyless_replay").get(0).getString("n"), "rows/distinct ids after the replay");
@@ -195,19 +186,14 @@ class StageSinkKeylessIT {
                 }
                 producer.send(topic, new Struct(keySchema).put("id", 1L), new Struct(VALUE).put("id", 1L).put("kind", "old"), Map.of());
             }
-            Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, "keyless-recreated");
-            config.put("topics", topic);
-            config.put("stage.local.dir", StackPaths.workDir("sink-keyless-recreated-local").toString());
+            Map<String, String> config = sinkConfig("keyless-recreated", topic);
             config.put("batch.max.rows", "2");
-            config.put("normalize.backoff.initial.ms", "500");
-            config.put("normalize.backoff.max.ms", "1000");
             rest.putConfig(connector, config);
             rest.awaitRunning(connector, 1, Duration.ofSeconds(60));
             awaitCatalog(connector, topic, "inserts_count::text", "4", Duration.ofSeconds(60));
             assertEquals("1=old,9=c", rows("sinkkeyless_recreated FINAL"));
 
-            rest.stop(connector);
-            rest.awaitStatus(connector, st -> "STOPPED".equals(st.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            stop(rest, connector);
             recreateTopic(topic);
             try (RecordProducer producer = new RecordProducer(stack.kafka().bootstrapServers())) {
                 producer.send(topic, new Struct(keySchema).put("id", 1L), new Struct(VALUE).put("id", 1L).put("kind", "new"), Map.of());
@@ -223,8 +209,7 @@ class StageSinkKeylessIT {
             assertEquals(List.of("RUNNING", "RUNNING"), rest.states(connector));
 
             // the documented reload: stop, empty the table, forget where the sink stood, rewind, resume
-            rest.stop(connector);
-            rest.awaitStatus(connector, st -> "STOPPED".equals(st.path("connector").path("state").asText()), Duration.ofSeconds(60));
+            stop(rest, connector);
             clickhouse.execute("TRUNCATE TABLE sinkkeyless_recreated").get().close();
             String output = StatusScript.runTool(stack, "tablecdc-connect-clickhouse-stage-sink-*", "tablecdc-reload-table",
                     catalogUrl, "--flow", connector, "--table", topic);
@@ -238,6 +223,21 @@ class StageSinkKeylessIT {
         } finally {
             rest.delete(connector);
         }
+    }
+
+    /** A stage sink of {@code topic}, its files under stage prefix {@code name}, retrying its loads within a second. */
+    private static Map<String, String> sinkConfig(String name, String topic) {
+        Map<String, String> config = SinkConfigs.stageSink(stack, catalogUrl, name);
+        config.put("topics", topic);
+        config.put("stage.local.dir", StackPaths.workDir("sink-" + name + "-local").toString());
+        config.put("normalize.backoff.initial.ms", "500");
+        config.put("normalize.backoff.max.ms", "1000");
+        return config;
+    }
+
+    private static void stop(ConnectRestClient rest, String connector) throws InterruptedException {
+        rest.stop(connector);
+        rest.awaitStatus(connector, st -> "STOPPED".equals(st.path("connector").path("state").asText()), Duration.ofSeconds(60));
     }
 
     /** Deletes {@code topic} and creates it again with one partition, once Kafka has let go of the old one. */
