@@ -302,12 +302,7 @@ final class TableSink {
             catalog().progress().initTable(key.flow(), key.table());
             catalog().sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
             refusal = catalog().sink().claimDestination(key.flow(), key.table(), destinationName, shared.names().addressNameOf(key));
-            stagedOffsets = new HashMap<>();
-            if (!tablecdc) {
-                for (StagedOffsets o : catalog().stages().stagedOffsets(key.flow(), key.table())) {
-                    stagedOffsets.put(new TopicPartition(o.topic(), o.partition()), o);
-                }
-            }
+            stagedOffsets = tablecdc ? new HashMap<>() : readStagedOffsets();
         } catch (RuntimeException e) {
             throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                     + " in the catalog failed: " + e.getMessage(), e);
@@ -456,6 +451,17 @@ final class TableSink {
         TopicPartition tp = OriginalPartition.of(record);
         StagedOffsets staged = stagedOffsets.get(tp);
         long offset = record.kafkaOffset();
+        if ((staged == null || offset > staged.lastOffset()) && !stager.open() && pending == null) {
+            // the record would open a batch: read the catalog again, since another task may have staged the partition
+            // after this one read it (the task that had it before a rebalance, until it learns that it lost it)
+            try {
+                stagedOffsets = readStagedOffsets();
+            } catch (RuntimeException e) {
+                throw new RetriableException("sink " + connectorName + ": reading how far table " + key.table()
+                        + " is staged from the catalog failed: " + e.getMessage(), e);
+            }
+            staged = stagedOffsets.get(tp);
+        }
         if (staged == null || offset > staged.lastOffset()) {
             logReplaysDropped();
             return null;
@@ -486,6 +492,15 @@ final class TableSink {
         replaysDropped++;
         replayLast = offset;
         return Staged.DROPPED;
+    }
+
+    /** The table's staged offsets as the catalog has them, by consumed topic partition. */
+    private Map<TopicPartition, StagedOffsets> readStagedOffsets() {
+        Map<TopicPartition, StagedOffsets> read = new HashMap<>();
+        for (StagedOffsets o : catalog().stages().stagedOffsets(key.flow(), key.table())) {
+            read.put(new TopicPartition(o.topic(), o.partition()), o);
+        }
+        return read;
     }
 
     /** Logs (at info) how many replayed records were dropped since the last such line, if any. */
