@@ -30,6 +30,7 @@ final class Sql {
     static final String STAGE = "cdc_table_avro_stage";
     static final String FLOW = "cdc_flow";
     static final String QUARANTINE = "cdc_table_quarantined_batch";
+    static final String STAGED_OFFSET = "cdc_sink_staged_offset";
 
     private static final Pattern LSN = Pattern.compile("[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}");
     private static final int MAX_ERROR_CHARS = 4000;

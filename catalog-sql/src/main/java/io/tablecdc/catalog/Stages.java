@@ -2,6 +2,7 @@ package io.tablecdc.catalog;
 
 import static io.tablecdc.catalog.Sql.QUARANTINE;
 import static io.tablecdc.catalog.Sql.STAGE;
+import static io.tablecdc.catalog.Sql.STAGED_OFFSET;
 import static io.tablecdc.catalog.Sql.STATE;
 import static io.tablecdc.catalog.Sql.first;
 import static io.tablecdc.catalog.Sql.instant;
@@ -46,6 +47,18 @@ public final class Stages {
      *         normalized (from other files)
      */
     public boolean upsertStage(String flow, String table, Stage stage) {
+        return upsertStage(flow, table, stage, List.of());
+    }
+
+    /**
+     * Stores the stage row of a batch the sink cut itself from records of other producers, as
+     * {@link #upsertStage(String, String, Stage)} does, and in the same transaction raises the table's staged offsets
+     * ({@code cdc_sink_staged_offset}) to those of the batch ({@code covering}: per consumed topic partition, its highest
+     * offset and latest record timestamp). A batch whose every offset is at or below the table's staged offsets holds
+     * only records staged before (another task staged them meanwhile): nothing is stored, and false is returned, unless
+     * its stage row already names {@code stage}'s files (this call repeated after its answer was lost).
+     */
+    public boolean upsertStage(String flow, String table, Stage stage, List<StagedOffsets> covering) {
         Objects.requireNonNull(stage, "stage");
         Manifest files = Manifest.of(stage.files());
         RowCounts counts = stage.counts();
@@ -53,7 +66,11 @@ public final class Stages {
         return db.inTransaction("upsertStage", flow, c -> {
             // serialized with recordLoaded: a batch recorded as loaded meanwhile is seen here, and nothing is stored
             lockState(c, flow, table, "SHARE");
-            return update(c, "INSERT INTO " + STAGE + " AS st"
+            if (!covering.isEmpty() && stagedBefore(c, flow, table, covering)) {
+                return readStages(c, flow, table, stage.batchId(), stage.batchId()).stream()
+                        .anyMatch(st -> st.files().equals(stage.files()));
+            }
+            boolean stored = update(c, "INSERT INTO " + STAGE + " AS st"
                     + " (flow_name, source_table_identifier, batch_id, truncate_before, avro_files, rows, inserts, updates,"
                     + "  deletes, clamped_values)"
                     + " SELECT ?, ?, ?, ?, " + Manifest.JSON + ", ?, ?, ?, ?, ?"
@@ -69,7 +86,43 @@ public final class Stages {
                     // (this call repeated after its answer was lost) or others (loaded: these are not stored)
                     || readStages(c, flow, table, stage.batchId(), stage.batchId()).stream()
                             .anyMatch(st -> st.files().equals(stage.files()));
+            if (stored) {
+                for (StagedOffsets o : covering) {
+                    update(c, "INSERT INTO " + STAGED_OFFSET + " AS so (flow_name, source_table_identifier, topic,"
+                            + " kafka_partition, last_offset, max_timestamp) VALUES (?, ?, ?, ?, ?, ?)"
+                            + " ON CONFLICT (flow_name, source_table_identifier, topic, kafka_partition) DO UPDATE SET"
+                            + " last_offset = GREATEST(so.last_offset, EXCLUDED.last_offset),"
+                            + " max_timestamp = GREATEST(so.max_timestamp, EXCLUDED.max_timestamp), updated_at = now()",
+                            flow, table, o.topic(), o.partition(), o.lastOffset(), o.maxTimestamp());
+                }
+            }
+            return stored;
         });
+    }
+
+    /** Whether every offset of {@code covering} is at or below the table's staged offsets (rows locked for the caller). */
+    private static boolean stagedBefore(Connection c, String flow, String table, List<StagedOffsets> covering)
+            throws SQLException {
+        for (StagedOffsets o : covering) {
+            long staged = first(c, "SELECT last_offset FROM " + STAGED_OFFSET + " WHERE flow_name = ?"
+                    + " AND source_table_identifier = ? AND topic = ? AND kafka_partition = ? FOR UPDATE",
+                    rs -> rs.getLong(1), flow, table, o.topic(), o.partition()).orElse(-1L);
+            if (o.lastOffset() > staged) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * The table's staged offsets ({@link #upsertStage(String, String, Stage, List)}), per consumed topic partition;
+     * none for a table of tablecdc sources. Read-only.
+     */
+    public List<StagedOffsets> stagedOffsets(String flow, String table) {
+        return db.onTable("stagedOffsets", flow, table, c -> list(c, "SELECT topic, kafka_partition, last_offset,"
+                + " max_timestamp FROM " + STAGED_OFFSET + " WHERE flow_name = ? AND source_table_identifier = ?"
+                + " ORDER BY topic, kafka_partition",
+                rs -> new StagedOffsets(rs.getString(1), rs.getInt(2), rs.getLong(3), rs.getLong(4)), flow, table));
     }
 
     /** The stage of one batch, if it is staged and not yet normalized. Read-only. */
@@ -209,8 +262,13 @@ public final class Stages {
                 rs -> new String[] {rs.getString(1), rs.getString(2), rs.getString(3)}, sinkName, texts(topics)));
     }
 
-    /** Deletes every stage row of the table on the caller's connection (its files stay); returns how many. */
+    /**
+     * Deletes every stage row of the table on the caller's connection (its files stay), and forgets its staged offsets
+     * (records of other producers are staged again from wherever the sink reads them next); returns how many stage
+     * rows.
+     */
     public static int dropStages(Connection c, String flow, String table) throws SQLException {
+        update(c, "DELETE FROM " + STAGED_OFFSET + " WHERE flow_name = ? AND source_table_identifier = ?", flow, table);
         return update(c, "DELETE FROM " + STAGE + " WHERE flow_name = ? AND source_table_identifier = ?", flow, table);
     }
 

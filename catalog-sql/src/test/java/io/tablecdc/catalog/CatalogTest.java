@@ -422,6 +422,36 @@ class CatalogTest {
     }
 
     @Test
+    void stagedOffsetsOfSelfCutBatchesRiseWithTheirStageRowsAndOutliveThem() throws SQLException {
+        String f = "sink-offsets";
+        String tb = "topic.t";
+        catalog.progress().initTable(f, tb);
+        Stage one = new Stage(1, List.of(new StageFile("s3://b/o/1-0.avro", 3, 30)), 3, new RowCounts(3, 0, 0));
+        assertTrue(catalog.stages().upsertStage(f, tb, one, List.of(new StagedOffsets("topic.t", 0, 2, 1_000))));
+        // an answer lost: the same call again finds its own row
+        assertTrue(catalog.stages().upsertStage(f, tb, one, List.of(new StagedOffsets("topic.t", 0, 2, 1_000))));
+        assertEquals(List.of(new StagedOffsets("topic.t", 0, 2, 1_000)), catalog.stages().stagedOffsets(f, tb));
+        // a batch of records all staged before (cut elsewhere by another task): not stored
+        Stage replay = new Stage(2, List.of(new StageFile("s3://b/o/2-0.avro", 2, 20)), 2, new RowCounts(2, 0, 0));
+        assertFalse(catalog.stages().upsertStage(f, tb, replay, List.of(new StagedOffsets("topic.t", 0, 2, 900))));
+        assertEquals(Optional.empty(), catalog.stages().getStage(f, tb, 2));
+        // one reaching past them is stored, and raises them (never lowers the timestamp)
+        Stage three = new Stage(3, List.of(new StageFile("s3://b/o/3-0.avro", 2, 20)), 2, new RowCounts(2, 0, 0));
+        assertTrue(catalog.stages().upsertStage(f, tb, three, List.of(new StagedOffsets("topic.t", 0, 4, 800))));
+        assertEquals(List.of(new StagedOffsets("topic.t", 0, 4, 1_000)), catalog.stages().stagedOffsets(f, tb));
+        // kept after the batches are loaded and their stage rows deleted
+        assertTrue(catalog.stages().deleteStage(f, tb, 1));
+        assertTrue(catalog.stages().deleteStage(f, tb, 3));
+        assertEquals(List.of(new StagedOffsets("topic.t", 0, 4, 1_000)), catalog.stages().stagedOffsets(f, tb));
+        assertEquals(List.of(), catalog.stages().stagedOffsets(f, "other.t"));
+        // tablecdc-reload-table forgets them with the stage rows
+        try (Connection c = raw.getConnection()) {
+            Stages.dropStages(c, f, tb);
+        }
+        assertEquals(List.of(), catalog.stages().stagedOffsets(f, tb));
+    }
+
+    @Test
     void stagesRoundTripInOrderAndAreNotStoredForNormalizedBatches() {
         String f = "stages";
         String tb = "ds.t";

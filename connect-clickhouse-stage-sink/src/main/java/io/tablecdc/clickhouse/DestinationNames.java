@@ -1,5 +1,8 @@
 package io.tablecdc.clickhouse;
 
+import java.time.Instant;
+
+import org.apache.kafka.common.TopicPartition;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -176,5 +179,25 @@ final class DestinationNames {
             }
         }
         return "sink " + connectorName + ": " + message;
+    }
+
+    /**
+     * Why a table of records of another producer is stopped: its partition {@code tp} gave a record at {@code offset},
+     * at or below the {@code stagedOffset} staged from it, whose {@code timestamp} is later than every record staged
+     * from it ({@code stagedTimestamp}): the topic's offsets went back, and its rows are versioned by offset.
+     */
+    String offsetsWentBackMessage(TableKey key, TopicPartition tp, long offset, long timestamp, long stagedOffset,
+                                  long stagedTimestamp) {
+        return "sink " + connectorName + ": the offsets of topic " + tp.topic() + " partition " + tp.partition()
+                + " went back: its record at offset " + offset + " (timestamp " + Instant.ofEpochMilli(timestamp)
+                + ") is newer than every record staged from it, which reached offset " + stagedOffset + " (timestamps up to "
+                + Instant.ofEpochMilli(stagedTimestamp) + "). The topic was recreated, its log was reset, or a mirror took its"
+                + " place. The rows of table " + key.table() + " are versioned by Kafka offset, so its new rows would lose to"
+                + " the rows loaded before under the same keys: the table is stopped and nothing more of it is staged. To"
+                + " load the topic anew: stop the sink, empty ClickHouse table " + config.clickHouseDatabase() + "."
+                + key.clickHouseTable() + " (TRUNCATE TABLE), run tablecdc-reload-table --flow " + key.flow() + " --table "
+                + key.table() + " (it also forgets the offsets staged), set the sink's offset of " + tp.topic() + " partition "
+                + tp.partition() + " to the first record to load, and resume the sink (docs/operations.md, \"Reload one"
+                + " table into ClickHouse\")";
     }
 }

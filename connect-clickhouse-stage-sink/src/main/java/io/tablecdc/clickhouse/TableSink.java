@@ -8,8 +8,10 @@ import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
 import java.util.function.BiConsumer;
@@ -26,6 +28,7 @@ import io.tablecdc.catalog.DestinationRefusal;
 import io.tablecdc.catalog.SinkLeases;
 import io.tablecdc.catalog.Stage;
 import io.tablecdc.catalog.StageFile;
+import io.tablecdc.catalog.StagedOffsets;
 import io.tablecdc.clickhouse.config.ClickHouseStageSinkConfig;
 import io.tablecdc.clickhouse.schema.TypeMappingException;
 import io.tablecdc.clickhouse.stage.StagePart;
@@ -83,8 +86,11 @@ final class TableSink {
         void timeout(long ms);
     }
 
-    /** What became of a row: held (nothing staged), staged, or staged as the last of its batch. */
-    private enum Staged { HELD, ROW, LAST }
+    /**
+     * What became of a row: held (nothing staged), staged, staged as the last of its batch, or dropped as a replay of a
+     * record of another producer staged before.
+     */
+    private enum Staged { HELD, ROW, LAST, DROPPED }
 
     /**
      * What every table of a task shares. {@code errant}: reports a record that cannot be staged, or fails the task;
@@ -101,11 +107,14 @@ final class TableSink {
 
     private static final class PendingUpload {
         final TableStager.ClosedBatch batch;
+        /** For a batch this sink cut: per consumed topic partition, its highest offset and latest record timestamp. */
+        final List<StagedOffsets> covering;
         final ErrorEpisode episode;
         long retryAtMs;
 
-        PendingUpload(TableStager.ClosedBatch batch, ErrorEpisode episode) {
+        PendingUpload(TableStager.ClosedBatch batch, List<StagedOffsets> covering, ErrorEpisode episode) {
             this.batch = batch;
+            this.covering = covering;
             this.episode = episode;
         }
     }
@@ -129,6 +138,18 @@ final class TableSink {
     private String unbound;
     /** Whether this sink cuts the table's batches (records of other producers): closed by size or age. */
     private boolean selfCut;
+    /**
+     * Records of other producers: per consumed topic partition, how far the table's batches are staged (read from the
+     * catalog when the table is claimed, raised by each batch staged here). A record at or below it is a replay.
+     */
+    private Map<TopicPartition, StagedOffsets> stagedOffsets = Map.of();
+    /** What the open batch of records of other producers holds, per consumed topic partition. */
+    private final Map<TopicPartition, StagedOffsets> openCovering = new HashMap<>();
+    /** Replayed records dropped since the last line logged about them: how many, of which partition, which offsets. */
+    private long replaysDropped;
+    private TopicPartition replayPartition;
+    private long replayFirst;
+    private long replayLast;
     /** The open batch; null until the table's destination is claimed on this task (again after {@link #leave}). */
     private TableStager stager;
     /** The complete batch whose upload or catalog write failed; retried with backoff, the table paused meanwhile. */
@@ -302,6 +323,7 @@ final class TableSink {
             if (refusal.isEmpty()) {
                 catalog().sink().recordSinkTopic(key.flow(), key.table(), connectorName, OriginalPartition.topic(record));
             }
+            stagedOffsets = tablecdc ? new HashMap<>() : readStagedOffsets();
         } catch (RuntimeException e) {
             throw new RetriableException("sink " + connectorName + ": registering table " + key.table()
                     + " in the catalog failed: " + e.getMessage(), e);
@@ -383,7 +405,11 @@ final class TableSink {
      * the error in the log and in its catalog row, and checks its claim again every {@value #RECHECK_MS} ms.
      */
     private void refuse(DestinationRefusal refusal, TopicPartition tp) {
-        String message = shared.names().refusalMessage(key, refusal, tp.topic());
+        refuse(shared.names().refusalMessage(key, refusal, tp.topic()), tp);
+    }
+
+    /** Stops the table with {@code message}: its partition paused, nothing more of it staged or loaded. */
+    private void refuse(String message, TopicPartition tp) {
         refused = message;
         recheckAtMs = System.currentTimeMillis() + RECHECK_MS;
         refusedPartitions.add(tp);
@@ -431,6 +457,10 @@ final class TableSink {
             }
         } else {
             // records of other producers: upserts, batches cut by size and time, versions from offsets
+            Staged replay = replay(record);
+            if (replay != null) {
+                return replay;
+            }
             batch = stager.open() ? stager.batchId() : -1;
             version = BigInteger.valueOf(record.kafkaOffset());
             op = record.value() == null ? RecordHeaders.Op.DELETE : RecordHeaders.Op.CREATE;
@@ -451,6 +481,11 @@ final class TableSink {
         if (batch < 0) {
             batch = nextSelfCutBatchId();
         }
+        if (!tablecdc) {
+            TopicPartition tp = OriginalPartition.of(record);
+            openCovering.merge(tp, new StagedOffsets(tp.topic(), tp.partition(), record.kafkaOffset(),
+                    timestampOf(record)), StagedOffsets::max);
+        }
         if (op == RecordHeaders.Op.TRUNCATE) {
             stager.truncate(record, batch, now);
         } else {
@@ -463,6 +498,86 @@ final class TableSink {
             closeBatch();
         }
         return Staged.ROW;
+    }
+
+    /**
+     * A record of another producer at or below the offset its partition is staged up to: {@link Staged#DROPPED} when
+     * it is a replay (the worker died before the offsets were committed, the offsets were reset, a time-cut batch ended
+     * elsewhere before), {@link Staged#HELD} with the table stopped when it cannot have been staged before: its
+     * timestamp is later than every record staged from the partition, so the topic's offsets went back (the topic was
+     * recreated, reset, or a mirror took its place) and its rows, versioned by offset, would lose to the rows loaded
+     * before. Null for a record above the staged offsets, which is staged.
+     */
+    private Staged replay(SinkRecord record) {
+        TopicPartition tp = OriginalPartition.of(record);
+        StagedOffsets staged = stagedOffsets.get(tp);
+        long offset = record.kafkaOffset();
+        if ((staged == null || offset > staged.lastOffset()) && !stager.open() && pending == null) {
+            // the record would open a batch: read the catalog again, since another task may have staged the partition
+            // after this one read it (the task that had it before a rebalance, until it learns that it lost it)
+            try {
+                stagedOffsets = readStagedOffsets();
+            } catch (RuntimeException e) {
+                throw new RetriableException("sink " + connectorName + ": reading how far table " + key.table()
+                        + " is staged from the catalog failed: " + e.getMessage(), e);
+            }
+            staged = stagedOffsets.get(tp);
+        }
+        if (staged == null || offset > staged.lastOffset()) {
+            logReplaysDropped();
+            return null;
+        }
+        long timestamp = timestampOf(record);
+        if (timestamp >= 0 && staged.maxTimestamp() >= 0 && timestamp > staged.maxTimestamp()) {
+            logReplaysDropped();
+            refuse(shared.names().offsetsWentBackMessage(key, tp, offset, timestamp, staged.lastOffset(),
+                    staged.maxTimestamp()), tp);
+            try {
+                stager.abandon();
+            } catch (IOException e) {
+                log.debug("dropping the open batch of stopped table {} left local files behind: {}", key, e.toString());
+            }
+            stager = null;
+            openCovering.clear();
+            return Staged.HELD;
+        }
+        log.debug("sink {}, table {}: the record at {}@{} was staged before (up to offset {}); dropped as a replay",
+                connectorName, key.table(), tp, offset, staged.lastOffset());
+        if (replaysDropped > 0 && !tp.equals(replayPartition)) {
+            logReplaysDropped();
+        }
+        if (replaysDropped == 0) {
+            replayPartition = tp;
+            replayFirst = offset;
+        }
+        replaysDropped++;
+        replayLast = offset;
+        return Staged.DROPPED;
+    }
+
+    /** The table's staged offsets as the catalog has them, by consumed topic partition. */
+    private Map<TopicPartition, StagedOffsets> readStagedOffsets() {
+        Map<TopicPartition, StagedOffsets> read = new HashMap<>();
+        for (StagedOffsets o : catalog().stages().stagedOffsets(key.flow(), key.table())) {
+            read.put(new TopicPartition(o.topic(), o.partition()), o);
+        }
+        return read;
+    }
+
+    /** Logs (at info) how many replayed records were dropped since the last such line, if any. */
+    private void logReplaysDropped() {
+        if (replaysDropped > 0) {
+            log.info("sink {}, flow {}, table {}: {} records of {} at offsets {}-{} were staged before and are dropped as"
+                    + " replays", connectorName, key.flow(), key.table(), replaysDropped, replayPartition, replayFirst,
+                    replayLast);
+            replaysDropped = 0;
+        }
+    }
+
+    /** A record's Kafka timestamp, -1 when it has none. */
+    private static long timestampOf(SinkRecord record) {
+        Long timestamp = record.timestamp();
+        return timestamp == null || timestamp < 0 ? -1 : timestamp;
     }
 
     /**
@@ -484,6 +599,7 @@ final class TableSink {
 
     /** Closes the open batch of a table whose batches this sink cuts once it is {@code batch.max.ms} old. */
     void closeIfDue(long now) throws IOException {
+        logReplaysDropped();
         if (stager != null && stager.open() && selfCut && now - stager.openedAtMs() >= config.batchMaxMs()) {
             closeBatch();
         }
@@ -501,7 +617,8 @@ final class TableSink {
 
     private void closeBatch() throws IOException {
         TableStager.ClosedBatch batch = stager.close();
-        PendingUpload upload = new PendingUpload(batch, uploadEpisode());
+        PendingUpload upload = new PendingUpload(batch, List.copyOf(openCovering.values()), uploadEpisode());
+        openCovering.clear();
         if (!tryUpload(upload, System.currentTimeMillis())) {
             pending = upload;
             shared.task().pause(key);
@@ -560,8 +677,16 @@ final class TableSink {
             }
             List<StageFile> previous = existing == null ? List.of() : existing.files();
             boolean stored = catalog().stages().upsertStage(key.flow(), key.table(), new Stage(batch.batchId(), files, batch.rows(), batch.counts(),
-                    batch.truncateBefore()));
+                    batch.truncateBefore()), upload.covering);
             recorded = true;
+            for (StagedOffsets o : upload.covering) {
+                stagedOffsets.merge(new TopicPartition(o.topic(), o.partition()), o, StagedOffsets::max);
+                if (!stored) {
+                    log.info("sink {}: flow {}, table {}: batch {} holds only records of {}-{} up to offset {} that were"
+                            + " staged before (by another task); it is dropped", connectorName, key.flow(), key.table(),
+                            batch.batchId(), o.topic(), o.partition(), o.lastOffset());
+                }
+            }
             // files of an earlier staging of this batch (replaced) or of this one (batch already normalized)
             for (StageFile file : stored ? previous : files) {
                 if (!files.contains(file) || !stored) {
@@ -701,6 +826,8 @@ final class TableSink {
 
     private void dropBatches() {
         stager = null;
+        openCovering.clear();
+        logReplaysDropped();
         if (pending != null) {
             deleteLocalParts(pending);
             pending = null;
