@@ -23,7 +23,9 @@ import java.util.Optional;
  * {@code errored}) as the apply task and the operator move them, and the table's membership in its publication. The
  * copy tasks' side of {@code copying} (claims, leases and fenced writes) is {@link CopyLeases}.
  *
- * <p>Writes are idempotent as described in {@link TableProgress}; each says what a repeat returns.
+ * <p>Writes are idempotent as described in {@link TableProgress}; each says what a repeat returns. On the client of an
+ * apply task that took its flow ({@link Catalog#takeApply}) every write carries the task's apply epoch in its statement
+ * and changes nothing once another apply task has taken the flow ({@link ApplyTakenOverException}).
  */
 public final class PgPhases {
 
