@@ -120,9 +120,10 @@ final class CatalogDb {
     }
 
     private static ApplyTakenOverException takenOver(ApplyFence fence, long now, String operation) {
-        return new ApplyTakenOverException("flow " + fence.flow() + ": another apply task took over (epoch "
-                + (now < 0 ? "unknown: the flow's cdc_flow row is gone" : Long.toString(now)) + " > "
-                + fence.epoch() + "); this one stops (its " + operation + " was refused and changed nothing)");
+        String epochs = now < 0 ? "the flow's cdc_flow row is gone; this one's is " + fence.epoch()
+                : "epoch " + now + (now > fence.epoch() ? " > " : ", the flow's row written again, not ") + fence.epoch();
+        return new ApplyTakenOverException("flow " + fence.flow() + ": another apply task took over (" + epochs
+                + "); this one stops (its " + operation + " was refused and changed nothing)");
     }
 
     /** {@code work} on a flow in one transaction: committed when it returns, rolled back when it throws. */
