@@ -38,7 +38,7 @@ public final class BatchIdReservations {
      */
     public long reserveBatchIds(String flow, String table, int count, long floor) {
         requireCount(count);
-        return db.onTable("reserveBatchIds", flow, table, c -> reserve(c, flow, table, count, floor));
+        return db.onTable("reserveBatchIds", flow, table, c -> reserve(c, flow, table, count, floor, db.fence()));
     }
 
     static void requireCount(int count) {
@@ -54,13 +54,18 @@ public final class BatchIdReservations {
 
     /** {@link #reserveBatchIds(String, String, int, long)} on the caller's connection. */
     static long reserve(Connection c, String flow, String table, int count, long floor) throws SQLException {
+        return reserve(c, flow, table, count, floor, ApplyFence.NONE);
+    }
+
+    private static long reserve(Connection c, String flow, String table, int count, long floor, ApplyFence fence)
+            throws SQLException {
         return first(c, "UPDATE " + STATE + " AS s SET reserved_batch_id ="
                 + " GREATEST(s.reserved_batch_id, s.synced_batch_id, s.normalized_batch_id, ?,"
                 + "   (SELECT COALESCE(max(st.batch_id), 0) FROM " + STAGE + " st"
                 + "    WHERE st.flow_name = s.flow_name AND st.source_table_identifier = s.source_table_identifier))"
                 + "   + ?"
-                + " WHERE s.flow_name = ? AND s.source_table_identifier = ? RETURNING s.reserved_batch_id",
-                rs -> rs.getLong(1) - count + 1, Math.max(0, floor), count, flow, table)
+                + " WHERE s.flow_name = ? AND s.source_table_identifier = ?" + fence.and() + " RETURNING s.reserved_batch_id",
+                rs -> rs.getLong(1) - count + 1, fence.bind(Math.max(0, floor), count, flow, table))
                 .orElseThrow(() -> new CatalogException("flow " + flow + ", table " + table + ": no catalog row to"
                         + " reserve batch ids in"));
     }

@@ -10,6 +10,7 @@ import com.zaxxer.hikari.HikariDataSource;
 import io.tablecdc.catalog.CatalogConfig.CatalogSettings;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.util.Objects;
 import javax.sql.DataSource;
 import org.postgresql.ds.PGSimpleDataSource;
 import org.slf4j.LoggerFactory;
@@ -51,6 +52,7 @@ public final class Catalog implements AutoCloseable {
     static final int SOCKET_TIMEOUT_S = 45;
 
     private final AutoCloseable pool;
+    private final CatalogDb db;
     private final TableProgress progress;
     private final PgPhases phases;
     private final CopyLeases copies;
@@ -70,6 +72,7 @@ public final class Catalog implements AutoCloseable {
 
     private Catalog(DataSource dataSource, AutoCloseable pool) {
         CatalogDb db = new CatalogDb(dataSource);
+        this.db = db;
         this.pool = pool;
         this.progress = new TableProgress(db);
         this.phases = new PgPhases(db);
@@ -207,6 +210,26 @@ public final class Catalog implements AutoCloseable {
             // the pool is being dropped anyway: a failed close must not keep the next one from opening
             LoggerFactory.getLogger(Catalog.class).debug("closing the catalog's connection pool failed: {}", e.toString());
         }
+    }
+
+    /**
+     * Takes a Postgres pipeline flow for its apply task, which starts streaming: the flow's apply epoch
+     * ({@code cdc_flow.apply_epoch}) goes up by one, which fences every earlier apply task, and from now on every write
+     * of this client about the flow or its tables (phases, synced batches, batch id reservations, detaches, publication
+     * membership, the flow's row) carries the new epoch in its own statement and changes nothing once another apply task
+     * has taken a higher one. Every operation of this client then ends with a check of the epoch, so a refused write,
+     * or a read after the take, throws {@link ApplyTakenOverException}: the task stops. The flow's row must exist
+     * ({@link Flows#registerFlow}). Called again (a start tried again), it takes a newer epoch.
+     *
+     * @param owner who takes it (worker and task), recorded in {@code cdc_flow.apply_owner}
+     * @return the epoch taken
+     */
+    public long takeApply(String flow, String owner) {
+        Objects.requireNonNull(owner, "owner");
+        long epoch = flows.takeApply(flow, owner).orElseThrow(() -> new CatalogException("flow " + flow
+                + ": no cdc_flow row to take for the apply task"));
+        db.fence(new ApplyFence(flow, epoch));
+        return epoch;
     }
 
     /** A table's progress: row, cursor, synced and normalized batch ids, pause, error episode. */

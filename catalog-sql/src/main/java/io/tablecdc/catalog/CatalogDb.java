@@ -18,8 +18,24 @@ final class CatalogDb {
 
     private final DataSource dataSource;
 
+    /** The apply epoch this client's writes carry ({@link ApplyFence#NONE} unless an apply task took its flow). */
+    private volatile ApplyFence fence = ApplyFence.NONE;
+
     CatalogDb(DataSource dataSource) {
         this.dataSource = Objects.requireNonNull(dataSource, "dataSource");
+    }
+
+    /** The apply fence of this client's writes. */
+    ApplyFence fence() {
+        return fence;
+    }
+
+    /**
+     * From now on this client's writes carry {@code fence}, and every operation ends by checking that the flow's apply
+     * epoch is still {@code fence}'s ({@link ApplyTakenOverException} otherwise).
+     */
+    void fence(ApplyFence fence) {
+        this.fence = Objects.requireNonNull(fence, "fence");
     }
 
     /** An operation's work on its connection. */
@@ -46,15 +62,68 @@ final class CatalogDb {
         return run(operation, null, null, work);
     }
 
+    /** {@code work} on a flow, in autocommit, without this client's apply fence (the take of a new epoch). */
+    <T> T onFlowUnfenced(String operation, String flow, Work<T> work) {
+        Sql.requireName(operation, "flow", flow);
+        return run(operation, flow, null, ApplyFence.NONE, work);
+    }
+
     private <T> T run(String operation, String flow, String table, Work<T> work) {
+        return run(operation, flow, table, fence, work);
+    }
+
+    private <T> T run(String operation, String flow, String table, ApplyFence fence, Work<T> work) {
         try (Connection c = dataSource.getConnection()) {
             if (!c.getAutoCommit()) {
                 c.setAutoCommit(true);
             }
-            return work.run(c);
+            if (fence.none()) {
+                return work.run(c);
+            }
+            T result;
+            try {
+                result = work.run(c);
+            } catch (SQLException | RuntimeException e) {
+                // a write the fence refused may read as "no row" to the operation: the fence says why
+                refuseIfTakenOver(c, fence, operation, e);
+                throw e;
+            }
+            // a write the fence refused changed nothing, which most writes report as "nothing new": the task learns
+            // here that it lost the flow, and stops
+            refuseIfTakenOver(c, fence, operation, null);
+            return result;
         } catch (SQLException e) {
             throw translate(operation, flow, table, e);
         }
+    }
+
+    /**
+     * Throws {@link ApplyTakenOverException} when the flow's apply epoch is no longer {@code fence}'s. A check that
+     * fails after {@code failure} leaves {@code failure} the one reported.
+     */
+    private static void refuseIfTakenOver(Connection c, ApplyFence fence, String operation, Exception failure)
+            throws SQLException {
+        long now;
+        try {
+            now = Sql.first(c, "SELECT apply_epoch FROM " + Sql.FLOW + " WHERE flow_name = ?", rs -> rs.getLong(1),
+                    fence.flow()).orElse(-1L);
+        } catch (SQLException e) {
+            if (failure == null) {
+                throw e;
+            }
+            failure.addSuppressed(e);
+            return;
+        }
+        if (now != fence.epoch()) {
+            throw takenOver(fence, now, operation);
+        }
+    }
+
+    private static ApplyTakenOverException takenOver(ApplyFence fence, long now, String operation) {
+        String epochs = now < 0 ? "the flow's cdc_flow row is gone; this one's is " + fence.epoch()
+                : "epoch " + now + (now > fence.epoch() ? " > " : ", the flow's row written again, not ") + fence.epoch();
+        return new ApplyTakenOverException("flow " + fence.flow() + ": another apply task took over (" + epochs
+                + "); this one stops (its " + operation + " was refused and changed nothing)");
     }
 
     /** {@code work} on a flow in one transaction: committed when it returns, rolled back when it throws. */
@@ -63,7 +132,16 @@ final class CatalogDb {
         try (Connection c = dataSource.getConnection()) {
             c.setAutoCommit(false);
             Exception failure = null;
+            ApplyFence fence = this.fence;
             try {
+                if (!fence.none()) {
+                    // the flow's row stays locked until the commit: no take comes between the check and the writes
+                    long now = Sql.first(c, "SELECT apply_epoch FROM " + Sql.FLOW + " WHERE flow_name = ? FOR UPDATE",
+                            rs -> rs.getLong(1), fence.flow()).orElse(-1L);
+                    if (now != fence.epoch()) {
+                        throw takenOver(fence, now, operation);
+                    }
+                }
                 T result = work.run(c);
                 c.commit();
                 return result;

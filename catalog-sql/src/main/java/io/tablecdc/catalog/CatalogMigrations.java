@@ -34,7 +34,7 @@ public final class CatalogMigrations {
     /** Where the migration scripts live on the classpath. */
     public static final String LOCATION = "classpath:io/tablecdc/catalog/migration";
 
-    private static final String KNOWN_VERSION = "14";
+    private static final String KNOWN_VERSION = "15";
 
     /** "tablecdc" in ASCII: the advisory lock key that serialises migrations of one database. */
     private static final long MIGRATION_LOCK_KEY = 0x7461626C65636463L;

@@ -126,6 +126,18 @@ public final class Flows {
         });
     }
 
+    /**
+     * Raises the flow's apply epoch for {@code owner}, an apply task that starts streaming; see
+     * {@link Catalog#takeApply}. Not idempotent: each call is a new ownership.
+     *
+     * @return the new epoch, or empty when the flow has no row
+     */
+    Optional<Long> takeApply(String flow, String owner) {
+        return db.onFlowUnfenced("takeApply", flow, c -> first(c, "UPDATE " + FLOW
+                + " SET apply_epoch = apply_epoch + 1, apply_owner = ? WHERE flow_name = ? RETURNING apply_epoch",
+                rs -> rs.getLong(1), Sql.truncate(owner, 200), flow));
+    }
+
     /** The flow's row. Read-only. */
     public Optional<FlowRecord> getFlow(String flow) {
         return db.onFlow("getFlow", flow, c -> readFlow(c, flow));

@@ -23,7 +23,9 @@ import java.util.Optional;
  * {@code errored}) as the apply task and the operator move them, and the table's membership in its publication. The
  * copy tasks' side of {@code copying} (claims, leases and fenced writes) is {@link CopyLeases}.
  *
- * <p>Writes are idempotent as described in {@link TableProgress}; each says what a repeat returns.
+ * <p>Writes are idempotent as described in {@link TableProgress}; each says what a repeat returns. On the client of an
+ * apply task that took its flow ({@link Catalog#takeApply}) every write carries the task's apply epoch in its statement
+ * and changes nothing once another apply task has taken the flow ({@link ApplyTakenOverException}).
  */
 public final class PgPhases {
 
@@ -56,10 +58,12 @@ public final class PgPhases {
      * @return true if the row changed
      */
     public boolean setPending(String flow, String table) {
+        ApplyFence fence = db.fence();
         return db.onTable("setPending", flow, table, c -> update(c, "INSERT INTO " + STATE + " AS s"
-                + " (flow_name, source_table_identifier, phase) VALUES (?, ?, 'pending')"
+                + " (flow_name, source_table_identifier, phase) SELECT ?, ?, 'pending' WHERE TRUE" + fence.and()
                 + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET phase = 'pending',"
-                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED, flow, table) == 1);
+                + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED,
+                fence.bind(flow, table)) == 1);
     }
 
     /**
@@ -72,7 +76,8 @@ public final class PgPhases {
     public boolean pendingIfUnknown(String flow, String table) {
         return db.onTable("pendingIfUnknown", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'pending',"
                 + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED
-                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NULL", flow, table) == 1);
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NULL" + db.fence().and(),
+                db.fence().bind(flow, table)) == 1);
     }
 
     /**
@@ -88,7 +93,8 @@ public final class PgPhases {
         requireLsn(lsn);
         return db.onTable("markHandover", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase_lsn = ?"
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'copying'"
-                + " AND copy_lease_owner = ? AND (phase_lsn IS NULL OR phase_lsn = ?)", lsn, flow, table, owner, lsn) == 1
+                + " AND copy_lease_owner = ? AND (phase_lsn IS NULL OR phase_lsn = ?)" + db.fence().and(),
+                db.fence().bind(lsn, flow, table, owner, lsn)) == 1
                 || inPhase(c, flow, table, Phase.COPYING, lsn) || inPhase(c, flow, table, Phase.CATCHUP, lsn)
                 || inPhase(c, flow, table, Phase.READY, lsn));
     }
@@ -121,7 +127,8 @@ public final class PgPhases {
         return db.onTable("markReady", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'ready',"
                 + " phase_lsn = ?, copy_lease_owner = NULL, copy_lease_until = NULL, copy_failures = 0"
                 + " WHERE flow_name = ? AND source_table_identifier = ?"
-                + " AND (phase = 'pending' OR (phase = 'catchup' AND phase_lsn = ?))", lsn, flow, table, lsn) == 1
+                + " AND (phase = 'pending' OR (phase = 'catchup' AND phase_lsn = ?))" + db.fence().and(),
+                db.fence().bind(lsn, flow, table, lsn)) == 1
                 || inPhase(c, flow, table, Phase.READY, lsn));
     }
 
@@ -135,8 +142,8 @@ public final class PgPhases {
         requireLsn(durableLsn);
         return db.onFlow("markCaughtUpReady", flow, c -> {
             List<String> ready = list(c, "UPDATE " + STATE + " SET phase = 'ready', copy_failures = 0"
-                    + " WHERE flow_name = ? AND phase = 'catchup' AND phase_lsn::pg_lsn <= ?::pg_lsn"
-                    + " RETURNING source_table_identifier", rs -> rs.getString(1), flow, durableLsn);
+                    + " WHERE flow_name = ? AND phase = 'catchup' AND phase_lsn::pg_lsn <= ?::pg_lsn" + db.fence().and()
+                    + " RETURNING source_table_identifier", rs -> rs.getString(1), db.fence().bind(flow, durableLsn));
             ready.sort(null);
             return ready;
         });
@@ -158,8 +165,8 @@ public final class PgPhases {
         return db.onTable("markErrored", flow, table, c -> update(c, ERRORED + COUNT_ERROR
                 + " WHERE flow_name = ? AND source_table_identifier = ?"
                 + " AND (last_error_at IS NULL OR last_error_at <= ?)"
-                + " AND (CAST(? AS text) IS NULL OR (phase = 'copying' AND copy_lease_owner = ?))",
-                errorText(error), at, nullable(nextRetryAt), at, flow, table, at, owner, owner) == 1);
+                + " AND (CAST(? AS text) IS NULL OR (phase = 'copying' AND copy_lease_owner = ?))" + db.fence().and(),
+                db.fence().bind(errorText(error), at, nullable(nextRetryAt), at, flow, table, at, owner, owner)) == 1);
     }
 
     /**
@@ -175,8 +182,8 @@ public final class PgPhases {
         return db.onTable("markStreamFailed", flow, table, c -> update(c, ERRORED
                 + " copy_failures = copy_failures + CASE WHEN ? THEN 1 ELSE 0 END," + COUNT_ERROR
                 + " WHERE flow_name = ? AND source_table_identifier = ?"
-                + " AND (last_error_at IS NULL OR last_error_at <= ?)",
-                errorText(error), at, nullable(nextRetryAt), counted, at, flow, table, at) == 1);
+                + " AND (last_error_at IS NULL OR last_error_at <= ?)" + db.fence().and(),
+                db.fence().bind(errorText(error), at, nullable(nextRetryAt), counted, at, flow, table, at)) == 1);
     }
 
     // ---------------------------------------------------------------- detaching a table from the shared slot
@@ -195,8 +202,8 @@ public final class PgPhases {
             exists(c, "SELECT pg_advisory_xact_lock(hashtext('tablecdc.detach'), hashtext(?))", flow);
             return update(c, "UPDATE " + STATE + " SET detach_slot = ?"
                     + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'ready' AND detach_slot IS NULL"
-                    + " AND (SELECT count(*) FROM " + STATE + " WHERE flow_name = ? AND detach_slot IS NOT NULL) < ?",
-                    slot, flow, table, flow, maxTables) == 1;
+                    + " AND (SELECT count(*) FROM " + STATE + " WHERE flow_name = ? AND detach_slot IS NOT NULL) < ?"
+                    + db.fence().and(), db.fence().bind(slot, flow, table, flow, maxTables)) == 1;
         });
     }
 
@@ -213,7 +220,7 @@ public final class PgPhases {
         return db.onTable("markDetached", flow, table, c -> update(c, "UPDATE " + STATE
                 + " SET detach_lsn = ?, detached_at = now()"
                 + " WHERE flow_name = ? AND source_table_identifier = ? AND phase = 'ready' AND detach_slot = ?"
-                + " AND detach_lsn IS NULL", lsn, flow, table, slot) == 1
+                + " AND detach_lsn IS NULL" + db.fence().and(), db.fence().bind(lsn, flow, table, slot)) == 1
                 || exists(c, "SELECT 1 FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ?"
                 + " AND detach_slot = ? AND detach_lsn = ?", flow, table, slot, lsn));
     }
@@ -229,8 +236,8 @@ public final class PgPhases {
         return db.onFlow("markLagging", flow, c -> {
             List<String> lagging = list(c, "UPDATE " + STATE + " SET phase = 'lagging', phase_lsn = detach_lsn"
                     + " WHERE flow_name = ? AND phase = 'ready' AND detach_lsn IS NOT NULL"
-                    + " AND detach_lsn::pg_lsn <= ?::pg_lsn RETURNING source_table_identifier",
-                    rs -> rs.getString(1), flow, durableLsn);
+                    + " AND detach_lsn::pg_lsn <= ?::pg_lsn" + db.fence().and() + " RETURNING source_table_identifier",
+                    rs -> rs.getString(1), db.fence().bind(flow, durableLsn));
             lagging.sort(null);
             return lagging;
         });
@@ -244,8 +251,8 @@ public final class PgPhases {
      */
     public boolean abandonDetach(String flow, String table, String slot) {
         return db.onTable("abandonDetach", flow, table, c -> update(c, "UPDATE " + STATE + " SET" + UNDETACHED
-                + " WHERE flow_name = ? AND source_table_identifier = ? AND detach_slot = ? AND detach_lsn IS NULL",
-                flow, table, slot) == 1);
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND detach_slot = ? AND detach_lsn IS NULL"
+                + db.fence().and(), db.fence().bind(flow, table, slot)) == 1);
     }
 
     /**
@@ -263,7 +270,8 @@ public final class PgPhases {
                 + " FROM (SELECT phase FROM " + STATE + " WHERE flow_name = ? AND source_table_identifier = ?"
                 + "   AND detach_slot = ? FOR UPDATE) before"
                 + " WHERE s.flow_name = ? AND s.source_table_identifier = ? AND s.phase IS NOT NULL AND s.detach_slot = ?"
-                + " RETURNING before.phase", rs -> rs.getString(1), reason, flow, table, slot, flow, table, slot));
+                + db.fence().and() + " RETURNING before.phase", rs -> rs.getString(1),
+                db.fence().bind(reason, flow, table, slot, flow, table, slot)));
     }
 
     /**
@@ -277,8 +285,8 @@ public final class PgPhases {
         Objects.requireNonNull(error, "error");
         Objects.requireNonNull(at, "at");
         return db.onTable("markDetachLost", flow, table, c -> update(c, ERRORED + COUNT_ERROR
-                + " WHERE flow_name = ? AND source_table_identifier = ? AND detach_slot = ?",
-                errorText(error), at, nullable((Instant) null), at, flow, table, slot) == 1);
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND detach_slot = ?" + db.fence().and(),
+                db.fence().bind(errorText(error), at, nullable((Instant) null), at, flow, table, slot)) == 1);
     }
 
     /** The private slots the flow's tables hold now, by table. Read-only. */
@@ -321,8 +329,8 @@ public final class PgPhases {
      */
     public boolean setPublicationMember(String flow, String table, String member) {
         return db.onTable("setPublicationMember", flow, table, c -> update(c, "UPDATE " + STATE
-                + " SET publication_member = ? WHERE flow_name = ? AND source_table_identifier = ?",
-                member, flow, table) == 1);
+                + " SET publication_member = ? WHERE flow_name = ? AND source_table_identifier = ?" + db.fence().and(),
+                db.fence().bind(member, flow, table)) == 1);
     }
 
     /**
@@ -336,7 +344,8 @@ public final class PgPhases {
         return db.onTable("markLeft", flow, table, c -> update(c, "UPDATE " + STATE + " SET phase = 'errored',"
                 + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED + ", last_error = ?,"
                 + " last_error_at = now(), next_retry_at = NULL"
-                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NOT NULL", reason, flow, table) == 1);
+                + " WHERE flow_name = ? AND source_table_identifier = ? AND phase IS NOT NULL" + db.fence().and(),
+                db.fence().bind(reason, flow, table)) == 1);
     }
 
     /**
@@ -351,7 +360,8 @@ public final class PgPhases {
      * @return the phase before, or empty if the flow has no such table
      */
     public Optional<String> restartTable(String flow, String table, String reason, int delaySeconds) {
-        return db.onTable("restartTable", flow, table, c -> restartTable(c, flow, table, reason, delaySeconds));
+        return db.onTable("restartTable", flow, table, c -> restartTable(c, flow, table, reason, delaySeconds,
+                db.fence()));
     }
 
     /**
@@ -361,6 +371,11 @@ public final class PgPhases {
      */
     public static Optional<String> restartTable(Connection c, String flow, String table, String reason,
                                                 int delaySeconds) throws SQLException {
+        return restartTable(c, flow, table, reason, delaySeconds, ApplyFence.NONE);
+    }
+
+    private static Optional<String> restartTable(Connection c, String flow, String table, String reason,
+                                                 int delaySeconds, ApplyFence fence) throws SQLException {
         return first(c, "UPDATE " + STATE + " AS s SET phase = 'errored',"
                 + " phase_lsn = NULL, copy_lease_owner = NULL, copy_lease_until = NULL," + UNDETACHED + ", copy_attempt = 0,"
                 + " copy_failures = 0, error_count = 0, last_error = ?, last_error_at = now(),"
@@ -371,9 +386,9 @@ public final class PgPhases {
                 // a Postgres table (query CDC tables have no phase), also one whose row lost its phase (deleted by
                 // hand and written again by another writer)
                 + " AND (s.phase IS NOT NULL OR EXISTS (SELECT 1 FROM " + Sql.FLOW + " f WHERE f.flow_name = s.flow_name"
-                + "   AND f.source_kind = 'pg_pipeline'))"
-                + " RETURNING COALESCE(before.phase, 'no phase')", rs -> rs.getString(1), reason, delaySeconds, flow,
-                table, flow, table);
+                + "   AND f.source_kind = 'pg_pipeline'))" + fence.and()
+                + " RETURNING COALESCE(before.phase, 'no phase')", rs -> rs.getString(1),
+                fence.bind(reason, delaySeconds, flow, table, flow, table));
     }
 
     /** Whether the table is in {@code phase} at {@code lsn}. */

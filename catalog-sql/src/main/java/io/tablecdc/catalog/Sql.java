@@ -144,6 +144,13 @@ final class Sql {
         }
     }
 
+    /** {@code head}'s values followed by {@code tail}'s, to bind in that order. */
+    static Object[] join(Object[] head, Object... tail) {
+        Object[] all = java.util.Arrays.copyOf(head, head.length + tail.length);
+        System.arraycopy(tail, 0, all, head.length, tail.length);
+        return all;
+    }
+
     static Instant instant(Timestamp ts) {
         return ts == null ? null : ts.toInstant();
     }

@@ -57,10 +57,11 @@ public final class TableProgress {
      * @return true if the row was created now
      */
     public boolean initTable(String flow, String table, Phase initialPhase) {
+        ApplyFence fence = db.fence();
         return db.onTable("initTable", flow, table, c -> update(c, "INSERT INTO " + STATE
-                + " (flow_name, source_table_identifier, phase) VALUES (?, ?, ?)"
+                + " (flow_name, source_table_identifier, phase) SELECT ?, ?, CAST(? AS text) WHERE TRUE" + fence.and()
                 + " ON CONFLICT (flow_name, source_table_identifier) DO NOTHING",
-                flow, table, initialPhase == null ? null : initialPhase.sqlName()) == 1);
+                fence.bind(flow, table, initialPhase == null ? null : initialPhase.sqlName())) == 1);
     }
 
     /** {@link #initTable(String, String, Phase)} without a phase (query CDC). */
@@ -93,18 +94,27 @@ public final class TableProgress {
     public boolean recordSync(String flow, String table, SyncedBatch batch, Instant at) {
         Objects.requireNonNull(batch, "batch");
         Objects.requireNonNull(at, "at");
-        return db.onTable("recordSync", flow, table, c -> recordSync(c, flow, table, batch, at));
+        return db.onTable("recordSync", flow, table, c -> recordSync(c, flow, table, batch, at, null, db.fence()));
     }
 
     /** {@link #recordSync(String, String, SyncedBatch, Instant)} on the caller's connection. */
     static boolean recordSync(Connection c, String flow, String table, SyncedBatch batch, Instant at)
             throws SQLException {
-        return recordSync(c, flow, table, batch, at, null);
+        return recordSync(c, flow, table, batch, at, null, ApplyFence.NONE);
     }
 
     /** {@link #recordSync(Connection, String, String, SyncedBatch, Instant)}, only while {@code epoch} owns the table. */
     static boolean recordSync(Connection c, String flow, String table, SyncedBatch batch, Instant at, Long epoch)
             throws SQLException {
+        return recordSync(c, flow, table, batch, at, epoch, ApplyFence.NONE);
+    }
+
+    /**
+     * {@link #recordSync(Connection, String, String, SyncedBatch, Instant, Long)}, also only while {@code fence} holds
+     * (its condition is on the row offered: a refused write neither inserts nor updates).
+     */
+    private static boolean recordSync(Connection c, String flow, String table, SyncedBatch batch, Instant at, Long epoch,
+                                      ApplyFence fence) throws SQLException {
         String advanced = "EXCLUDED.synced_batch_id > s.synced_batch_id";
         // the sink may normalize a batch before its source records the sync: then nothing is pending
         String pending = advanced + " AND EXCLUDED.synced_batch_id > s.normalized_batch_id";
@@ -112,7 +122,8 @@ public final class TableProgress {
         return update(c, "INSERT INTO " + STATE + " AS s"
                 + " (flow_name, source_table_identifier, cursor_text, synced_batch_id, synced_rows_count,"
                 + " last_synced_at, first_row_received_at, first_row_commit_time)"
-                + " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                + " SELECT ?, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS timestamptz),"
+                + " CAST(? AS timestamptz), CAST(? AS timestamptz) WHERE TRUE" + fence.and()
                 + " ON CONFLICT (flow_name, source_table_identifier) DO UPDATE SET"
                 + " cursor_text = EXCLUDED.cursor_text,"
                 + " synced_rows_count = s.synced_rows_count"
@@ -127,9 +138,11 @@ public final class TableProgress {
                 + " synced_batch_id = EXCLUDED.synced_batch_id"
                 + " WHERE EXCLUDED.synced_batch_id >= s.synced_batch_id"
                 + (epoch == null ? " AND ? IS NULL" : " AND s.source_epoch = ?"),
-                flow, table, batch.cursor(), batch.batchId(), batch.rows(), at,
-                nullable(hasRows ? batch.firstRowReceivedAt() : null), nullable(hasRows ? batch.firstRowCommitTime() : null),
-                epoch == null ? nullable((Long) null) : epoch) == 1;
+                // the fence's values come before the epoch's: its condition is in the SELECT
+                Sql.join(fence.bind(flow, table, batch.cursor(), batch.batchId(), batch.rows(), at,
+                        nullable(hasRows ? batch.firstRowReceivedAt() : null),
+                        nullable(hasRows ? batch.firstRowCommitTime() : null)),
+                        epoch == null ? nullable((Long) null) : epoch)) == 1;
     }
 
     /**

@@ -1217,4 +1217,153 @@ class CatalogTest {
         assertEquals(Optional.of(new DestinationRefusal.LoadedElsewhere("db.a in B", 1)),
                 catalog.sink().claimDestination(f, "s.a", "db.a in A", null, "sink-a", hold), "loaded elsewhere meanwhile");
     }
+
+    // ---------------------------------------------------------------- the apply task's fence
+
+    /** A write of a Postgres pipeline apply task, and the row its table is given first so that the write changes it. */
+    private record FencedWrite(String name, String phase, String phaseLsn, String leaseOwner, String detachSlot,
+                               String detachLsn, Consumer<Catalog> op) {
+    }
+
+    private static List<FencedWrite> applyWrites(String f) {
+        String lsn = "0/100";
+        return List.of(
+                new FencedWrite("setPending", "ready", lsn, null, null, null, c -> c.phases().setPending(f, "s.t")),
+                new FencedWrite("pendingIfUnknown", null, null, null, null, null,
+                        c -> c.phases().pendingIfUnknown(f, "s.t")),
+                new FencedWrite("markHandover", "copying", null, "copy-1", null, null,
+                        c -> c.phases().markHandover(f, "s.t", "copy-1", lsn)),
+                new FencedWrite("markReady", "pending", null, null, null, null, c -> c.phases().markReady(f, "s.t", lsn)),
+                new FencedWrite("markCaughtUpReady", "catchup", lsn, null, null, null,
+                        c -> c.phases().markCaughtUpReady(f, "0/200")),
+                new FencedWrite("markErrored", "ready", lsn, null, null, null,
+                        c -> c.phases().markErrored(f, "s.t", null, "bad value", t(1), null)),
+                new FencedWrite("markStreamFailed", "ready", lsn, null, null, null,
+                        c -> c.phases().markStreamFailed(f, "s.t", "bad value", t(1), t(2), true)),
+                new FencedWrite("beginDetach", "ready", lsn, null, null, null,
+                        c -> c.phases().beginDetach(f, "s.t", "slot_d", 4)),
+                new FencedWrite("markDetached", "ready", lsn, null, "slot_d", null,
+                        c -> c.phases().markDetached(f, "s.t", "slot_d", "0/180")),
+                new FencedWrite("markLagging", "ready", lsn, null, "slot_d", "0/180",
+                        c -> c.phases().markLagging(f, "0/200")),
+                new FencedWrite("abandonDetach", "ready", lsn, null, "slot_d", null,
+                        c -> c.phases().abandonDetach(f, "s.t", "slot_d")),
+                new FencedWrite("restartDetached", "lagging", "0/180", null, "slot_d", "0/180",
+                        c -> c.phases().restartDetached(f, "s.t", "slot_d", "slot lost")),
+                new FencedWrite("markDetachLost", "lagging", "0/180", null, "slot_d", "0/180",
+                        c -> c.phases().markDetachLost(f, "s.t", "slot_d", "slot lost", t(1))),
+                new FencedWrite("setPublicationMember", "ready", lsn, null, null, null,
+                        c -> c.phases().setPublicationMember(f, "s.t", "16384/s.t")),
+                new FencedWrite("markLeft", "ready", lsn, null, null, null, c -> c.phases().markLeft(f, "s.t", "left")),
+                new FencedWrite("restartTable", "ready", lsn, null, null, null,
+                        c -> c.phases().restartTable(f, "s.t", "came back", 0)),
+                new FencedWrite("initTable", "ready", lsn, null, null, null,
+                        c -> c.progress().initTable(f, "s.new", Phase.PENDING)),
+                new FencedWrite("recordSync", "ready", lsn, null, null, null,
+                        c -> c.progress().recordSync(f, "s.t", new SyncedBatch("0/150", 3, 10, t(1), t(0)), t(2))),
+                new FencedWrite("reserveBatchIds", "ready", lsn, null, null, null,
+                        c -> c.batchIds().reserveBatchIds(f, "s.t", 5, 0)),
+                new FencedWrite("registerFlow (a promotion)", "ready", lsn, null, null, null,
+                        c -> c.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7002", 2L, "slot_main", "pub",
+                                null), null, true)),
+                new FencedWrite("replaceSlot", "ready", lsn, null, null, null,
+                        c -> c.flows().replaceSlot(f, "slot_main", "slot_new")));
+    }
+
+    /**
+     * Two apply tasks of one flow, the older one (a zombie: cut off from its Connect group, or blocked in a call while
+     * the task was started again elsewhere) still writing: once the newer one took the flow, each write of the older one
+     * changes nothing and throws {@link ApplyTakenOverException}, while the same write by the newer one changes the row.
+     */
+    @Test
+    void everyWriteOfAnApplyTaskThatLostItsFlowIsRefused() throws Exception {
+        try (Catalog old = Catalog.open(settings("catalog", false), "old apply");
+             Catalog current = Catalog.open(settings("catalog", false), "new apply")) {
+            String f = null;
+            for (int i = 0; i < applyWrites("").size(); i++) {
+                f = "fence-" + i;
+                FencedWrite w = applyWrites(f).get(i);
+                catalog.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7002", 1L, "slot_main", "pub", null),
+                        null);
+                catalog.progress().initTable(f, "s.t", null);
+                try (Connection c = raw.getConnection(); PreparedStatement ps = c.prepareStatement(
+                        "UPDATE cdc_table_replication_state SET phase = ?, phase_lsn = ?, copy_lease_owner = ?,"
+                                + " copy_lease_until = CASE WHEN ?::text IS NULL THEN NULL ELSE now() + interval '1 hour' END,"
+                                + " detach_slot = ?, detach_lsn = ? WHERE flow_name = ?")) {
+                    Sql.bind(ps, w.phase(), w.phaseLsn(), w.leaseOwner(), w.leaseOwner(), w.detachSlot(), w.detachLsn(), f);
+                    ps.executeUpdate();
+                }
+                long first = old.takeApply(f, "old");
+                long second = current.takeApply(f, "new");
+                assertEquals(first + 1, second, w.name());
+                String before = snapshot(f);
+                ApplyTakenOverException refused = assertThrows(ApplyTakenOverException.class, () -> w.op().accept(old),
+                        w.name());
+                assertTrue(refused.getMessage().startsWith("flow " + f + ": another apply task took over (epoch " + second
+                        + " > " + first + "); this one stops"), refused.getMessage());
+                assertEquals(before, snapshot(f), w.name() + " of the old apply task changed the catalog");
+                w.op().accept(current);
+                assertNotEquals(before, snapshot(f), w.name() + " of the apply task that owns the flow changed nothing");
+            }
+            // a read tells the old task too, and writers without the fence (copy tasks, the sink) are not refused
+            String last = f;
+            assertThrows(ApplyTakenOverException.class, () -> old.progress().listTables(last));
+            assertTrue(catalog.phases().markReady(last, "s.t", "0/300"));
+        }
+    }
+
+    /** Waits until a session of {@code application} waits for a lock. */
+    private static void awaitLockWait(String application) throws Exception {
+        long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+        while (System.nanoTime() < deadline) {
+            try (Connection c = raw.getConnection(); PreparedStatement ps = c.prepareStatement("SELECT 1 FROM"
+                    + " pg_stat_activity WHERE application_name = ? AND wait_event_type = 'Lock'")) {
+                ps.setString(1, application);
+                try (ResultSet rs = ps.executeQuery()) {
+                    if (rs.next()) {
+                        return;
+                    }
+                }
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("no session of " + application + " ever waited for a lock");
+    }
+
+    /**
+     * The fence holds against a take that comes while an old apply task's write is under way: the take waits for the
+     * write's transaction, and a write that waited for a take changes nothing.
+     */
+    @Test
+    void aTakeAndAWriteOfTheFormerOwnerAreOrdered() throws Exception {
+        String f = "fence-race";
+        catalog.flows().registerFlow(f, new FlowIdentity("pg_pipeline", "7002", 1L, "slot_main", "pub", null), null);
+        catalog.progress().initTable(f, "s.t", Phase.PENDING);
+        try (Catalog old = Catalog.open(settings("catalog", false), "old apply");
+             Catalog current = Catalog.open(settings("catalog", false), "new apply");
+             Connection taker = raw.getConnection()) {
+            old.takeApply(f, "old");
+            // a take under way (its transaction open): the old task's write waits for it, then sees the new epoch
+            taker.setAutoCommit(false);
+            try (PreparedStatement ps = taker.prepareStatement(
+                    "UPDATE cdc_flow SET apply_epoch = apply_epoch + 1 WHERE flow_name = ?")) {
+                ps.setString(1, f);
+                ps.executeUpdate();
+            }
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            try {
+                Future<Boolean> write = pool.submit(() -> old.phases().markReady(f, "s.t", "0/10"));
+                awaitLockWait("tablecdc old apply");
+                taker.commit();
+                java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                        () -> write.get(30, java.util.concurrent.TimeUnit.SECONDS));
+                assertTrue(e.getCause() instanceof ApplyTakenOverException, e.getCause().toString());
+                assertEquals(Phase.PENDING, table(f, "s.t").phase());
+            } finally {
+                pool.shutdownNow();
+            }
+            current.takeApply(f, "new");
+            assertTrue(current.phases().markReady(f, "s.t", "0/10"));
+        }
+    }
 }

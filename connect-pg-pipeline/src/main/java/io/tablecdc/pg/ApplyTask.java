@@ -1,12 +1,15 @@
 package io.tablecdc.pg;
 
+import java.lang.management.ManagementFactory;
 import java.nio.ByteBuffer;
+import java.security.SecureRandom;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.Set;
 import java.util.List;
 import java.util.Map;
@@ -25,6 +28,7 @@ import org.slf4j.LoggerFactory;
 import io.tablecdc.common.RecordHeaders.Op;
 import io.tablecdc.common.Resources;
 import io.tablecdc.common.Version;
+import io.tablecdc.catalog.ApplyTakenOverException;
 import io.tablecdc.catalog.Catalog;
 import io.tablecdc.catalog.CatalogUnavailableException;
 import io.tablecdc.catalog.FlowIdentity;
@@ -102,6 +106,8 @@ public class ApplyTask extends SourceTask {
 
     private PgPipelineConfig config;
     private String flow;
+    /** This start of the task, as {@code cdc_flow.apply_owner} records it when it takes the flow. */
+    private String owner;
     private Catalog catalog;
     private Connection sql;
     /** Publication checks in a row that gave up waiting for a table's lock ({@link #checkPublication}). */
@@ -178,6 +184,11 @@ public class ApplyTask extends SourceTask {
         config = new PgPipelineConfig(props);
         hold = new HoldBudget(config.holdMaxBytes(), config.batchRows());
         flow = PgPipelineTaskConfig.of(props).flow();
+        byte[] random = new byte[3];
+        new SecureRandom().nextBytes(random);
+        // a new owner per start, named with its worker's process (pid@host): the one an operator finds in the log
+        owner = flow + "/apply-" + HexFormat.of().formatHex(random) + " on "
+                + ManagementFactory.getRuntimeMXBean().getName();
         metrics = sharedMetrics != null ? sharedMetrics : TableMetrics.forSource(() -> context.pluginMetrics(), flow);
         begin();
     }
@@ -201,6 +212,10 @@ public class ApplyTask extends SourceTask {
         } catch (FlowIdentityMismatchException e) {
             closeQuietly();
             throw new ConnectException(e.getMessage(), e);
+        } catch (ApplyTakenOverException e) {
+            ConnectException stop = takenOver(e);
+            closeQuietly();
+            throw stop;
         } catch (CatalogUnavailableException e) {
             return deferStart(e);
         } catch (SQLException e) {
@@ -242,6 +257,10 @@ public class ApplyTask extends SourceTask {
         slot = recorded == null ? null : recorded.slot();
         boolean acceptTimeline = FlowRefusals.check(flow, config, recorded, identity,
                 slot == null ? Optional.empty() : SourceDatabase.slot(sql, slot));
+        if (recorded != null) {
+            // before this start's first write: an earlier apply task of the flow still running is fenced from now on
+            takeFlow();
+        }
         if (acceptTimeline && recorded.timeline() != null && recorded.timeline() != identity.timeline()) {
             // before the new timeline is recorded: a crash in between runs it again
             FailoverRecovery.afterPromotion(catalog, flow, replication, recorded.timeline(), identity.timeline());
@@ -251,6 +270,10 @@ public class ApplyTask extends SourceTask {
             slot = slots.newName();
         }
         register(identity, recorded, acceptTimeline);
+        if (recorded == null) {
+            // the flow's first start: its row exists from now on
+            takeFlow();
+        }
         SlotManager.Checked checked = slots.ensure(sql, replication, slot, null);
         slot = checked.slot();
         Lsn slotStart = checked.start();
@@ -268,6 +291,26 @@ public class ApplyTask extends SourceTask {
         openStream();
         log.info("flow {}: apply task streaming publication {} from slot {} at {} ({} tables)", flow,
                 config.publication(), slot, position.read(), tables.size());
+    }
+
+    /**
+     * Takes the flow's apply epoch ({@link Catalog#takeApply}): every catalog write of this task carries it from now on,
+     * and is refused ({@link ApplyTakenOverException}) once a later apply task of the flow has taken a higher one.
+     */
+    private void takeFlow() {
+        long epoch = catalog.takeApply(flow, owner);
+        log.info("flow {}: apply task {} took the flow (apply epoch {}); earlier apply tasks of the flow can no longer"
+                + " change its catalog rows", flow, owner, epoch);
+    }
+
+    /**
+     * Another apply task took the flow: this one was cut off or blocked while it was started again elsewhere. It writes
+     * nothing more and fails, with the catalog's refusal as its reason; it is never retried as an outage.
+     */
+    private ConnectException takenOver(ApplyTakenOverException e) {
+        log.error("{}", e.getMessage());
+        closeSource();
+        return e;
     }
 
     private ChangeBatcher newBatcher(Lsn start) {
@@ -398,6 +441,8 @@ public class ApplyTask extends SourceTask {
         } catch (FlowIdentityMismatchException e) {
             closeSource();
             throw new ConnectException(e.getMessage(), e);
+        } catch (ApplyTakenOverException e) {
+            throw takenOver(e);
         } catch (RuntimeException e) {
             closeSource();
             throw e;
@@ -806,6 +851,9 @@ public class ApplyTask extends SourceTask {
             }
             // the transactions read in this poll become one batch per table (batch ids may need the catalog)
             out.addAll(batcher.flush());
+        } catch (ApplyTakenOverException e) {
+            // what this poll read goes nowhere: the task that took the flow reads it again
+            throw takenOver(e);
         } catch (SQLException | CatalogUnavailableException e) {
             if (stopping) {
                 return null;
@@ -1123,6 +1171,8 @@ public class ApplyTask extends SourceTask {
                     // a pg batch is (part of) one transaction: its commit time is its newest
                     m.syncedUpTo(synced.batch().firstRowCommitTime());
                 }
+            } catch (ApplyTakenOverException e) {
+                throw takenOver(e);
             } catch (RuntimeException e) {
                 log.warn("flow {}, table {}: cannot record batch {} in the catalog ({}); retrying", flow, synced.table(),
                         synced.batch().batchId(), e.getMessage());

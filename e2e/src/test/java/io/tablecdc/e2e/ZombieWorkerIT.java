@@ -1,10 +1,17 @@
 package io.tablecdc.e2e;
 
 import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -13,6 +20,9 @@ import org.junit.jupiter.api.Test;
 import com.clickhouse.client.api.Client;
 import com.fasterxml.jackson.databind.JsonNode;
 
+import io.tablecdc.e2e.faults.Fault;
+import io.tablecdc.e2e.faults.FaultInjector;
+import io.tablecdc.e2e.faults.NamedFaults;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
 import io.tablecdc.e2e.stack.ConnectWorker;
@@ -117,6 +127,75 @@ class ZombieWorkerIT {
                     first.thaw();
                 }
             }
+        }
+    }
+
+    /**
+     * A zombie apply task: the Postgres flow's apply task is blocked between Kafka's acknowledgement of a batch and the
+     * catalog write that records it (Byteman holds it 30 s there, as a long GC pause or a stalled call would) while the
+     * task is restarted. Connect gives up waiting for the old instance after {@code task.shutdown.graceful.timeout.ms}
+     * and starts a new one, which takes the flow (its apply epoch) and waits for the slot the old one still holds. When
+     * the old instance wakes, its late catalog write is refused, it stops and lets the slot go; the new instance streams
+     * on, and ClickHouse equals Postgres.
+     */
+    @Test
+    void anApplyTaskBlockedBeforeItsCatalogWriteWhileItWasRestartedIsFenced() throws Exception {
+        String schema = "zapply";
+        String publication = "zapply_pub";
+        String flow = "zapply-flow";
+        String sinkName = "zapply-sink";
+        pg.sql("DROP PUBLICATION IF EXISTS " + publication,
+                "DROP SCHEMA IF EXISTS " + schema + " CASCADE",
+                "CREATE SCHEMA " + schema,
+                "CREATE TABLE " + schema + ".t (id int PRIMARY KEY, v int NOT NULL)",
+                "CREATE PUBLICATION " + publication + " FOR TABLE " + schema + ".t");
+        Map<String, String[]> tables = Map.of(schema + ".t",
+                new String[] {"id::text || '|' || v::text", "concat(toString(id), '|', toString(v))"});
+        Map<String, String> source = SourceConfigs.pgPipeline(stack, catalogUrl, DATABASE, publication, "zapply");
+        source.put("slot.prefix", schema);
+        source.put("tasks.max", "1");
+        source.put("table.sync.copy", "none");
+        Map<String, String> sink = SinkConfigs.flowSink(stack, catalogUrl, "zapply-stage", "zapply");
+
+        Fault blocked = NamedFaults.pgAckedNotRecorded().hang(30_000).disarmed();
+        FaultInjector injector = FaultInjector.of(StackPaths.workDir("zapply/faults"), blocked);
+        Path workDir = StackPaths.workDir("zapply/worker");
+        Map<String, String> workerProps = ConnectWorker.workerProperties(stack.kafka().bootstrapServers(),
+                "zapply-" + System.nanoTime(), stack.pluginPath());
+        try (ConnectWorker worker = ConnectWorker.startProcess(workerProps, workDir, Duration.ofSeconds(120),
+                injector.jvmArgs(ConnectWorker.TEST_JVM_ARGS.toArray(String[]::new)))) {
+            worker.rest().putConfig(sinkName, sink);
+            worker.rest().putConfig(flow, source);
+            worker.rest().awaitRunning(flow, 1, Duration.ofSeconds(120));
+            pg.awaitTable(flow, schema + ".t", row -> "ready".equals(row.get("phase")), Duration.ofSeconds(120));
+            pg.sql("INSERT INTO " + schema + ".t SELECT g, 0 FROM generate_series(1, 100) g");
+            pg.awaitEqual(tables, Duration.ofSeconds(120));
+
+            // the old instance sends a batch and blocks before recording it; the task is restarted meanwhile
+            injector.arm(blocked);
+            pg.sql("UPDATE " + schema + ".t SET v = v + 1 WHERE id <= 50");
+            injector.awaitFired(blocked, Duration.ofSeconds(60));
+            worker.rest().restart(flow, true, false);
+            pg.sql("UPDATE " + schema + ".t SET v = v + 10 WHERE id > 40", "DELETE FROM " + schema + ".t WHERE id % 7 = 0",
+                    "INSERT INTO " + schema + ".t SELECT g, g FROM generate_series(101, 150) g");
+            pg.awaitEqual(tables, Duration.ofSeconds(180));
+            worker.rest().awaitRunning(flow, 1, Duration.ofSeconds(60));
+
+            // the old instance woke up after the new one took the flow: its catalog write was refused
+            Path log = workDir.resolve("worker.log");
+            PgChecks.awaitTrue(() -> Files.readString(log).contains("flow " + flow + ": another apply task took over"),
+                    Duration.ofSeconds(60), "the old apply task's late catalog write was not refused: see " + log);
+            try (Connection c = pg.catalog(); PreparedStatement ps = c.prepareStatement(
+                    "SELECT apply_epoch FROM cdc_flow WHERE flow_name = ?")) {
+                ps.setString(1, flow);
+                try (ResultSet rs = ps.executeQuery()) {
+                    assertTrue(rs.next() && rs.getLong(1) >= 2, "the restarted task took the flow over");
+                }
+            }
+            pg.sql("UPDATE " + schema + ".t SET v = v + 100 WHERE id % 3 = 0");
+            pg.awaitEqual(tables, Duration.ofSeconds(120));
+            worker.rest().delete(flow);
+            worker.rest().delete(sinkName);
         }
     }
 
