@@ -720,7 +720,10 @@ public class ApplyTask extends SourceTask {
         if (run != null) {
             skip(table, run);
         }
-        membership.left(table);
+        // a table waiting for a copy (its private slot lost, its copy failed, not copied yet) has in ClickHouse what it
+        // had, without the changes that copy would have brought
+        membership.left(table, run != null && (run.phase == Phase.PENDING || run.phase == Phase.ERRORED
+                || run.phase == Phase.COPYING));
     }
 
     /** A table of the publication this task did not know: pending for a copy task, or ready here when not copied. */

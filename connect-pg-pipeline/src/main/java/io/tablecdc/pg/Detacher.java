@@ -215,7 +215,9 @@ final class Detacher implements AutoCloseable {
                     + " detaching it from the shared slot with private slot {}", flow, table, behind,
                     config.maxUnnormalizedBatches(), config.detachAfterMs(), slot);
             c = SourceDatabase.connect(config, "tablecdc " + flow + " detach");
-            Lsn consistent = createSlot(c, slot);
+            // a failover slot with slot.failover=true, so that a standby that synchronized it keeps the table's changes
+            // since its marker across a promotion (randomized run seed 8776 lost them with the slot)
+            Lsn consistent = config.slotFailover() ? SourceDatabase.createFailoverSlot(c, slot) : createSlot(c, slot);
             created = true;
             Lsn marker = SourceDatabase.emitHandover(c, MARKER_PREFIX, markerContent(flow, table, slot));
             markers.put(slot, marker);

@@ -190,10 +190,19 @@ final class PublicationMembership {
      * A table that left the publication, once Kafka has acknowledged everything the stream read up to the moment it
      * was found missing and the apply task stopped following it: the catalog shows it {@code errored} for good with
      * the reason (its staged batches are still loaded; its rows in ClickHouse stay). Should it come back, it is copied
-     * again ({@link #member}).
+     * again ({@link #member}). {@code awaitingCopy}: the table waited for a copy (not copied yet, its copy failed, its
+     * private slot lost), so ClickHouse lacks what that copy would have brought, and the reason says so.
      */
-    void left(String table) {
+    void left(String table, boolean awaitingCopy) {
         leaving.remove(table);
+        if (awaitingCopy) {
+            catalog.phases().markLeft(flow, table, LEFT_PUBLICATION + config.publication() + " before the copy it was"
+                    + " waiting for could run: its rows in ClickHouse are what they were (without the changes that copy"
+                    + " would have brought), and it is copied again if it comes back");
+            log.warn("flow {}, table {}: left publication {} while it waited for a copy; its rows in ClickHouse stay as"
+                    + " they were, without the changes that copy would have brought", flow, table, config.publication());
+            return;
+        }
         catalog.phases().markLeft(flow, table, LEFT_PUBLICATION + config.publication() + ": no longer replicated; its rows in"
                 + " ClickHouse stay as they are, and it is copied again if it comes back");
         log.info("flow {}, table {}: left publication {}; every change before is sent, its rows in ClickHouse stay as"

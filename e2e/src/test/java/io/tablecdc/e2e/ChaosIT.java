@@ -479,7 +479,7 @@ class ChaosIT {
                     // the workload reaches table r's removal (and return) before the end
                     writer.awaitMore(Math.max(0, returnAt + 1 - writer.written.get()));
                     for (String table : tables.keySet()) {
-                        pg.awaitTable(flow, table, row -> "ready".equals(row.get("phase")), Duration.ofSeconds(180));
+                        awaitReady(flow, table);
                     }
                     // ... and g's removal, which waits for g to be ready; the flow lets g go once its changes up to
                     // the removal are sent
@@ -663,6 +663,45 @@ class ChaosIT {
 
         private boolean proxy() {
             return !"kafka".equals(dependency);
+        }
+    }
+
+    /** How long a table may show no progress at all before the run says it is stuck. */
+    private static final Duration STALL = Duration.ofSeconds(120);
+
+    /**
+     * Waits until {@code table} is {@code ready}: as long as its catalog row moves (its phase, copy attempt, rows copied,
+     * synced or normalized batch), within 600 s in all; a row that stays the same for 120 s fails the run
+     * as stuck. A busy run's copies wait on the sink by design (a copy pauses at {@code max.unnormalized.batches}, 3 to
+     * 12 batches in the runs that detach), and the workload writes until the run's waits are met: seed 8775's table
+     * {@code c} was copied at a steady 21 % / 43 % / 64 % / 86 % / done past a fixed 180 s wait, 5 s short of it.
+     */
+    private static void awaitReady(String flow, String table) throws Exception {
+        long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(600);
+        Map<String, String> last = null;
+        long lastChange = System.nanoTime();
+        while (true) {
+            Map<String, String> row = pg.table(flow, table);
+            if (row != null && "ready".equals(row.get("phase"))) {
+                return;
+            }
+            Map<String, String> progress = row == null ? Map.of() : Map.of("phase", String.valueOf(row.get("phase")),
+                    "attempt", String.valueOf(row.get("copy_attempt")), "copied", String.valueOf(row.get("copy_rows_done")),
+                    "synced", String.valueOf(row.get("synced_batch_id")),
+                    "normalized", String.valueOf(row.get("normalized_batch_id")));
+            if (!progress.equals(last)) {
+                last = progress;
+                lastChange = System.nanoTime();
+            }
+            if (System.nanoTime() - lastChange > STALL.toNanos()) {
+                throw new AssertionError("table " + table + " is stuck: no progress for " + STALL.toSeconds()
+                        + " s; its catalog row: " + row);
+            }
+            if (System.nanoTime() > end) {
+                throw new AssertionError("table " + table + " still not ready after 600 s, though it moved; its catalog"
+                        + " row: " + row);
+            }
+            Thread.sleep(1_000);
         }
     }
 
