@@ -11,8 +11,6 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import com.clickhouse.client.api.Client;
-
 import io.tablecdc.e2e.faults.FaultProxy;
 import io.tablecdc.e2e.flows.SinkConfigs;
 import io.tablecdc.e2e.flows.SourceConfigs;
@@ -35,23 +33,20 @@ class KafkaBlackHoleIT {
     private static final LocalStack stack = LocalStack.get();
     private static final String DATABASE = "kafkahole_source";
 
-    private static String catalogUrl;
     private static PgChecks pg;
-    private static Client clickhouse;
+    private static String catalogUrl;
 
     @BeforeAll
     static void start() throws Exception {
-        stack.postgres().createDatabase(DATABASE);
-        catalogUrl = stack.postgres().createDatabase("kafkahole_catalog");
-        clickhouse = stack.clickhouse().client();
-        pg = new PgChecks(stack, DATABASE, catalogUrl, clickhouse);
+        pg = PgChecks.start(stack, DATABASE, "kafkahole_catalog");
+        catalogUrl = pg.catalogUrl();
         pg.holdEqualFor(Duration.ofSeconds(5));
     }
 
     @AfterAll
     static void stop() {
-        if (clickhouse != null) {
-            clickhouse.close();
+        if (pg != null) {
+            pg.close();
         }
     }
 
